@@ -1,0 +1,395 @@
+"""Projects, the FLASK catalogue (skills, versioned rubrics, domains), datasets and imports.
+
+Invariants the database holds (not the code):
+- an item's external id is unique in its dataset; a model answers an item at most once;
+- an item ranks each of its skills once, with distinct ranks;
+- rubric versions are unique per (skill, project scope) and count up from 1;
+- difficulty is 1-5 or unknown (NULL).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from flaskweb.db import TimestampedModel
+
+
+class Ability(models.TextChoices):
+    LOGICAL_THINKING = "logical_thinking", "Logical Thinking"
+    BACKGROUND_KNOWLEDGE = "background_knowledge", "Background Knowledge"
+    PROBLEM_HANDLING = "problem_handling", "Problem Handling"
+    USER_ALIGNMENT = "user_alignment", "User Alignment"
+    CUSTOM = "custom", "Custom"
+
+
+class Difficulty(models.IntegerChoices):
+    SIMPLE_LIFESTYLE = 1, "simple lifestyle knowledge"
+    ADVANCED_LIFESTYLE = 2, "advanced lifestyle knowledge"
+    FORMAL_EDUCATION = 3, "formal education knowledge"
+    MAJOR_LEVEL = 4, "major level knowledge"
+    EXPERT_LEVEL = 5, "expert level knowledge"
+
+
+class Project(TimestampedModel):
+    slug = models.SlugField(max_length=80, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProjectRole(models.TextChoices):
+    ADMIN = "admin", "Admin"
+    RESEARCHER = "researcher", "Researcher"
+    ANNOTATOR = "annotator", "Annotator"
+
+
+class ProjectMembership(TimestampedModel):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=20, choices=ProjectRole.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="membership_unique"),
+            models.CheckConstraint(
+                condition=Q(role__in=ProjectRole.values), name="membership_role_valid"
+            ),
+        ]
+
+
+class Domain(models.Model):
+    """A FLASK domain (built-in when project is NULL) with its sub-domains."""
+
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="domains"
+    )
+    key = models.SlugField(max_length=80)
+    name = models.CharField(max_length=100)
+    subdomains = models.JSONField(default=list, blank=True)
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(project__isnull=True), name="domain_builtin_name"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=Q(project__isnull=False),
+                name="domain_project_name",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Skill(TimestampedModel):
+    """A skill of the catalogue: the 12 FLASK skills are built in (project NULL); projects
+    add their own. The wording lives in versioned Rubric rows."""
+
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="skills"
+    )
+    key = models.SlugField(max_length=80)
+    name = models.CharField(max_length=100)
+    ability = models.CharField(max_length=40, choices=Ability.choices)
+    order = models.PositiveSmallIntegerField(default=100)
+
+    class Meta:
+        ordering = ["order", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(project__isnull=True), name="skill_builtin_name"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=Q(project__isnull=False),
+                name="skill_project_name",
+            ),
+            models.CheckConstraint(
+                condition=Q(ability__in=Ability.values), name="skill_ability_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.project_id is None
+
+
+class RubricSource(models.TextChoices):
+    BUILTIN = "builtin", "Built in"
+    EDIT = "edit", "Edited"
+    IMPORT = "import", "Imported"
+
+
+class Rubric(models.Model):
+    """One version of a skill's rubric: a criterion and five level anchors.
+
+    Rows are never updated: editing creates version n+1. A project may carry its own
+    versions of any skill (project set); otherwise the built-in versions (project NULL)
+    apply. Scores record the Rubric row they were given under.
+    """
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="rubrics")
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="rubrics"
+    )
+    version = models.PositiveIntegerField()
+    criterion = models.TextField()
+    anchor_1 = models.TextField()
+    anchor_2 = models.TextField()
+    anchor_3 = models.TextField()
+    anchor_4 = models.TextField()
+    anchor_5 = models.TextField()
+    source = models.CharField(max_length=20, choices=RubricSource.choices)
+    note = models.CharField(max_length=300, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["skill", "project", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["skill", "version"],
+                condition=Q(project__isnull=True),
+                name="rubric_builtin_version",
+            ),
+            models.UniqueConstraint(
+                fields=["skill", "project", "version"],
+                condition=Q(project__isnull=False),
+                name="rubric_project_version",
+            ),
+            models.CheckConstraint(condition=Q(version__gte=1), name="rubric_version_positive"),
+        ]
+
+    def __str__(self) -> str:
+        scope = self.project.slug if self.project_id else "built-in"
+        return f"{self.skill.name} v{self.version} ({scope})"
+
+    @property
+    def anchors(self) -> list[str]:
+        return [self.anchor_1, self.anchor_2, self.anchor_3, self.anchor_4, self.anchor_5]
+
+
+class Dataset(TimestampedModel):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="datasets")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="dataset_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Item(models.Model):
+    """An instance: instruction + reference answer with its own skills, domains, difficulty."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
+    external_id = models.CharField(max_length=200)
+    instruction = models.TextField()
+    reference_answer = models.TextField(blank=True)
+    difficulty = models.PositiveSmallIntegerField(
+        null=True, blank=True, choices=Difficulty.choices
+    )
+    source_task = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # sha1 of the imported content: tells an unchanged re-import from a changed item
+    content_hash = models.CharField(max_length=40, blank=True)
+    domains = models.ManyToManyField(Domain, through="ItemDomain", related_name="items")
+    upload = models.ForeignKey(
+        "DatasetUpload", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["dataset", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "external_id"], name="item_unique_external"),
+            models.CheckConstraint(
+                condition=Q(difficulty__isnull=True) | Q(difficulty__gte=1, difficulty__lte=5),
+                name="item_difficulty_1_5",
+            ),
+        ]
+        indexes = [
+            # per-difficulty and per-source-task breakdowns in analytics and filters
+            models.Index(fields=["dataset", "difficulty"], name="item_dataset_difficulty"),
+            models.Index(fields=["dataset", "source_task"], name="item_dataset_task"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}:{self.external_id}"
+
+
+class ItemSkill(models.Model):
+    """One of an item's (usually 3) skills, ranked by relevance, with an optional
+    instance-specific checklist (FLASK-Hard style)."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="item_skills")
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="item_skills")
+    rank = models.PositiveSmallIntegerField()
+    checklist = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["item", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "skill"], name="itemskill_unique_skill"),
+            models.UniqueConstraint(fields=["item", "rank"], name="itemskill_unique_rank"),
+            models.CheckConstraint(condition=Q(rank__gte=1), name="itemskill_rank_positive"),
+        ]
+        indexes = [models.Index(fields=["skill", "item"], name="itemskill_skill_item")]
+
+
+class ItemDomain(models.Model):
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="item_domains")
+    domain = models.ForeignKey(Domain, on_delete=models.PROTECT, related_name="item_domains")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["item", "domain"], name="itemdomain_unique"),
+        ]
+        indexes = [models.Index(fields=["domain", "item"], name="itemdomain_domain_item")]
+
+
+class Response(models.Model):
+    """One model's (system's) answer to an item."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="responses")
+    model_name = models.CharField(max_length=200)
+    text = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    upload = models.ForeignKey(
+        "DatasetUpload", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["item", "model_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "model_name"], name="response_unique_model"),
+        ]
+        # per-model breakdowns and "which models does this dataset have"
+        indexes = [models.Index(fields=["model_name", "item"], name="response_model_item")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}:{self.model_name}"
+
+
+class UploadStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    REJECTED = "rejected", "Rejected"  # validation found problems set to "reject"
+    FAILED = "failed", "Failed"  # crashed; nothing was written
+
+
+class UploadSource(models.TextChoices):
+    WEB = "web", "Web"
+    API = "api", "API"
+    CLI = "cli", "Command line"
+
+
+class DatasetUpload(TimestampedModel):
+    """The job row of one import (one or more files into one dataset)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="uploads")
+    dataset_name = models.CharField(max_length=200)
+    dataset = models.ForeignKey(
+        Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads"
+    )
+    source = models.CharField(max_length=10, choices=UploadSource.choices)
+    status = models.CharField(
+        max_length=20, choices=UploadStatus.choices, default=UploadStatus.PENDING
+    )
+    # {"policies": {problem_code: action}, ...}
+    options = models.JSONField(default=dict, blank=True)
+    rows_read = models.PositiveIntegerField(default=0)
+    items_created = models.PositiveIntegerField(default=0)
+    items_unchanged = models.PositiveIntegerField(default=0)
+    responses_created = models.PositiveIntegerField(default=0)
+    responses_unchanged = models.PositiveIntegerField(default=0)
+    rows_skipped = models.PositiveIntegerField(default=0)
+    problem_count = models.PositiveIntegerField(default=0)
+    # per-file and per-problem-class counts, models, missing-response counts
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=UploadStatus.values), name="upload_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "started_at"], name="upload_status_started")]
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} → {self.dataset_name} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {
+            UploadStatus.SUCCEEDED,
+            UploadStatus.REJECTED,
+            UploadStatus.FAILED,
+        }
+
+
+class UploadFile(models.Model):
+    upload = models.ForeignKey(DatasetUpload, on_delete=models.CASCADE, related_name="files")
+    position = models.PositiveSmallIntegerField()
+    # Web/API uploads are stored in MEDIA_ROOT; the CLI reads the given path in place.
+    file = models.FileField(upload_to="uploads/%Y/%m/", blank=True)
+    path = models.CharField(max_length=1000, blank=True)
+    original_name = models.CharField(max_length=300)
+    format = models.CharField(max_length=30, blank=True)  # requested; "" = detect
+    detected_format = models.CharField(max_length=30, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    size_bytes = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["upload", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["upload", "position"], name="uploadfile_position"),
+        ]
+
+
+class ImportProblem(models.Model):
+    """One reported problem of an import (capped per class; counts are in the summary)."""
+
+    upload = models.ForeignKey(DatasetUpload, on_delete=models.CASCADE, related_name="problems")
+    file_name = models.CharField(max_length=300)
+    line = models.PositiveIntegerField(null=True, blank=True)
+    field = models.CharField(max_length=100, blank=True)
+    code = models.CharField(max_length=40)
+    action = models.CharField(max_length=10)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["upload", "id"]
+        indexes = [models.Index(fields=["upload", "code"], name="problem_upload_code")]

@@ -1,0 +1,707 @@
+"""Streaming parsers for dataset files: FLASK evaluation sets, FLASK model outputs, and the
+generic JSONL/CSV format (see docs/IMPORT_FORMATS.md). Pure Python, no Django.
+
+A parser reads one file as a byte stream, one line (record) at a time, and yields
+`ItemRow`, `ResponseRow` or `Problem` objects. Rows come out already cleaned: when a value
+is bad in a way that can be accepted (difficulty -1, domain "-1", an unknown skill), the row
+carries the cleaned value *and* a Problem whose code tells the caller what was cleaned; the
+caller's policy for that code decides whether the row is accepted, skipped, or the whole
+import rejected. Memory use does not grow with the file: nothing is kept between lines.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import IO, Any
+
+# --- problem classes -------------------------------------------------------------------------
+
+REJECT, SKIP, ACCEPT = "reject", "skip", "accept"
+
+#: code -> (allowed actions, what "accept" means)
+PROBLEM_CLASSES: dict[str, tuple[tuple[str, ...], str]] = {
+    "unknown_format": ((REJECT,), ""),
+    "empty_file": ((REJECT,), ""),
+    "invalid_encoding": ((REJECT, SKIP), ""),
+    "line_too_long": ((REJECT, SKIP), ""),
+    "invalid_json": ((REJECT, SKIP), ""),
+    "invalid_csv": ((REJECT, SKIP), ""),
+    "missing_field": ((REJECT, SKIP), ""),
+    "invalid_type": ((REJECT, SKIP), ""),
+    "empty_response": ((REJECT, SKIP, ACCEPT), "import the empty answer as it is"),
+    "invalid_difficulty": ((REJECT, SKIP, ACCEPT), "import the row with difficulty unknown"),
+    "invalid_domain": ((REJECT, SKIP, ACCEPT), "import the row without that domain"),
+    "unknown_skill": ((REJECT, SKIP, ACCEPT), "import the row without that skill"),
+    "skill_count": ((REJECT, SKIP, ACCEPT), "import the row with the skills it has"),
+    "invalid_checklist": ((REJECT, SKIP, ACCEPT), "import the row without that checklist"),
+    "duplicate_item": ((REJECT, SKIP), ""),
+    "duplicate_response": ((REJECT, SKIP), ""),
+    "unknown_item": ((REJECT, SKIP), ""),
+    "changed_item": ((REJECT, SKIP), ""),
+    "changed_response": ((REJECT, SKIP), ""),
+    "inconsistent_item": ((REJECT, SKIP), ""),
+}
+
+FORMATS = ("flask-eval", "flask-output", "generic-jsonl", "generic-csv")
+
+DIFFICULTY_NAMES = {
+    "simple lifestyle knowledge": 1,
+    "advanced lifestyle knowledge": 2,
+    "formal education knowledge": 3,
+    "major level knowledge": 4,
+    "expert level knowledge": 5,
+}
+
+EXPECTED_SKILLS = 3
+MAX_TEXT_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int | None
+    field: str
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}, line {self.line}" if self.line else self.file
+        fld = f" [{self.field}]" if self.field else ""
+        return f"{where}{fld}: {self.message} ({self.code})"
+
+
+@dataclass
+class ItemRow:
+    line: int
+    external_id: str
+    instruction: str
+    reference: str = ""
+    skills: list[str] = field(default_factory=list)  # names, most relevant first
+    checklists: dict[str, list[str]] = field(default_factory=dict)
+    domains: list[str] = field(default_factory=list)
+    difficulty: int | None = None
+    task: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        """Content hash used to tell an unchanged re-import from a changed item."""
+        canon = json.dumps(
+            [
+                self.instruction,
+                self.reference,
+                [s.lower() for s in self.skills],
+                {k.lower(): v for k, v in sorted(self.checklists.items())},
+                sorted(d.lower() for d in self.domains),
+                self.difficulty,
+                self.task,
+                self.metadata,
+            ],
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        return hashlib.sha1(canon.encode()).hexdigest()
+
+
+@dataclass
+class ResponseRow:
+    line: int
+    item_external_id: str
+    model: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """Names the parser validates against (lower-cased name -> canonical name)."""
+
+    skills: dict[str, str]
+    domains: dict[str, str]
+
+    @classmethod
+    def of(cls, skills: Iterable[str], domains: Iterable[str]) -> Catalogue:
+        return cls({s.lower(): s for s in skills}, {d.lower(): d for d in domains})
+
+
+# --- line reading ----------------------------------------------------------------------------
+
+
+def iter_lines(
+    stream: IO[bytes], *, max_line_bytes: int
+) -> Iterator[tuple[int, bytes | None, int]]:
+    """Yield (line number, raw line or None if too long, bytes consumed so far).
+
+    Reads in bounded pieces, so a 2 GB line costs max_line_bytes of memory, not 2 GB.
+    """
+    lineno = 0
+    consumed = 0
+    while True:
+        chunk = stream.readline(max_line_bytes + 1)
+        if not chunk:
+            return
+        lineno += 1
+        consumed += len(chunk)
+        if len(chunk) > max_line_bytes and not chunk.endswith(b"\n"):
+            while chunk and not chunk.endswith(b"\n"):  # drain the rest of the long line
+                chunk = stream.readline(max_line_bytes + 1)
+                consumed += len(chunk)
+            yield lineno, None, consumed
+            continue
+        yield lineno, chunk, consumed
+
+
+def _decode(raw: bytes, lineno: int) -> str:
+    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    return raw.decode("utf-8")
+
+
+# --- format detection ------------------------------------------------------------------------
+
+
+def detect_format(name: str, head: bytes) -> str | None:
+    """Guess a file's format from its name and first bytes; None when unsure."""
+    suffix = PurePath(name).suffix.lower()
+    if suffix in {".csv", ".tsv"}:
+        return "generic-csv"
+    first = b""
+    for raw in head.splitlines():
+        if raw.strip():
+            first = raw.strip()
+            break
+    if first.startswith(b"\xef\xbb\xbf"):
+        first = first[3:]
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    keys = set(obj)
+    if {"question_id", "text"} <= keys:
+        return "flask-output"
+    if {"idx", "instruction"} <= keys and ("skill" in keys or "answer" in keys):
+        return "flask-eval"
+    if "instruction" in keys or {"item", "model", "text"} <= keys:
+        return "generic-jsonl"
+    return None
+
+
+def model_name_from_filename(name: str) -> str:
+    return PurePath(name).stem
+
+
+# --- value cleaning (shared by all formats) ---------------------------------------------------
+
+
+class _RowContext:
+    def __init__(self, file: str, line: int) -> None:
+        self.file = file
+        self.line = line
+        self.problems: list[Problem] = []
+        self.fatal = False
+
+    def problem(self, field_name: str, code: str, message: str, *, fatal: bool = False) -> None:
+        self.problems.append(Problem(self.file, self.line, field_name, code, message))
+        self.fatal = self.fatal or fatal
+
+
+def _as_text(ctx: _RowContext, obj: dict, key: str, *, required: bool, label: str) -> str:
+    value = obj.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            ctx.problem(label, "missing_field", f"{label} is missing or empty", fatal=True)
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        ctx.problem(
+            label, "invalid_type", f"{label} must be text, not {_type_name(value)}", fatal=True
+        )
+        return ""
+    if isinstance(value, float) and not math.isfinite(value):
+        ctx.problem(label, "invalid_type", f"{label} must be text, not {value}", fatal=True)
+        return ""
+    text = str(value)
+    if len(text) > MAX_TEXT_CHARS:
+        ctx.problem(
+            label,
+            "invalid_type",
+            f"{label} is {len(text):,} characters (limit {MAX_TEXT_CHARS:,})",
+            fatal=True,
+        )
+        return ""
+    if "\x00" in text:
+        ctx.problem(label, "invalid_type", f"{label} contains a NUL character", fatal=True)
+        return ""
+    return text
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", bool: "a boolean"}.get(type(value), "a number")
+
+
+def _external_id(ctx: _RowContext, obj: dict, key: str) -> str:
+    value = obj.get(key)
+    if value is None or value == "":
+        ctx.problem(key, "missing_field", f"{key} is missing", fatal=True)
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        ctx.problem(
+            key, "invalid_type", f"{key} must be a string or integer, not {_type_name(value)}",
+            fatal=True,
+        )
+        return ""
+    text = str(value).strip()
+    if not text or len(text) > 200:
+        ctx.problem(key, "invalid_type", f"{key} must be 1-200 characters", fatal=True)
+        return ""
+    return text
+
+
+def _difficulty(ctx: _RowContext, value: Any, label: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        stripped = value.strip()
+        named = DIFFICULTY_NAMES.get(stripped.lower())
+        if named:
+            return named
+        try:
+            value = int(stripped)
+        except ValueError:
+            ctx.problem(
+                label, "invalid_difficulty",
+                f"difficulty {value!r} is not a level 1-5 or a level name",
+            )
+            return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+        ctx.problem(label, "invalid_difficulty", f"difficulty {value!r} is not a level 1-5")
+        return None
+    return value
+
+
+def _name_list(ctx: _RowContext, value: Any, label: str) -> list[str] | None:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(";") if part.strip()]
+    if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
+        return [str(v).strip() for v in value if str(v).strip()]
+    ctx.problem(
+        label, "invalid_type", f"{label} must be a list of names or a ';'-separated string",
+        fatal=True,
+    )
+    return None
+
+
+def _skills(ctx: _RowContext, value: Any, catalogue: Catalogue, label: str) -> list[str]:
+    names = _name_list(ctx, value, label)
+    if names is None:
+        return []
+    skills: list[str] = []
+    for name in names:
+        canonical = catalogue.skills.get(name.lower())
+        if canonical is None:
+            ctx.problem(label, "unknown_skill", f"skill {name!r} is not in the catalogue")
+        elif canonical in skills:
+            ctx.problem(label, "unknown_skill", f"skill {name!r} is listed twice")
+        else:
+            skills.append(canonical)
+    if not skills and not ctx.fatal:
+        ctx.problem(label, "missing_field", "no valid skill", fatal=True)
+    elif len(names) != EXPECTED_SKILLS and not ctx.fatal:
+        ctx.problem(
+            label, "skill_count",
+            f"{len(names)} skills given; FLASK instances have {EXPECTED_SKILLS}",
+        )
+    return skills
+
+
+def _domains(ctx: _RowContext, value: Any, catalogue: Catalogue, label: str) -> list[str]:
+    names = _name_list(ctx, value, label)
+    if names is None:
+        return []
+    domains: list[str] = []
+    for name in names:
+        canonical = catalogue.domains.get(name.lower())
+        if canonical is None:
+            ctx.problem(label, "invalid_domain", f"domain {name!r} is not a known domain")
+        elif canonical not in domains:
+            domains.append(canonical)
+    return domains
+
+
+def _checklists(ctx: _RowContext, value: Any, skills: list[str], label: str):
+    if value is None or value == "":
+        return {}
+    if not isinstance(value, dict):
+        ctx.problem(label, "invalid_checklist", f"{label} must map skill names to checks")
+        return {}
+    by_lower = {s.lower(): s for s in skills}
+    result: dict[str, list[str]] = {}
+    for key, checks in value.items():
+        skill = by_lower.get(str(key).lower())
+        if skill is None:
+            ctx.problem(label, "invalid_checklist", f"checklist for {key!r}, not a skill of this item")
+            continue
+        if isinstance(checks, str):
+            checks = [checks]
+        if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
+            ctx.problem(label, "invalid_checklist", f"checklist for {key!r} must be text or a list")
+            continue
+        cleaned = [c.strip() for c in checks if c.strip()]
+        if cleaned:
+            result[skill] = cleaned
+    return result
+
+
+def _metadata(ctx: _RowContext, value: Any, label: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        ctx.problem(label, "invalid_type", f"{label} must be an object", fatal=True)
+        return {}
+    return value
+
+
+# --- JSONL ------------------------------------------------------------------------------------
+
+FLASK_EVAL_KEYS = {"idx", "instruction", "answer", "skill", "domain", "difficulty", "task"}
+GENERIC_ITEM_KEYS = {
+    "id", "external_id", "instruction", "reference", "skills", "domains", "difficulty",
+    "task", "metadata", "checklist", "responses",
+}  # fmt: skip
+
+
+def _flask_eval_row(ctx: _RowContext, obj: dict, catalogue: Catalogue) -> ItemRow | None:
+    external_id = _external_id(ctx, obj, "idx")
+    instruction = _as_text(ctx, obj, "instruction", required=True, label="instruction")
+    reference = _as_text(ctx, obj, "answer", required=False, label="answer")
+    skills = _skills(ctx, obj.get("skill"), catalogue, "skill")
+    domains = _domains(ctx, obj.get("domain"), catalogue, "domain")
+    difficulty = _difficulty(ctx, obj.get("difficulty"), "difficulty")
+    task = _as_text(ctx, obj, "task", required=False, label="task")[:200]
+    extra = {k: v for k, v in obj.items() if k not in FLASK_EVAL_KEYS}
+    if ctx.fatal:
+        return None
+    return ItemRow(
+        ctx.line, external_id, instruction, reference, skills, {}, domains, difficulty,
+        task, extra,
+    )  # fmt: skip
+
+
+def _generic_item_row(
+    ctx: _RowContext, obj: dict, catalogue: Catalogue
+) -> tuple[ItemRow | None, list[ResponseRow]]:
+    id_key = "id" if "id" in obj else "external_id"
+    external_id = _external_id(ctx, obj, id_key)
+    instruction = _as_text(ctx, obj, "instruction", required=True, label="instruction")
+    reference = _as_text(ctx, obj, "reference", required=False, label="reference")
+    skills = _skills(ctx, obj.get("skills"), catalogue, "skills")
+    checklists = _checklists(ctx, obj.get("checklist"), skills, "checklist")
+    domains = _domains(ctx, obj.get("domains"), catalogue, "domains")
+    difficulty = _difficulty(ctx, obj.get("difficulty"), "difficulty")
+    task = _as_text(ctx, obj, "task", required=False, label="task")[:200]
+    metadata = dict(_metadata(ctx, obj.get("metadata"), "metadata"))
+    metadata.update({k: v for k, v in obj.items() if k not in GENERIC_ITEM_KEYS})
+    responses: list[ResponseRow] = []
+    raw_responses = obj.get("responses") or []
+    if not isinstance(raw_responses, list):
+        ctx.problem("responses", "invalid_type", "responses must be a list", fatal=True)
+        raw_responses = []
+    for n, raw in enumerate(raw_responses, start=1):
+        label = f"responses[{n}]"
+        if not isinstance(raw, dict):
+            ctx.problem(label, "invalid_type", f"{label} must be an object", fatal=True)
+            continue
+        model = _as_text(ctx, raw, "model", required=True, label=f"{label}.model")[:200]
+        text = _as_text(ctx, raw, "text", required=True, label=f"{label}.text")
+        meta = _metadata(ctx, raw.get("metadata"), f"{label}.metadata")
+        responses.append(ResponseRow(ctx.line, external_id, model.strip(), text, meta))
+    if ctx.fatal:
+        return None, []
+    item = ItemRow(
+        ctx.line, external_id, instruction, reference, skills, checklists, domains,
+        difficulty, task, metadata,
+    )  # fmt: skip
+    return item, responses
+
+
+def _response_row(
+    ctx: _RowContext, obj: dict, *, id_key: str, model: str | None
+) -> ResponseRow | None:
+    external_id = _external_id(ctx, obj, id_key)
+    raw_text = obj.get("text")
+    if isinstance(raw_text, str) and not raw_text.strip():
+        ctx.problem("text", "empty_response", "the response text is empty")
+        text = raw_text
+    else:
+        text = _as_text(ctx, obj, "text", required=True, label="text")
+    if model is None:
+        model = _as_text(ctx, obj, "model", required=True, label="model")[:200].strip()
+    reserved = {id_key, "text", "model"}
+    metadata = {k: v for k, v in obj.items() if k not in reserved}
+    if ctx.fatal:
+        return None
+    return ResponseRow(ctx.line, external_id, model, text, metadata)
+
+
+def parse_jsonl(
+    stream: IO[bytes],
+    *,
+    file_name: str,
+    fmt: str,
+    catalogue: Catalogue,
+    model_name: str | None = None,
+    max_line_bytes: int = 4 * 1024 * 1024,
+    on_progress=None,
+) -> Iterator[ItemRow | ResponseRow | Problem]:
+    """Parse a JSONL file of format flask-eval, flask-output or generic-jsonl."""
+    saw_row = False
+    for lineno, raw, consumed in iter_lines(stream, max_line_bytes=max_line_bytes):
+        if on_progress is not None and lineno % 2048 == 0:
+            on_progress(consumed)
+        if raw is None:
+            yield Problem(
+                file_name, lineno, "", "line_too_long",
+                f"line is longer than {max_line_bytes:,} bytes",
+            )  # fmt: skip
+            continue
+        try:
+            text = _decode(raw, lineno)
+        except UnicodeDecodeError as exc:
+            yield Problem(file_name, lineno, "", "invalid_encoding", f"not valid UTF-8 ({exc.reason})")
+            continue
+        if not text.strip():
+            continue
+        saw_row = True
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            yield Problem(file_name, lineno, "", "invalid_json", f"not valid JSON: {exc}")
+            continue
+        if not isinstance(obj, dict):
+            yield Problem(
+                file_name, lineno, "", "invalid_json",
+                f"a line must hold a JSON object, not {_type_name(obj)}",
+            )  # fmt: skip
+            continue
+        ctx = _RowContext(file_name, lineno)
+        rows: list[ItemRow | ResponseRow] = []
+        if fmt == "flask-eval":
+            item = _flask_eval_row(ctx, obj, catalogue)
+            rows = [item] if item else []
+        elif fmt == "flask-output":
+            resp = _response_row(ctx, obj, id_key="question_id", model=model_name)
+            rows = [resp] if resp else []
+        elif "instruction" in obj:
+            item, responses = _generic_item_row(ctx, obj, catalogue)
+            rows = [item, *responses] if item else []
+        else:
+            resp = _response_row(ctx, obj, id_key="item", model=model_name)
+            rows = [resp] if resp else []
+        if ctx.fatal or not rows:
+            yield from ctx.problems
+            continue
+        rows[0].problems = ctx.problems
+        yield from rows
+    if not saw_row:
+        yield Problem(file_name, None, "", "empty_file", "the file holds no rows")
+    if on_progress is not None:
+        on_progress(None)
+
+
+# --- CSV --------------------------------------------------------------------------------------
+
+CSV_ITEM_COLUMNS = (
+    "instruction", "reference", "skills", "domains", "difficulty", "task", "checklist",
+)  # fmt: skip
+
+
+class _CountingReader(io.RawIOBase):
+    """Wraps a byte stream to count bytes consumed (for progress)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.stream.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self.count += n
+        return n
+
+
+def parse_csv(
+    stream: IO[bytes],
+    *,
+    file_name: str,
+    catalogue: Catalogue,
+    model_name: str | None = None,
+    max_line_bytes: int = 4 * 1024 * 1024,
+    on_progress=None,
+) -> Iterator[ItemRow | ResponseRow | Problem]:
+    """Parse a generic CSV: one row per response (item columns repeat) or per item.
+
+    Columns: id, instruction, reference, skills, domains, difficulty, task, checklist (JSON),
+    model, response; skills/domains are ';'-separated. A row whose id was seen before adds a
+    response to that item; its item columns must be empty or equal to the first row's.
+    """
+    counting = _CountingReader(stream)
+    text_stream = io.TextIOWrapper(
+        io.BufferedReader(counting), encoding="utf-8-sig", errors="strict", newline=""
+    )
+    csv.field_size_limit(max_line_bytes)
+    reader = csv.reader(text_stream, strict=True)
+    # First rows of each item in this file: id -> fingerprint of item columns (bounded by items)
+    seen: dict[str, str] = {}
+    header: list[str] | None = None
+    index: dict[str, int] = {}
+    rows_done = 0
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except UnicodeDecodeError as exc:
+            yield Problem(
+                file_name, reader.line_num + 1, "", "invalid_encoding",
+                f"not valid UTF-8 ({exc.reason}); the rest of the file cannot be read",
+            )  # fmt: skip
+            return
+        except csv.Error as exc:
+            code = "line_too_long" if "field larger" in str(exc) else "invalid_csv"
+            yield Problem(file_name, reader.line_num, "", code, f"CSV error: {exc}")
+            if code == "line_too_long":
+                return
+            continue
+        lineno = reader.line_num
+        if header is None:
+            header = [h.strip().lower() for h in record]
+            index = {h: i for i, h in enumerate(header)}
+            id_col = "id" if "id" in index else "external_id" if "external_id" in index else None
+            if id_col is None:
+                yield Problem(file_name, 1, "id", "unknown_format", "the header has no id column")
+                return
+            if "instruction" not in index and not {"model", "response"} <= index.keys():
+                yield Problem(
+                    file_name, 1, "", "unknown_format",
+                    "the header needs an instruction column, or model and response columns",
+                )  # fmt: skip
+                return
+            continue
+        if not any(cell.strip() for cell in record):
+            continue
+        rows_done += 1
+        if on_progress is not None and rows_done % 2048 == 0:
+            on_progress(counting.count)
+        if len(record) != len(header):
+            yield Problem(
+                file_name, lineno, "", "invalid_csv",
+                f"{len(record)} columns, the header has {len(header)}",
+            )  # fmt: skip
+            continue
+        obj = {h: record[i] for h, i in index.items()}
+        ctx = _RowContext(file_name, lineno)
+        external_id = _external_id(ctx, obj, "id" if "id" in index else "external_id")
+        if ctx.fatal:
+            yield from ctx.problems
+            continue
+        out: list[ItemRow | ResponseRow] = []
+        item_cells = {c: obj.get(c, "").strip() for c in CSV_ITEM_COLUMNS}
+        has_item_cells = bool(item_cells["instruction"])
+        if external_id not in seen and has_item_cells:
+            checklist_raw = item_cells["checklist"]
+            checklist_value: Any = None
+            if checklist_raw:
+                try:
+                    checklist_value = json.loads(checklist_raw)
+                except ValueError:
+                    ctx.problem("checklist", "invalid_checklist", "checklist must be JSON")
+            obj_item = {
+                "id": external_id,
+                "instruction": item_cells["instruction"],
+                "reference": item_cells["reference"],
+                "skills": item_cells["skills"],
+                "domains": item_cells["domains"],
+                "difficulty": item_cells["difficulty"],
+                "task": item_cells["task"],
+                "checklist": checklist_value,
+            }
+            item, _ = _generic_item_row(ctx, obj_item, catalogue)
+            if item is None:
+                yield from ctx.problems
+                continue
+            seen[external_id] = json.dumps(item_cells, sort_keys=True)
+            out.append(item)
+        elif external_id in seen and has_item_cells:
+            if json.dumps(item_cells, sort_keys=True) != seen[external_id]:
+                ctx.problem(
+                    "instruction", "inconsistent_item",
+                    f"item {external_id!r} repeats with different item columns",
+                    fatal=True,
+                )  # fmt: skip
+                yield from ctx.problems
+                continue
+        model = (obj.get("model") or "").strip() or (model_name or "")
+        response_text = obj.get("response", "")
+        if response_text.strip():
+            if not model:
+                ctx.problem("model", "missing_field", "model is missing for the response", fatal=True)
+                yield from ctx.problems
+                continue
+            resp = _response_row(
+                ctx, {"id": external_id, "text": response_text}, id_key="id", model=model[:200]
+            )
+            if resp is None:
+                yield from ctx.problems
+                continue
+            out.append(resp)
+        elif not out:
+            ctx.problem("response", "missing_field", "row has neither item columns nor a response")
+            ctx.fatal = True
+            yield from ctx.problems
+            continue
+        out[0].problems = ctx.problems
+        yield from out
+    if rows_done == 0:
+        yield Problem(file_name, None, "", "empty_file", "the file holds no rows")
+    if on_progress is not None:
+        on_progress(None)
+
+
+def parse_file(
+    stream: IO[bytes],
+    *,
+    file_name: str,
+    fmt: str,
+    catalogue: Catalogue,
+    model_name: str | None = None,
+    max_line_bytes: int = 4 * 1024 * 1024,
+    on_progress=None,
+) -> Iterator[ItemRow | ResponseRow | Problem]:
+    if fmt == "generic-csv":
+        return parse_csv(
+            stream, file_name=file_name, catalogue=catalogue, model_name=model_name,
+            max_line_bytes=max_line_bytes, on_progress=on_progress,
+        )  # fmt: skip
+    if fmt == "flask-output" and not model_name:
+        model_name = model_name_from_filename(file_name)
+    return parse_jsonl(
+        stream, file_name=file_name, fmt=fmt, catalogue=catalogue, model_name=model_name,
+        max_line_bytes=max_line_bytes, on_progress=on_progress,
+    )  # fmt: skip

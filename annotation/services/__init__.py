@@ -1,0 +1,1 @@
+"""Write services of the annotation app, split by subdomain (catalogue, imports, projects)."""

@@ -1,0 +1,212 @@
+"""Catalogue writes: custom skills, rubric versions, rubric-file import, built-in sync.
+
+Rubric rows are append-only: every change is a new version, so a score can always say
+exactly which wording it was given under.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils.text import slugify
+
+from annotation import catalogue_text
+from annotation.models import Ability, Domain, Project, Rubric, RubricSource, Skill
+
+
+class RubricFileError(ValueError):
+    """The rubric file is not in the official FLASK skill-set format."""
+
+
+def _anchors_clean(anchors: list[str]) -> list[str]:
+    if len(anchors) != 5:
+        raise ValidationError("a rubric has exactly five level anchors (1 to 5)")
+    cleaned = [a.strip() for a in anchors]
+    if not all(cleaned):
+        raise ValidationError("every level anchor needs text")
+    return cleaned
+
+
+@transaction.atomic
+def rubric_revise(
+    *,
+    skill: Skill,
+    project: Project | None,
+    criterion: str,
+    anchors: list[str],
+    source: str = RubricSource.EDIT,
+    note: str = "",
+    created_by=None,
+) -> Rubric:
+    """Create the next rubric version for `skill` in `project` (None = built-in scope).
+
+    Returns the current version unchanged if the wording is identical (idempotent).
+    """
+    if skill.project_id is not None and skill.project_id != getattr(project, "pk", None):
+        raise ValidationError("a project's custom skill can only get rubrics in that project")
+    anchors = _anchors_clean(anchors)
+    criterion = criterion.strip()
+    if not criterion:
+        raise ValidationError("the criterion needs text")
+    # Lock the skill row so two concurrent edits get versions n+1 and n+2, not a clash.
+    Skill.objects.select_for_update().get(pk=skill.pk)
+    scope = Rubric.objects.filter(skill=skill, project=project)
+    latest = scope.order_by("-version").first()
+    if latest is None and project is not None:
+        from annotation.selectors import rubric_current
+
+        latest_any = rubric_current(skill=skill, project=None)
+        if latest_any and latest_any.criterion == criterion and latest_any.anchors == anchors:
+            return latest_any
+    if latest is not None and latest.criterion == criterion and latest.anchors == anchors:
+        return latest
+    version = (scope.aggregate(m=Max("version"))["m"] or 0) + 1
+    rubric = Rubric(
+        skill=skill,
+        project=project,
+        version=version,
+        criterion=criterion,
+        anchor_1=anchors[0],
+        anchor_2=anchors[1],
+        anchor_3=anchors[2],
+        anchor_4=anchors[3],
+        anchor_5=anchors[4],
+        source=source,
+        note=note[:300],
+        created_by=created_by,
+    )
+    rubric.full_clean()
+    rubric.save()
+    return rubric
+
+
+@transaction.atomic
+def skill_create(
+    *,
+    project: Project,
+    name: str,
+    criterion: str,
+    anchors: list[str],
+    ability: str = Ability.CUSTOM,
+    created_by=None,
+    source: str = RubricSource.EDIT,
+) -> Skill:
+    """Add a custom skill to a project, with its first rubric version."""
+    name = name.strip()
+    if not name:
+        raise ValidationError("the skill needs a name")
+    from annotation.selectors import skill_list_for_project
+
+    if skill_list_for_project(project=project).filter(name__iexact=name).exists():
+        raise ValidationError(f"a skill named {name!r} already exists")
+    skill = Skill(
+        project=project,
+        key=slugify(name)[:80] or "skill",
+        name=name,
+        ability=ability,
+        order=1000,
+    )
+    skill.full_clean()
+    try:
+        skill.save()
+    except IntegrityError as exc:
+        raise ValidationError(f"a skill named {name!r} already exists") from exc
+    rubric_revise(
+        skill=skill, project=project, criterion=criterion, anchors=anchors,
+        source=source, created_by=created_by,
+    )  # fmt: skip
+    return skill
+
+
+@dataclass
+class RubricImportResult:
+    created_skills: list[str]
+    new_versions: list[str]
+    unchanged: list[str]
+
+
+def parse_flask_skillset(data: bytes | str) -> list[tuple[str, str, list[str]]]:
+    """Parse the official FLASK skill-set file: [{"Skill", "Criteria", "Scoring": {1..5}}]."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RubricFileError(f"not valid JSON: {exc}") from None
+    if not isinstance(doc, list) or not doc:
+        raise RubricFileError("expected a non-empty JSON list of skills")
+    result = []
+    for n, entry in enumerate(doc, start=1):
+        if not isinstance(entry, dict):
+            raise RubricFileError(f"entry {n}: expected an object")
+        name, criteria, scoring = entry.get("Skill"), entry.get("Criteria"), entry.get("Scoring")
+        if not isinstance(name, str) or not name.strip():
+            raise RubricFileError(f"entry {n}: 'Skill' must be a non-empty string")
+        if not isinstance(criteria, str) or not criteria.strip():
+            raise RubricFileError(f"entry {n} ({name}): 'Criteria' must be a non-empty string")
+        if not isinstance(scoring, dict) or sorted(scoring) != ["1", "2", "3", "4", "5"]:
+            raise RubricFileError(f"entry {n} ({name}): 'Scoring' must have keys '1' to '5'")
+        anchors = [scoring[str(level)] for level in range(1, 6)]
+        if not all(isinstance(a, str) and a.strip() for a in anchors):
+            raise RubricFileError(f"entry {n} ({name}): every level needs text")
+        result.append((name.strip(), criteria.strip(), [a.strip() for a in anchors]))
+    names = [r[0].lower() for r in result]
+    if len(set(names)) != len(names):
+        raise RubricFileError("a skill appears twice in the file")
+    return result
+
+
+@transaction.atomic
+def rubric_import_flask(*, project: Project, data: bytes | str, created_by=None) -> RubricImportResult:
+    """Import a rubric file in the official FLASK skill-set format into a project.
+
+    Skills matching the catalogue by name get a new project-scoped rubric version (unless
+    the wording is unchanged); others become custom skills of the project. All or nothing.
+    """
+    from annotation.selectors import skill_list_for_project
+
+    entries = parse_flask_skillset(data)
+    by_name = {s.name.lower(): s for s in skill_list_for_project(project=project)}
+    result = RubricImportResult([], [], [])
+    for name, criterion, anchors in entries:
+        skill = by_name.get(name.lower())
+        if skill is None:
+            skill_create(
+                project=project, name=name, criterion=criterion, anchors=anchors,
+                created_by=created_by, source=RubricSource.IMPORT,
+            )  # fmt: skip
+            result.created_skills.append(name)
+            continue
+        before = Rubric.objects.filter(skill=skill, project=project).count()
+        rubric_revise(
+            skill=skill, project=project, criterion=criterion, anchors=anchors,
+            source=RubricSource.IMPORT, note="imported rubric file", created_by=created_by,
+        )  # fmt: skip
+        after = Rubric.objects.filter(skill=skill, project=project).count()
+        (result.new_versions if after > before else result.unchanged).append(skill.name)
+    return result
+
+
+@transaction.atomic
+def catalogue_sync_builtins() -> None:
+    """Make the built-in skills, domains and rubric wording match catalogue_text.py.
+
+    Idempotent; when the shipped wording changes, a new built-in rubric version appears
+    and old scores keep pointing at the version they were given under.
+    """
+    for order, (key, name, subdomains) in enumerate(catalogue_text.DOMAINS):
+        Domain.objects.update_or_create(
+            project=None, name=name,
+            defaults={"key": key, "subdomains": list(subdomains), "order": order},
+        )  # fmt: skip
+    for order, text in enumerate(catalogue_text.SKILLS):
+        skill, _ = Skill.objects.update_or_create(
+            project=None, name=text.name,
+            defaults={"key": text.key, "ability": text.ability, "order": order},
+        )  # fmt: skip
+        rubric_revise(
+            skill=skill, project=None, criterion=text.criterion, anchors=list(text.anchors),
+            source=RubricSource.BUILTIN, note="shipped with flaskweb",
+        )  # fmt: skip

@@ -1,0 +1,31 @@
+"""Celery tasks of the annotation app: thin adapters that load a row and call one service."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(soft_time_limit=3300, time_limit=3500)
+def dataset_import_task(upload_id: int) -> None:
+    """Run import `upload_id`. Idempotent: the job is claimed pending -> running by a
+    conditional update, so a redelivered message finds it claimed and returns. Not
+    retried: a failed import is recorded on the job row and re-run by a new upload.
+    Routed to the `imports` queue."""
+    from annotation.services.imports import dataset_import
+
+    if dataset_import(upload_id=upload_id) is None:
+        logger.info("upload %s is missing or already claimed; nothing to do", upload_id)
+
+
+@shared_task
+def uploads_health_check_task() -> int:
+    """Fail imports stuck in `running` longer than FLASKWEB_IMPORT_STALE_SECONDS (their
+    worker died). Idempotent; run by beat every 5 minutes."""
+    from annotation.services.imports import uploads_fail_stale
+
+    return uploads_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)
