@@ -1,6 +1,17 @@
+"""Root URLs: the composition root mounts every app's pages and APIs."""
+
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from annotation.urls import api_urlpatterns as annotation_api
 
 urlpatterns = [
+    path("", include("annotation.urls")),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/annotation/", include((annotation_api, "annotation-api"))),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]

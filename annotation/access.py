@@ -1,0 +1,60 @@
+"""View access helpers: fetch an object and enforce who may see it (404 for objects the
+user may not know about, 403 for a known object and a wrong role)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+
+from annotation.models import Dataset, DatasetUpload, Item, Project, ProjectMembership, ProjectRole
+
+STAFF_ROLES = {ProjectRole.ADMIN, ProjectRole.RESEARCHER}
+
+
+def project_role(user, project: Project) -> str | None:
+    if user.is_superuser or user.is_staff:
+        return ProjectRole.ADMIN
+    membership = ProjectMembership.objects.filter(project=project, user=user).first()
+    return membership.role if membership else None
+
+
+def project_get_for_user(user, slug: str, *, roles=STAFF_ROLES) -> tuple[Project, str]:
+    project = get_object_or_404(Project, slug=slug)
+    role = project_role(user, project)
+    if role is None:
+        raise Http404("no such project")
+    if role not in roles:
+        raise PermissionDenied("your role in this project does not allow this page")
+    return project, role
+
+
+def project_get_for_admin(user, slug: str) -> Project:
+    return project_get_for_user(user, slug, roles={ProjectRole.ADMIN})[0]
+
+
+def dataset_get_for_user(user, dataset_id: int) -> tuple[Dataset, str]:
+    dataset = get_object_or_404(Dataset.objects.select_related("project"), pk=dataset_id)
+    _, role = project_get_for_user(user, dataset.project.slug)
+    return dataset, role
+
+
+def item_get_for_user(user, item_id: int) -> Item:
+    from annotation.selectors import item_get
+
+    try:
+        item = item_get(item_id=item_id)
+    except Item.DoesNotExist:
+        raise Http404("no such item") from None
+    project_get_for_user(user, item.dataset.project.slug)
+    return item
+
+
+def upload_get_for_admin(user, upload_id: int) -> DatasetUpload:
+    upload = get_object_or_404(DatasetUpload.objects.select_related("project"), pk=upload_id)
+    project_get_for_user(user, upload.project.slug, roles={ProjectRole.ADMIN})
+    return upload
+
+
+def can_manage(user, project: Project) -> bool:
+    return project_role(user, project) == ProjectRole.ADMIN

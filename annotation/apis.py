@@ -1,0 +1,164 @@
+"""REST API of the annotation app (machine clients): projects, datasets, catalogue, imports."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotation import access, selectors
+from annotation.models import DatasetUpload, ProjectRole, UploadSource
+from annotation.parsers import FORMATS
+from annotation.services.imports import (
+    FileSpec,
+    ImportOptionsError,
+    dataset_upload_create,
+    upload_progress_get,
+)
+
+
+def _project(request, slug: str, roles=access.STAFF_ROLES):
+    from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+    from django.http import Http404
+
+    try:
+        return access.project_get_for_user(request.user, slug, roles=roles)[0]
+    except Http404:
+        raise NotFound("no such project") from None
+    except DjangoPermissionDenied as exc:
+        raise PermissionDenied(str(exc)) from None
+
+
+class ProjectListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.CharField()
+        name = serializers.CharField()
+        description = serializers.CharField()
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request):
+        projects = selectors.project_list_for_user(user=request.user)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(projects, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class DatasetListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        item_count = serializers.IntegerField()
+        updated_at = serializers.DateTimeField()
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request, slug: str):
+        project = _project(request, slug)
+        datasets = selectors.dataset_list_for_project(project=project)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(datasets, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class SkillListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        ability = serializers.CharField()
+        builtin = serializers.BooleanField(source="is_builtin")
+        rubric_version = serializers.IntegerField(allow_null=True)
+        criterion = serializers.CharField(allow_null=True)
+        anchors = serializers.ListField(child=serializers.CharField(), allow_null=True)
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request):
+        slug = request.query_params.get("project")
+        project = _project(request, slug) if slug else None
+        rubrics = selectors.rubrics_current_for_project(project=project)
+        rows = []
+        for skill in selectors.skill_list_for_project(project=project):
+            rubric = rubrics.get(skill.pk)
+            skill.rubric_version = rubric.version if rubric else None
+            skill.criterion = rubric.criterion if rubric else None
+            skill.anchors = rubric.anchors if rubric else None
+            rows.append(skill)
+        return ApiResponse(self.OutputSerializer(rows, many=True).data)
+
+
+class UploadOutputSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    progress = serializers.SerializerMethodField()
+    problems = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DatasetUpload
+        fields = [
+            "id", "project", "dataset_name", "dataset", "source", "status", "rows_read",
+            "items_created", "items_unchanged", "responses_created", "responses_unchanged",
+            "rows_skipped", "problem_count", "summary", "error", "created_at", "started_at",
+            "finished_at", "progress", "problems",
+        ]  # fmt: skip
+
+    def get_progress(self, obj) -> dict:
+        return upload_progress_get(obj.pk)
+
+    def get_problems(self, obj) -> list[dict]:
+        return list(
+            obj.problems.values("file_name", "line", "field", "code", "action", "message")[:200]
+        )
+
+
+class UploadCreateApi(APIView):
+    """Start an import: multipart with one or more `files`. Answers 202 with the job."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer):
+        project = serializers.SlugField()
+        dataset = serializers.CharField(max_length=200)
+        files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
+        format = serializers.ChoiceField(choices=FORMATS, required=False)
+        model = serializers.CharField(max_length=200, required=False)
+        policies = serializers.JSONField(required=False, help_text='{"invalid_difficulty": "accept"}')
+
+    @extend_schema(request=InputSerializer, responses={202: UploadOutputSerializer})
+    def post(self, request):
+        data = request.data.copy()
+        files = request.FILES.getlist("files")
+        serializer = self.InputSerializer(data={**data.dict(), "files": files})
+        serializer.is_valid(raise_exception=True)
+        v = serializer.validated_data
+        project = _project(request, v["project"], roles={ProjectRole.ADMIN})
+        from django.conf import settings
+
+        for f in v["files"]:
+            if f.size > settings.FLASKWEB_MAX_UPLOAD_BYTES:
+                raise serializers.ValidationError(
+                    {"files": [f"{f.name} is larger than {settings.FLASKWEB_MAX_UPLOAD_BYTES:,} bytes"]}
+                )
+        policies = v.get("policies") or {}
+        if not isinstance(policies, dict):
+            raise serializers.ValidationError({"policies": ["must be an object CLASS: ACTION"]})
+        model = v.get("model", "") if len(v["files"]) == 1 else ""
+        try:
+            upload = dataset_upload_create(
+                project=project, dataset_name=v["dataset"], source=UploadSource.API,
+                files=[(FileSpec(f.name, v.get("format", ""), model), f) for f in v["files"]],
+                policies={str(k): str(a) for k, a in policies.items()}, created_by=request.user,
+            )  # fmt: skip
+        except (ImportOptionsError, ValidationError) as exc:
+            raise serializers.ValidationError({"detail": str(exc)}) from None
+        return ApiResponse(UploadOutputSerializer(upload).data, status=status.HTTP_202_ACCEPTED)
+
+
+class UploadDetailApi(APIView):
+    @extend_schema(responses=UploadOutputSerializer)
+    def get(self, request, pk: int):
+        upload = get_object_or_404(DatasetUpload.objects.select_related("project"), pk=pk)
+        _project(request, upload.project.slug, roles={ProjectRole.ADMIN})
+        return ApiResponse(UploadOutputSerializer(upload).data)

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from annotation.models import Ability
+from annotation.parsers import FORMATS, PROBLEM_CLASSES, REJECT
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        files = data if isinstance(data, (list, tuple)) else [data]
+        cleaned = [single(f, initial) for f in files if f]
+        if not cleaned and self.required:
+            raise forms.ValidationError("choose at least one file")
+        limit = settings.FLASKWEB_MAX_UPLOAD_BYTES
+        for f in cleaned:
+            if f.size > limit:
+                raise forms.ValidationError(
+                    f"{f.name} is {f.size:,} bytes; the limit is {limit:,} bytes "
+                    "(use the import_dataset command for larger files)"
+                )
+        return cleaned
+
+
+def _policy_field(code: str) -> forms.ChoiceField:
+    allowed, meaning = PROBLEM_CLASSES[code]
+    labels = {"reject": "reject the import", "skip": "skip the row", "accept": "accept"}
+    choices = [(a, labels[a] + (f" ({meaning})" if a == "accept" else "")) for a in allowed]
+    return forms.ChoiceField(choices=choices, initial=REJECT, required=False, label=code)
+
+
+class DatasetUploadForm(forms.Form):
+    dataset = forms.CharField(max_length=200, label="Dataset name")
+    files = MultipleFileField(label="Files (JSONL or CSV)")
+    format = forms.ChoiceField(
+        choices=[("", "detect")] + [(f, f) for f in FORMATS], required=False
+    )
+    model_name = forms.CharField(
+        max_length=200, required=False,
+        help_text="Model of a single model-output file (default: from the file name).",
+    )  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for code, (allowed, _) in PROBLEM_CLASSES.items():
+            if len(allowed) > 1:
+                self.fields[f"on_{code}"] = _policy_field(code)
+
+    def policy_fields(self):
+        return [self[name] for name in self.fields if name.startswith("on_")]
+
+    def policies(self) -> dict[str, str]:
+        return {
+            name[3:]: value
+            for name, value in self.cleaned_data.items()
+            if name.startswith("on_") and value
+        }
+
+
+class RubricForm(forms.Form):
+    criterion = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+    anchor_1 = forms.CharField(label="1", widget=forms.Textarea(attrs={"rows": 2}))
+    anchor_2 = forms.CharField(label="2", widget=forms.Textarea(attrs={"rows": 2}))
+    anchor_3 = forms.CharField(label="3", widget=forms.Textarea(attrs={"rows": 2}))
+    anchor_4 = forms.CharField(label="4", widget=forms.Textarea(attrs={"rows": 2}))
+    anchor_5 = forms.CharField(label="5", widget=forms.Textarea(attrs={"rows": 2}))
+    note = forms.CharField(max_length=300, required=False, label="What changed")
+
+    def anchors(self) -> list[str]:
+        return [self.cleaned_data[f"anchor_{n}"] for n in range(1, 6)]
+
+
+class SkillCreateForm(RubricForm):
+    name = forms.CharField(max_length=100)
+    ability = forms.ChoiceField(choices=Ability.choices, initial=Ability.CUSTOM)
+    field_order = ["name", "ability", "criterion"]
+
+
+class RubricImportForm(forms.Form):
+    file = forms.FileField(help_text="The official FLASK skill-set JSON format.")

@@ -1,0 +1,29 @@
+"""Render LLM and user text as safe HTML: Markdown without raw HTML, then an allow-list
+sanitiser (defence in depth: even if the Markdown layer let something through, nh3 drops
+scripts, event handlers, style and non-http(s)/mailto links)."""
+
+from __future__ import annotations
+
+import nh3
+from markdown_it import MarkdownIt
+
+# "commonmark" with html disabled: raw <script> in a response becomes visible text.
+_md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+_md.validateLink = lambda url: url.strip().lower().startswith(("http://", "https://", "mailto:"))
+
+ALLOWED_TAGS = {
+    "p", "br", "hr", "pre", "code", "blockquote", "em", "strong", "del", "ul", "ol", "li",
+    "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "a", "img",
+}  # fmt: skip
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "img": {"alt", "title"}, "ol": {"start"}}
+
+
+def markdown_to_safe_html(text: str) -> str:
+    html = _md.render(text or "")
+    return nh3.clean(
+        html,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="nofollow noopener noreferrer",
+    )

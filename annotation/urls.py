@@ -1,0 +1,26 @@
+from django.urls import path
+
+from annotation import apis, views
+
+app_name = "annotation"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
+    path("projects/<slug:slug>/uploads/new/", views.upload_create, name="upload-create"),
+    path("projects/<slug:slug>/skills/new/", views.skill_add, name="skill-add"),
+    path("projects/<slug:slug>/rubrics/import/", views.rubric_import, name="rubric-import"),
+    path("datasets/<int:pk>/", views.dataset_detail, name="dataset-detail"),
+    path("items/<int:pk>/", views.item_detail, name="item-detail"),
+    path("uploads/<int:pk>/", views.upload_detail, name="upload-detail"),
+    path("catalogue/", views.catalogue, name="catalogue"),
+    path("catalogue/skills/<int:skill_id>/edit/", views.rubric_edit, name="rubric-edit"),
+]
+
+api_urlpatterns = [
+    path("projects/", apis.ProjectListApi.as_view(), name="api-project-list"),
+    path("projects/<slug:slug>/datasets/", apis.DatasetListApi.as_view(), name="api-dataset-list"),
+    path("skills/", apis.SkillListApi.as_view(), name="api-skill-list"),
+    path("uploads/", apis.UploadCreateApi.as_view(), name="api-upload-create"),
+    path("uploads/<int:pk>/", apis.UploadDetailApi.as_view(), name="api-upload-detail"),
+]
