@@ -1,0 +1,42 @@
+# The two commands a newcomer needs:
+#   make demo   — set up and run the app on embedded defaults (SQLite, no Redis), demo data + logins
+#   make test   — lint, architecture check and the whole test suite on PostgreSQL + Redis + Chromium
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install lint fmt services bench-import
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip==25.3"
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	DJANGO_DEBUG=true $(BIN)/python manage.py rundemo
+
+services:
+	scripts/services-up
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
+
+test: install services
+	scripts/ensure-chromium
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+fmt: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench-import: install services
+	$(BIN)/python bench/import_bench.py
