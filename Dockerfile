@@ -5,11 +5,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     DJANGO_STATIC_ROOT=/app/staticfiles FLASKWEB_VAR_DIR=/app/var
 WORKDIR /app
 
+# Dependencies first (pinned in pyproject.toml), so code changes reuse this layer.
 COPY pyproject.toml ./
-RUN pip install --upgrade "pip==25.3" && pip install -e . 2>/dev/null || true
+RUN pip install --upgrade "pip==25.3" \
+ && python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt
 COPY . .
-RUN pip install -e . \
- && DJANGO_DEBUG=true python manage.py collectstatic --noinput -v0 \
+# Manifest storage needs DEBUG off; the key is only used by this build step.
+RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput -v0 \
  && useradd --create-home --uid 1000 flaskweb && mkdir -p /app/var && chown -R flaskweb /app/var
 USER flaskweb
 

@@ -19,6 +19,7 @@ from annotation.services.imports import (
     FileSpec,
     ImportOptionsError,
     dataset_upload_create,
+    policies_parse,
     upload_progress_get,
 )
 
@@ -124,7 +125,7 @@ class UploadCreateApi(APIView):
         files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
         format = serializers.ChoiceField(choices=FORMATS, required=False)
         model = serializers.CharField(max_length=200, required=False)
-        policies = serializers.JSONField(required=False, help_text='{"invalid_difficulty": "accept"}')
+        policies = serializers.JSONField(binary=True, required=False, help_text='{"invalid_difficulty": "accept"}')
 
     @extend_schema(request=InputSerializer, responses={202: UploadOutputSerializer})
     def post(self, request):
@@ -144,12 +145,16 @@ class UploadCreateApi(APIView):
         policies = v.get("policies") or {}
         if not isinstance(policies, dict):
             raise serializers.ValidationError({"policies": ["must be an object CLASS: ACTION"]})
+        try:
+            policies = policies_parse({str(k): str(a) for k, a in policies.items()})
+        except ImportOptionsError as exc:
+            raise serializers.ValidationError({"policies": [str(exc)]}) from None
         model = v.get("model", "") if len(v["files"]) == 1 else ""
         try:
             upload = dataset_upload_create(
                 project=project, dataset_name=v["dataset"], source=UploadSource.API,
                 files=[(FileSpec(f.name, v.get("format", ""), model), f) for f in v["files"]],
-                policies={str(k): str(a) for k, a in policies.items()}, created_by=request.user,
+                policies=policies, created_by=request.user,
             )  # fmt: skip
         except (ImportOptionsError, ValidationError) as exc:
             raise serializers.ValidationError({"detail": str(exc)}) from None

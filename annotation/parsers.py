@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -425,7 +426,12 @@ def _generic_item_row(
             ctx.problem(label, "invalid_type", f"{label} must be an object", fatal=True)
             continue
         model = _as_text(ctx, raw, "model", required=True, label=f"{label}.model")[:200]
-        text = _as_text(ctx, raw, "text", required=True, label=f"{label}.text")
+        raw_text = raw.get("text")
+        if isinstance(raw_text, str) and not raw_text.strip():
+            ctx.problem(f"{label}.text", "empty_response", "the response text is empty")
+            text = raw_text
+        else:
+            text = _as_text(ctx, raw, "text", required=True, label=f"{label}.text")
         meta = _metadata(ctx, raw.get("metadata"), f"{label}.metadata")
         responses.append(ResponseRow(ctx.line, external_id, model.strip(), text, meta))
     if ctx.fatal:
@@ -528,6 +534,19 @@ CSV_ITEM_COLUMNS = (
 )  # fmt: skip
 
 
+# Bytes that are not UTF-8 decode to lone surrogates (errors="surrogateescape"): finding one
+# reports that record alone, where a strict decoder fails a whole 8 KB chunk of rows at once.
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def _undecodable_byte(record: list[str]) -> int | None:
+    for cell in record:
+        match = _UNDECODABLE.search(cell)
+        if match:
+            return ord(match.group()) - 0xDC00
+    return None
+
+
 class _CountingReader(io.RawIOBase):
     """Wraps a byte stream to count bytes consumed (for progress)."""
 
@@ -563,7 +582,7 @@ def parse_csv(
     """
     counting = _CountingReader(stream)
     text_stream = io.TextIOWrapper(
-        io.BufferedReader(counting), encoding="utf-8-sig", errors="strict", newline=""
+        io.BufferedReader(counting), encoding="utf-8-sig", errors="surrogateescape", newline=""
     )
     csv.field_size_limit(max_line_bytes)
     reader = csv.reader(text_stream, strict=True)
@@ -577,19 +596,22 @@ def parse_csv(
             record = next(reader)
         except StopIteration:
             break
-        except UnicodeDecodeError as exc:
-            yield Problem(
-                file_name, reader.line_num + 1, "", "invalid_encoding",
-                f"not valid UTF-8 ({exc.reason}); the rest of the file cannot be read",
-            )  # fmt: skip
-            return
         except csv.Error as exc:
             code = "line_too_long" if "field larger" in str(exc) else "invalid_csv"
             yield Problem(file_name, reader.line_num, "", code, f"CSV error: {exc}")
             if code == "line_too_long":
                 return
+            rows_done += 1
             continue
         lineno = reader.line_num
+        bad_byte = _undecodable_byte(record)
+        if bad_byte is not None:
+            message = f"not valid UTF-8 (byte 0x{bad_byte:02x})"
+            yield Problem(file_name, lineno, "", "invalid_encoding", message)
+            if header is None:
+                return
+            rows_done += 1
+            continue
         if header is None:
             header = [h.strip().lower() for h in record]
             index = {h: i for i, h in enumerate(header)}

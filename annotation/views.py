@@ -235,7 +235,7 @@ def upload_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context = {
         "upload": upload,
         "project": upload.project,
-        "progress": upload_progress_get(upload.pk),
+        "progress": {"phase": "", "done": 0, "total": 1, **upload_progress_get(upload.pk)},
         "problems": upload.problems.all()[:500],
         "files": upload.files.all(),
     }

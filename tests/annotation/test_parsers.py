@@ -670,6 +670,13 @@ PROBLEM_CASES = [
         [(1, "", "unknown_format")],
     ),
     (
+        "invalid_encoding csv header",
+        "generic-csv",
+        b"id,instruc\xfftion\na1,q\n",
+        {},
+        [(1, "", "invalid_encoding")],
+    ),
+    (
         "invalid_encoding csv",
         "generic-csv",
         CSV_HEADER.encode() + b"\na1,q\xff,,Readability;Conciseness;Comprehension,,,,,m,r\n",
@@ -783,6 +790,15 @@ def test_an_empty_answer_is_kept_as_it_is_with_its_problem():
     assert [p.code for p in response.problems] == ["empty_response"]
 
 
+def test_an_inline_empty_answer_is_kept_with_its_problem_on_the_item():
+    row = generic_item(responses=[{"model": "m1", "text": ""}, {"model": "m2", "text": "ok"}])
+
+    item, empty, full = parse(jsonl(row), fmt="generic-jsonl")
+
+    assert [(p.field, p.code) for p in item.problems] == [("responses[1].text", "empty_response")]
+    assert [(r.model, r.text) for r in (empty, full)] == [("m1", ""), ("m2", "ok")]
+
+
 def test_an_invalid_line_does_not_stop_the_lines_after_it():
     data = jsonl(
         {"question_id": 1, "text": "a"},
@@ -847,7 +863,7 @@ def test_csv_rows_with_a_seen_id_add_responses_to_that_item():
 
 
 def test_csv_responses_take_the_model_from_the_file_when_there_is_no_model_column():
-    data = csv_bytes("a1,It is 4.", "a2,It is 5.", header="id,response")
+    data = csv_bytes("a1,,It is 4.", "a2,,It is 5.", header="id,model,response")
 
     out = parse(data, fmt="generic-csv", name="gpt4.csv", model_name="gpt4")
 
