@@ -7,6 +7,7 @@ subprocess on SQLite.
 """
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("DJANGO_DEBUG", "true")
 os.environ.setdefault("DATABASE_URL", os.environ.get(
@@ -18,5 +19,5 @@ from flaskweb.settings import *  # noqa: E402,F403
 from flaskweb.settings import BASE_DIR  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-MEDIA_ROOT = BASE_DIR / "var" / "test-media"
+MEDIA_ROOT = Path(os.environ.get("DJANGO_MEDIA_ROOT", str(BASE_DIR / "var" / "test-media")))
 CELERY_TASK_ALWAYS_EAGER = False

@@ -23,6 +23,20 @@ def flask_data() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _builtin_catalogue(request):
+    """Tests with a database see the built-in catalogue, even after a transactional test
+    (which truncates every table, the migration-seeded catalogue included)."""
+    names = set(request.fixturenames)
+    if {"transactional_db", "live_server", "celery_worker_process"} & names:
+        request.getfixturevalue("transactional_db")
+    elif "db" in names or request.node.get_closest_marker("django_db"):
+        request.getfixturevalue("db")
+    else:
+        return
+    _ensure_catalogue()
+
+
+@pytest.fixture(autouse=True)
 def _media_tmp(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
 
@@ -86,3 +100,82 @@ def outsider(db, django_user_model):
 @pytest.fixture
 def outsider_client(outsider):
     return _client(outsider)
+
+
+# --- a real Celery worker process on the real Redis broker -------------------------------------
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, settings):
+    """Start `celery worker` as a separate process on the test database and Redis.
+
+    Tests using it must use committed data (transactional_db), as the worker is another
+    process with its own connection.
+    """
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from django.db import connection
+
+    from flaskweb.celery import app
+
+    _ensure_catalogue()
+    with app.connection_for_write() as conn:  # no leftovers from an earlier run
+        for queue in ("default", "imports", "judging"):
+            if _queue_exists(conn, queue):
+                conn.default_channel.queue_purge(queue)
+    db = connection.settings_dict
+    env = os.environ.copy()
+    env.update(
+        DJANGO_SETTINGS_MODULE="flaskweb.settings_test",
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        DJANGO_MEDIA_ROOT=str(settings.MEDIA_ROOT),
+        # the same cache keys as this process, so progress written there is read here
+        FLASKWEB_CACHE_PREFIX=settings.CACHES["default"].get("KEY_PREFIX", ""),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "flaskweb", "worker", "-Q", "default,imports",
+         "-P", "solo", "--without-heartbeat", "--without-mingle", "--without-gossip",
+         "--loglevel", "WARNING"],
+        cwd=REPO, env=env,
+    )  # fmt: skip
+    time.sleep(0.5)
+    assert proc.poll() is None, "the worker process exited at start"
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _ensure_catalogue() -> None:
+    """transactional_db truncates every table after a test, the built-in catalogue seeded by
+    a data migration included; put it back for the tests that come after."""
+    from annotation.models import Skill
+    from annotation.services.catalogue import catalogue_sync_builtins
+
+    if not Skill.objects.filter(project__isnull=True).exists():
+        catalogue_sync_builtins()
+
+
+def _queue_exists(conn, queue: str) -> bool:
+    try:
+        conn.default_channel.queue_declare(queue=queue, passive=True)
+        return True
+    except Exception:
+        return False
+
+
+def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.1):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")

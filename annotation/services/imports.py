@@ -496,7 +496,9 @@ def _stage_rows(
             continue
         if row.line == skipped_line:  # the responses inline with a skipped item
             continue
-        if any(problems.add(p) == SKIP for p in row.problems):
+        # Every problem is reported (a list, not any(), which stops at the first skip), so a
+        # problem whose policy is reject rejects the import even when another one skips the row.
+        if SKIP in [problems.add(p) for p in row.problems]:
             skipped_line = row.line
             continue
         seq += 1

@@ -101,7 +101,9 @@ def test_a_rejected_upload_lists_its_problems(admin_api, project):
         ({"policies": "not json"}, "policies"),
     ],
 )
-def test_bad_upload_requests_get_field_errors_and_change_nothing(admin_api, project, payload, field):
+def test_bad_upload_requests_get_field_errors_and_change_nothing(
+    admin_api, project, payload, field
+):
     data = {"project": project.slug, "dataset": "D", "files": [SimpleUploadedFile("r.jsonl", ROW)]}
     data.update(payload)
     if payload.get("files") == "missing-project":
@@ -119,9 +121,15 @@ def test_researchers_cannot_start_imports_and_outsiders_do_not_see_the_project(
     researcher, outsider, project
 ):
     data = {"project": project.slug, "dataset": "D", "files": [SimpleUploadedFile("r.jsonl", ROW)]}
-    assert _api(researcher).post("/api/v1/annotation/uploads/", data, format="multipart").status_code == 403
+    assert (
+        _api(researcher).post("/api/v1/annotation/uploads/", data, format="multipart").status_code
+        == 403
+    )
     data["files"] = [SimpleUploadedFile("r.jsonl", ROW)]
-    assert _api(outsider).post("/api/v1/annotation/uploads/", data, format="multipart").status_code == 404
+    assert (
+        _api(outsider).post("/api/v1/annotation/uploads/", data, format="multipart").status_code
+        == 404
+    )
     assert not DatasetUpload.objects.exists()
 
 

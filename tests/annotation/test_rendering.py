@@ -47,7 +47,9 @@ def test_hostile_markup_renders_inert(payload):
 
 
 def test_markdown_renders_code_lists_and_safe_links():
-    html = markdown_to_safe_html("**b**\n\n- one\n\n```python\nprint(1)\n```\n\n[ok](https://x.org)")
+    html = markdown_to_safe_html(
+        "**b**\n\n- one\n\n```python\nprint(1)\n```\n\n[ok](https://x.org)"
+    )
     assert "<strong>b</strong>" in html and "<li>one</li>" in html
     assert '<code class="language-python">print(1)' in html
     assert 'href="https://x.org"' in html and "noopener" in html

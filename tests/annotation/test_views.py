@@ -71,9 +71,7 @@ def test_it_filters_items_by_difficulty_and_skill(researcher_client, dataset):
     assert b"q2" in body.content and b"q1" not in body.content
 
 
-def test_the_dataset_page_is_404_for_another_projects_researcher(
-    outsider_client, dataset
-):
+def test_the_dataset_page_is_404_for_another_projects_researcher(outsider_client, dataset):
     url = reverse("annotation:dataset-detail", args=[dataset.pk])
     assert outsider_client.get(url).status_code == 404
 
@@ -82,7 +80,9 @@ def test_annotators_may_not_browse_datasets_with_model_names(annotator_client, d
     url = reverse("annotation:dataset-detail", args=[dataset.pk])
     assert annotator_client.get(url).status_code == 403
     item = dataset.items.get(external_id="q1")
-    assert annotator_client.get(reverse("annotation:item-detail", args=[item.pk])).status_code == 403
+    assert (
+        annotator_client.get(reverse("annotation:item-detail", args=[item.pk])).status_code == 403
+    )
 
 
 def test_the_item_page_renders_responses_escaped_with_the_rubric(researcher_client, dataset):
@@ -95,9 +95,7 @@ def test_the_item_page_renders_responses_escaped_with_the_rubric(researcher_clie
     assert readability.anchor_5.encode() in body.replace(b"&#x27;", b"'").replace(b"&quot;", b'"')
 
 
-@pytest.mark.parametrize(
-    "name", ["annotation:home", "annotation:catalogue"]
-)
+@pytest.mark.parametrize("name", ["annotation:home", "annotation:catalogue"])
 def test_get_only_pages_refuse_post(researcher_client, name):
     assert researcher_client.post(reverse(name)).status_code == 405
 
