@@ -1,0 +1,105 @@
+"""README command 1 on embedded defaults: SQLite, no Redis, a file-system broker and a
+separate worker process. Runs `manage.py rundemo` as a newcomer would and uses the app."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from tests.conftest import REPO, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(var_dir) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "REDIS_", "CELERY_"))}
+    env.update(DJANGO_SETTINGS_MODULE="flaskweb.settings", DJANGO_DEBUG="true", FLASKWEB_VAR_DIR=str(var_dir))
+    env.pop("DJANGO_MEDIA_ROOT", None)
+    return env
+
+
+def _multipart(fields: dict, files: dict) -> tuple[bytes, str]:
+    boundary = uuid.uuid4().hex
+    out = []
+    for name, value in fields.items():
+        out.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    for name, (filename, data) in files.items():
+        out.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n"
+        )
+    out.append(f"--{boundary}--\r\n".encode())
+    return b"".join(out), f"multipart/form-data; boundary={boundary}"
+
+
+def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path):
+    # given: the one-command demo on a fresh var dir
+    env = _env(tmp_path / "var")
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "rundemo", "--port", str(port)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def up():
+            try:
+                return urllib.request.urlopen(f"{base}/login/", timeout=2).status == 200
+            except OSError:
+                return False
+
+        wait_for(up, timeout=90, interval=0.5)
+        assert (tmp_path / "var" / "flaskweb.sqlite3").exists()
+        token = subprocess.run(
+            [sys.executable, "manage.py", "drf_create_token", "admin"],
+            cwd=REPO, env=env, capture_output=True, text=True, check=True,
+        ).stdout.split()[2]  # fmt: skip
+        headers = {"Authorization": f"Token {token}"}
+        # the demo dataset is there
+        req = urllib.request.Request(f"{base}/api/v1/annotation/projects/demo/datasets/", headers=headers)
+        datasets = json.load(urllib.request.urlopen(req))["results"]
+        assert [(d["name"], d["item_count"]) for d in datasets] == [("Demo set", 16)]
+        # when: an import goes through the web process, the file broker and the worker
+        rows = b'{"item": "demo-001", "model": "echo-1", "text": "A new answer."}\n'
+        body, ctype = _multipart({"project": "demo", "dataset": "Demo set"}, {"files": ("echo.jsonl", rows)})
+        req = urllib.request.Request(
+            f"{base}/api/v1/annotation/uploads/", data=body, headers={**headers, "Content-Type": ctype}
+        )
+        created = json.load(urllib.request.urlopen(req))
+        assert created["status"] == "pending"
+
+        def finished():
+            req = urllib.request.Request(f"{base}/api/v1/annotation/uploads/{created['id']}/", headers=headers)
+            data = json.load(urllib.request.urlopen(req))
+            return data if data["status"] not in ("pending", "running") else None
+
+        # then
+        result = wait_for(finished, timeout=60, interval=0.5)
+        assert result["status"] == "succeeded", result
+        assert result["responses_created"] == 1
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        try:
+            output, _ = server.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            output, _ = server.communicate()
+    assert "admin       / admin-demo" in output  # demo logins are printed
+    time.sleep(0.1)
