@@ -42,6 +42,9 @@ class ProjectListApi(APIView):
         name = serializers.CharField()
         description = serializers.CharField()
 
+        class Meta:
+            ref_name = "Project"
+
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request):
         projects = selectors.project_list_for_user(user=request.user)
@@ -56,6 +59,9 @@ class DatasetListApi(APIView):
         name = serializers.CharField()
         item_count = serializers.IntegerField()
         updated_at = serializers.DateTimeField()
+
+        class Meta:
+            ref_name = "Dataset"
 
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request, slug: str):
@@ -75,6 +81,9 @@ class SkillListApi(APIView):
         rubric_version = serializers.IntegerField(allow_null=True)
         criterion = serializers.CharField(allow_null=True)
         anchors = serializers.ListField(child=serializers.CharField(), allow_null=True)
+
+        class Meta:
+            ref_name = "Skill"
 
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request):
@@ -120,6 +129,9 @@ class UploadCreateApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "UploadCreate"
+
         project = serializers.SlugField()
         dataset = serializers.CharField(max_length=200)
         files = serializers.ListField(child=serializers.FileField(), allow_empty=False)

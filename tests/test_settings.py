@@ -37,3 +37,40 @@ def test_secrets_come_from_files_and_are_required_in_production(monkeypatch, tmp
     monkeypatch.delenv("X_SECRET", raising=False)
     with pytest.raises(ImproperlyConfigured, match="X_SECRET"):
         env_secret("X_SECRET", required=True)
+
+
+def test_production_settings_pass_the_deploy_check(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="flaskweb.settings",
+        DJANGO_SECRET_KEY="a" * 20 + "-Production-Secret-Key-For-The-Check-0123456789",
+        DJANGO_ALLOWED_HOSTS="flaskweb.example.org",
+        FLASKWEB_VAR_DIR=str(tmp_path),
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_production_refuses_to_boot_without_a_secret_key(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
+    env.update(DJANGO_SETTINGS_MODULE="flaskweb.settings", FLASKWEB_VAR_DIR=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
