@@ -137,7 +137,9 @@ class UploadCreateApi(APIView):
         files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
         format = serializers.ChoiceField(choices=FORMATS, required=False)
         model = serializers.CharField(max_length=200, required=False)
-        policies = serializers.JSONField(binary=True, required=False, help_text='{"invalid_difficulty": "accept"}')
+        policies = serializers.JSONField(
+            binary=True, required=False, help_text='{"invalid_difficulty": "accept"}'
+        )
 
     @extend_schema(request=InputSerializer, responses={202: UploadOutputSerializer})
     def post(self, request):
@@ -152,7 +154,11 @@ class UploadCreateApi(APIView):
         for f in v["files"]:
             if f.size > settings.FLASKWEB_MAX_UPLOAD_BYTES:
                 raise serializers.ValidationError(
-                    {"files": [f"{f.name} is larger than {settings.FLASKWEB_MAX_UPLOAD_BYTES:,} bytes"]}
+                    {
+                        "files": [
+                            f"{f.name} is larger than {settings.FLASKWEB_MAX_UPLOAD_BYTES:,} bytes"
+                        ]
+                    }
                 )
         policies = v.get("policies") or {}
         if not isinstance(policies, dict):

@@ -42,9 +42,7 @@ def _policy_field(code: str) -> forms.ChoiceField:
 class DatasetUploadForm(forms.Form):
     dataset = forms.CharField(max_length=200, label="Dataset name")
     files = MultipleFileField(label="Files (JSONL or CSV)")
-    format = forms.ChoiceField(
-        choices=[("", "detect")] + [(f, f) for f in FORMATS], required=False
-    )
+    format = forms.ChoiceField(choices=[("", "detect")] + [(f, f) for f in FORMATS], required=False)
     model_name = forms.CharField(
         max_length=200, required=False,
         help_text="Model of a single model-output file (default: from the file name).",

@@ -209,9 +209,7 @@ class Item(models.Model):
     external_id = models.CharField(max_length=200)
     instruction = models.TextField()
     reference_answer = models.TextField(blank=True)
-    difficulty = models.PositiveSmallIntegerField(
-        null=True, blank=True, choices=Difficulty.choices
-    )
+    difficulty = models.PositiveSmallIntegerField(null=True, blank=True, choices=Difficulty.choices)
     source_task = models.CharField(max_length=200, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     # sha1 of the imported content: tells an unchanged re-import from a changed item
@@ -259,6 +257,9 @@ class ItemSkill(models.Model):
         ]
         indexes = [models.Index(fields=["skill", "item"], name="itemskill_skill_item")]
 
+    def __str__(self) -> str:
+        return f"{self.item_id}:{self.skill_id}#{self.rank}"
+
 
 class ItemDomain(models.Model):
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="item_domains")
@@ -269,6 +270,9 @@ class ItemDomain(models.Model):
             models.UniqueConstraint(fields=["item", "domain"], name="itemdomain_unique"),
         ]
         indexes = [models.Index(fields=["domain", "item"], name="itemdomain_domain_item")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}:{self.domain_id}"
 
 
 class Response(models.Model):
@@ -378,6 +382,9 @@ class UploadFile(models.Model):
             models.UniqueConstraint(fields=["upload", "position"], name="uploadfile_position"),
         ]
 
+    def __str__(self) -> str:
+        return self.original_name
+
 
 class ImportProblem(models.Model):
     """One reported problem of an import (capped per class; counts are in the summary)."""
@@ -393,3 +400,6 @@ class ImportProblem(models.Model):
     class Meta:
         ordering = ["upload", "id"]
         indexes = [models.Index(fields=["upload", "code"], name="problem_upload_code")]
+
+    def __str__(self) -> str:
+        return f"{self.file_name}:{self.line} {self.code}"

@@ -256,7 +256,9 @@ def _external_id(ctx: _RowContext, obj: dict, key: str) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         ctx.problem(
-            key, "invalid_type", f"{key} must be a string or integer, not {_type_name(value)}",
+            key,
+            "invalid_type",
+            f"{key} must be a string or integer, not {_type_name(value)}",
             fatal=True,
         )
         return ""
@@ -279,7 +281,8 @@ def _difficulty(ctx: _RowContext, value: Any, label: str) -> int | None:
             value = int(stripped)
         except ValueError:
             ctx.problem(
-                label, "invalid_difficulty",
+                label,
+                "invalid_difficulty",
                 f"difficulty {value!r} is not a level 1-5 or a level name",
             )
             return None
@@ -299,7 +302,9 @@ def _name_list(ctx: _RowContext, value: Any, label: str) -> list[str] | None:
     if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
         return [str(v).strip() for v in value if str(v).strip()]
     ctx.problem(
-        label, "invalid_type", f"{label} must be a list of names or a ';'-separated string",
+        label,
+        "invalid_type",
+        f"{label} must be a list of names or a ';'-separated string",
         fatal=True,
     )
     return None
@@ -322,7 +327,8 @@ def _skills(ctx: _RowContext, value: Any, catalogue: Catalogue, label: str) -> l
         ctx.problem(label, "missing_field", "no valid skill", fatal=True)
     elif len(names) != EXPECTED_SKILLS and not ctx.fatal:
         ctx.problem(
-            label, "skill_count",
+            label,
+            "skill_count",
             f"{len(names)} skills given; FLASK instances have {EXPECTED_SKILLS}",
         )
     return skills
@@ -353,7 +359,9 @@ def _checklists(ctx: _RowContext, value: Any, skills: list[str], label: str):
     for key, checks in value.items():
         skill = by_lower.get(str(key).lower())
         if skill is None:
-            ctx.problem(label, "invalid_checklist", f"checklist for {key!r}, not a skill of this item")
+            ctx.problem(
+                label, "invalid_checklist", f"checklist for {key!r}, not a skill of this item"
+            )
             continue
         if isinstance(checks, str):
             checks = [checks]
@@ -486,7 +494,9 @@ def parse_jsonl(
         try:
             text = _decode(raw, lineno)
         except UnicodeDecodeError as exc:
-            yield Problem(file_name, lineno, "", "invalid_encoding", f"not valid UTF-8 ({exc.reason})")
+            yield Problem(
+                file_name, lineno, "", "invalid_encoding", f"not valid UTF-8 ({exc.reason})"
+            )
             continue
         if not text.strip():
             continue
@@ -565,6 +575,10 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
+def _cells_digest(cells: dict[str, str]) -> bytes:
+    return hashlib.sha1(json.dumps(cells, sort_keys=True).encode()).digest()
+
+
 def parse_csv(
     stream: IO[bytes],
     *,
@@ -586,8 +600,8 @@ def parse_csv(
     )
     csv.field_size_limit(max_line_bytes)
     reader = csv.reader(text_stream, strict=True)
-    # First rows of each item in this file: id -> fingerprint of item columns (bounded by items)
-    seen: dict[str, str] = {}
+    # id -> digest of the item columns of its first row: 20 bytes per item, not its text
+    seen: dict[str, bytes] = {}
     header: list[str] | None = None
     index: dict[str, int] = {}
     rows_done = 0
@@ -598,9 +612,14 @@ def parse_csv(
             break
         except csv.Error as exc:
             code = "line_too_long" if "field larger" in str(exc) else "invalid_csv"
-            yield Problem(file_name, reader.line_num, "", code, f"CSV error: {exc}")
             if code == "line_too_long":
+                yield Problem(
+                    file_name, reader.line_num, "", code,
+                    f"a record is longer than {max_line_bytes:,} bytes; "
+                    "the rest of the file cannot be read",
+                )  # fmt: skip
                 return
+            yield Problem(file_name, reader.line_num, "", code, f"CSV error: {exc}")
             rows_done += 1
             continue
         lineno = reader.line_num
@@ -668,22 +687,27 @@ def parse_csv(
             if item is None:
                 yield from ctx.problems
                 continue
-            seen[external_id] = json.dumps(item_cells, sort_keys=True)
+            seen[external_id] = _cells_digest(item_cells)
             out.append(item)
-        elif external_id in seen and has_item_cells:
-            if json.dumps(item_cells, sort_keys=True) != seen[external_id]:
-                ctx.problem(
-                    "instruction", "inconsistent_item",
-                    f"item {external_id!r} repeats with different item columns",
-                    fatal=True,
-                )  # fmt: skip
-                yield from ctx.problems
-                continue
+        elif (
+            external_id in seen
+            and has_item_cells
+            and _cells_digest(item_cells) != seen[external_id]
+        ):
+            ctx.problem(
+                "instruction", "inconsistent_item",
+                f"item {external_id!r} repeats with different item columns",
+                fatal=True,
+            )  # fmt: skip
+            yield from ctx.problems
+            continue
         model = (obj.get("model") or "").strip() or (model_name or "")
         response_text = obj.get("response", "")
         if response_text.strip():
             if not model:
-                ctx.problem("model", "missing_field", "model is missing for the response", fatal=True)
+                ctx.problem(
+                    "model", "missing_field", "model is missing for the response", fatal=True
+                )
                 yield from ctx.problems
                 continue
             resp = _response_row(

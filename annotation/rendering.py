@@ -15,7 +15,12 @@ ALLOWED_TAGS = {
     "p", "br", "hr", "pre", "code", "blockquote", "em", "strong", "del", "ul", "ol", "li",
     "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "a", "img",
 }  # fmt: skip
-ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "img": {"alt", "title"}, "ol": {"start"}}
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "code": {"class"},
+    "img": {"alt", "title"},
+    "ol": {"start"},
+}
 
 
 def markdown_to_safe_html(text: str) -> str:

@@ -82,7 +82,9 @@ def dataset_stats(*, dataset: Dataset) -> dict:
         "models": list(
             responses.values("model_name").annotate(n=Count("id")).order_by("model_name")
         ),
-        "difficulty": list(items.values("difficulty").annotate(n=Count("id")).order_by("difficulty")),
+        "difficulty": list(
+            items.values("difficulty").annotate(n=Count("id")).order_by("difficulty")
+        ),
         "skills": list(
             ItemSkill.objects.filter(item__dataset=dataset)
             .values("skill__name")

@@ -14,7 +14,12 @@ from django_htmx.http import HttpResponseStopPolling
 from annotation import access, selectors
 from annotation.forms import DatasetUploadForm, RubricForm, RubricImportForm, SkillCreateForm
 from annotation.models import Ability, Difficulty, Project, ProjectRole, Skill, UploadSource
-from annotation.services.catalogue import RubricFileError, rubric_import_flask, rubric_revise, skill_create
+from annotation.services.catalogue import (
+    RubricFileError,
+    rubric_import_flask,
+    rubric_revise,
+    skill_create,
+)
 from annotation.services.imports import (
     FileSpec,
     ImportOptionsError,
@@ -142,7 +147,9 @@ def rubric_edit(request: HtmxHttpRequest, skill_id: int) -> HttpResponse:
             except ValidationError as exc:
                 form.add_error(None, exc)
             else:
-                messages.success(request, f"{skill.name}: version {rubric.version} is now in force.")
+                messages.success(
+                    request, f"{skill.name}: version {rubric.version} is now in force."
+                )
                 return redirect(_catalogue_url(project))
     else:
         initial = {"criterion": current.criterion} if current else {}

@@ -62,7 +62,9 @@ def env_secret(name: str, *, required: bool, default: str | None = None) -> str 
     if value:
         return value
     if required:
-        raise ImproperlyConfigured(f"{name} (or {name}_FILE) must be set when DJANGO_DEBUG is false")
+        raise ImproperlyConfigured(
+            f"{name} (or {name}_FILE) must be set when DJANGO_DEBUG is false"
+        )
     return default
 
 
@@ -87,4 +89,6 @@ def database_from_url(url: str) -> dict:
             "PORT": str(parts.port or ""),
             "OPTIONS": options,
         }
-    raise ImproperlyConfigured(f"DATABASE_URL scheme {scheme!r} is not supported (postgres or sqlite)")
+    raise ImproperlyConfigured(
+        f"DATABASE_URL scheme {scheme!r} is not supported (postgres or sqlite)"
+    )

@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_DEBUG", "true")
-os.environ.setdefault("DATABASE_URL", os.environ.get(
-    "TEST_DATABASE_URL", "postgres://root@127.0.0.1:5432/flaskweb"))
+os.environ.setdefault(
+    "DATABASE_URL", os.environ.get("TEST_DATABASE_URL", "postgres://root@127.0.0.1:5432/flaskweb")
+)
 os.environ.setdefault("REDIS_URL", os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
 os.environ.setdefault("FLASKWEB_CACHE_PREFIX", f"flaskweb-test-{os.getpid()}")
 

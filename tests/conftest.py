@@ -130,7 +130,9 @@ def celery_worker_process(transactional_db, settings):
     env = os.environ.copy()
     env.update(
         DJANGO_SETTINGS_MODULE="flaskweb.settings_test",
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        DATABASE_URL=(
+            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        ),
         DJANGO_MEDIA_ROOT=str(settings.MEDIA_ROOT),
         # the same cache keys as this process, so progress written there is read here
         FLASKWEB_CACHE_PREFIX=settings.CACHES["default"].get("KEY_PREFIX", ""),

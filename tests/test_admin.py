@@ -3,7 +3,9 @@ from django.contrib import admin
 from django.urls import reverse
 
 
-@pytest.mark.parametrize("model", [m for m in admin.site._registry if m._meta.app_label == "annotation"])
+@pytest.mark.parametrize(
+    "model", [m for m in admin.site._registry if m._meta.app_label == "annotation"]
+)
 def test_every_annotation_admin_changelist_renders_for_site_admins(admin_client, model):
     url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
     assert admin_client.get(url).status_code == 200

@@ -27,8 +27,14 @@ def _free_port() -> int:
 
 
 def _env(var_dir) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "REDIS_", "CELERY_"))}
-    env.update(DJANGO_SETTINGS_MODULE="flaskweb.settings", DJANGO_DEBUG="true", FLASKWEB_VAR_DIR=str(var_dir))
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "REDIS_", "CELERY_"))
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="flaskweb.settings",
+        DJANGO_DEBUG="true",
+        FLASKWEB_VAR_DIR=str(var_dir),
+    )
     env.pop("DJANGO_MEDIA_ROOT", None)
     return env
 
@@ -37,11 +43,17 @@ def _multipart(fields: dict, files: dict) -> tuple[bytes, str]:
     boundary = uuid.uuid4().hex
     out = []
     for name, value in fields.items():
-        out.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+        out.append(
+            f"--{boundary}\r\nContent-Disposition: form-data; "
+            f'name="{name}"\r\n\r\n{value}\r\n'.encode()
+        )
     for name, (filename, data) in files.items():
         out.append(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; "
+            f'name="{name}"; filename="{filename}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n".encode()
+            + data
+            + b"\r\n"
         )
     out.append(f"--{boundary}--\r\n".encode())
     return b"".join(out), f"multipart/form-data; boundary={boundary}"
@@ -73,20 +85,28 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
         ).stdout.split()[2]  # fmt: skip
         headers = {"Authorization": f"Token {token}"}
         # the demo dataset is there
-        req = urllib.request.Request(f"{base}/api/v1/annotation/projects/demo/datasets/", headers=headers)
+        req = urllib.request.Request(
+            f"{base}/api/v1/annotation/projects/demo/datasets/", headers=headers
+        )
         datasets = json.load(urllib.request.urlopen(req))["results"]
         assert [(d["name"], d["item_count"]) for d in datasets] == [("Demo set", 16)]
         # when: an import goes through the web process, the file broker and the worker
         rows = b'{"item": "demo-001", "model": "echo-1", "text": "A new answer."}\n'
-        body, ctype = _multipart({"project": "demo", "dataset": "Demo set"}, {"files": ("echo.jsonl", rows)})
+        body, ctype = _multipart(
+            {"project": "demo", "dataset": "Demo set"}, {"files": ("echo.jsonl", rows)}
+        )
         req = urllib.request.Request(
-            f"{base}/api/v1/annotation/uploads/", data=body, headers={**headers, "Content-Type": ctype}
+            f"{base}/api/v1/annotation/uploads/",
+            data=body,
+            headers={**headers, "Content-Type": ctype},
         )
         created = json.load(urllib.request.urlopen(req))
         assert created["status"] == "pending"
 
         def finished():
-            req = urllib.request.Request(f"{base}/api/v1/annotation/uploads/{created['id']}/", headers=headers)
+            req = urllib.request.Request(
+                f"{base}/api/v1/annotation/uploads/{created['id']}/", headers=headers
+            )
             data = json.load(urllib.request.urlopen(req))
             return data if data["status"] not in ("pending", "running") else None
 

@@ -46,7 +46,9 @@ def test_production_settings_pass_the_deploy_check(tmp_path):
 
     from tests.conftest import REPO
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="flaskweb.settings",
         DJANGO_SECRET_KEY="a" * 20 + "-Production-Secret-Key-For-The-Check-0123456789",
@@ -67,7 +69,9 @@ def test_production_refuses_to_boot_without_a_secret_key(tmp_path):
 
     from tests.conftest import REPO
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))
+    }
     env.update(DJANGO_SETTINGS_MODULE="flaskweb.settings", FLASKWEB_VAR_DIR=str(tmp_path))
     result = subprocess.run(
         [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True

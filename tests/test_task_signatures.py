@@ -11,7 +11,11 @@ JSON_PRIMITIVES = {int, str, float, bool, "int", "str", "float", "bool", "int | 
 
 def _project_tasks():
     app.loader.import_default_modules()
-    return {n: t for n, t in app.tasks.items() if n.split(".")[0] in {"annotation", "judging", "analytics"}}
+    return {
+        n: t
+        for n, t in app.tasks.items()
+        if n.split(".")[0] in {"annotation", "judging", "analytics"}
+    }
 
 
 def test_there_are_tasks_to_check():

@@ -26,7 +26,9 @@ def _rows(n: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def test_a_web_upload_is_imported_by_a_separate_worker(celery_worker_process, admin_client, project):
+def test_a_web_upload_is_imported_by_a_separate_worker(
+    celery_worker_process, admin_client, project
+):
     # when
     response = admin_client.post(
         reverse("annotation:upload-create", args=[project.slug]),
@@ -36,16 +38,20 @@ def test_a_web_upload_is_imported_by_a_separate_worker(celery_worker_process, ad
     upload = DatasetUpload.objects.get()
     # then
     finished = wait_for(
-        lambda: DatasetUpload.objects.filter(pk=upload.pk)
-        .exclude(status__in=[UploadStatus.PENDING, UploadStatus.RUNNING])
-        .first()
+        lambda: (
+            DatasetUpload.objects.filter(pk=upload.pk)
+            .exclude(status__in=[UploadStatus.PENDING, UploadStatus.RUNNING])
+            .first()
+        )
     )
     assert finished.status == UploadStatus.SUCCEEDED, finished.error
     assert (finished.items_created, finished.responses_created) == (500, 1000)
     assert Item.objects.filter(dataset__name="Worker set").count() == 500
     assert Response.objects.filter(item__dataset__name="Worker set").count() == 1000
     assert upload_progress_get(upload.pk)["phase"] == "done"
-    page = admin_client.get(reverse("annotation:upload-detail", args=[upload.pk]), headers={"HX-Request": "true"})
+    page = admin_client.get(
+        reverse("annotation:upload-detail", args=[upload.pk]), headers={"HX-Request": "true"}
+    )
     assert page.status_code == 286
 
 
@@ -58,7 +64,9 @@ def test_a_redelivered_import_message_is_a_no_op(celery_worker_process, admin_cl
     )
     upload = DatasetUpload.objects.get()
     wait_for(lambda: DatasetUpload.objects.get(pk=upload.pk).is_finished)
-    assert DatasetUpload.objects.get(pk=upload.pk).status == UploadStatus.SUCCEEDED, DatasetUpload.objects.get(pk=upload.pk).error
+    assert DatasetUpload.objects.get(pk=upload.pk).status == UploadStatus.SUCCEEDED, (
+        DatasetUpload.objects.get(pk=upload.pk).error
+    )
     finished_at = DatasetUpload.objects.get(pk=upload.pk).finished_at
     # when the same message arrives again
     dataset_import_task.delay(upload.pk)

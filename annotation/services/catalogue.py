@@ -159,7 +159,9 @@ def parse_flask_skillset(data: bytes | str) -> list[tuple[str, str, list[str]]]:
 
 
 @transaction.atomic
-def rubric_import_flask(*, project: Project, data: bytes | str, created_by=None) -> RubricImportResult:
+def rubric_import_flask(
+    *, project: Project, data: bytes | str, created_by=None
+) -> RubricImportResult:
     """Import a rubric file in the official FLASK skill-set format into a project.
 
     Skills matching the catalogue by name get a new project-scoped rubric version (unless

@@ -34,10 +34,8 @@ from annotation import parsers
 from annotation.models import (
     Dataset,
     DatasetUpload,
-    Domain,
     ImportProblem,
     Project,
-    Skill,
     UploadFile,
     UploadSource,
     UploadStatus,
@@ -197,6 +195,10 @@ class _Rejected(Exception):
     pass
 
 
+class _ClaimLost(Exception):
+    pass
+
+
 @dataclass
 class ImportReport:
     upload: DatasetUpload
@@ -211,6 +213,10 @@ class _Problems:
         self.actions: Counter[str] = Counter()
         self.stored: list[tuple[Problem, str]] = []
         self.rejected = False
+        # Rows skipped, not problems: a row with two skipped problems counts once. Problems
+        # of one row arrive together, so remembering the last skipped row is enough.
+        self.rows_skipped = 0
+        self._last_skipped: tuple[str, int | None] | None = None
 
     def action(self, code: str) -> str:
         allowed = PROBLEM_CLASSES[code][0]
@@ -223,6 +229,11 @@ class _Problems:
         self.actions[action] += 1
         if action == REJECT:
             self.rejected = True
+        elif action == SKIP:
+            key = (problem.file, problem.line)
+            if key != self._last_skipped or problem.line is None:
+                self.rows_skipped += 1
+            self._last_skipped = key
         if self.counts[problem.code] <= PROBLEMS_STORED_PER_CLASS:
             self.stored.append((problem, action))
         if self.on_problem is not None:
@@ -235,6 +246,15 @@ def _open(file_row: UploadFile) -> IO[bytes]:
         return open(file_row.path, "rb")  # noqa: SIM115 - closed by the caller
     file_row.file.open("rb")
     return file_row.file
+
+
+def _first_record(stream: IO[bytes]) -> bytes:
+    """The first non-blank line, for format detection. A fixed-size head would cut a long
+    first record (an item with inline answers easily passes 64 KB) and fail detection."""
+    for _, raw, _ in parsers.iter_lines(stream, max_line_bytes=settings.FLASKWEB_MAX_LINE_BYTES):
+        if raw is None or raw.strip():
+            return raw or b""
+    return b""
 
 
 def _catalogue(project: Project) -> tuple[parsers.Catalogue, dict[str, int], dict[str, int]]:
@@ -263,6 +283,17 @@ def dataset_import_run(
             counts = _import_in_transaction(upload, file_rows, problems, progress, summary)
             if problems.rejected:
                 raise _Rejected
+            # The success is committed with the data: if the job was meanwhile failed by the
+            # stale-job check (its worker looked dead), the rows are rolled back too.
+            won = DatasetUpload.objects.filter(pk=upload.pk, status=UploadStatus.RUNNING).update(
+                status=UploadStatus.SUCCEEDED, finished_at=timezone.now()
+            )
+            if not won:
+                raise _ClaimLost
+    except _ClaimLost:
+        logger.warning("import %s was finished elsewhere; its rows were rolled back", upload.pk)
+        upload.refresh_from_db()
+        return upload
     except _Rejected:
         return _finish(upload, UploadStatus.REJECTED, problems, summary, {})
     except Exception as exc:  # crash: the transaction rolled back, record why
@@ -292,13 +323,15 @@ def _finish(upload, status, problems: _Problems, summary: dict, counts: dict) ->
         "status": status,
         "summary": summary,
         "problem_count": sum(problems.counts.values()),
-        "rows_skipped": problems.actions.get(SKIP, 0),
+        "rows_skipped": problems.rows_skipped,
         "finished_at": timezone.now(),
         "error": upload.error,
         **counts,
     }
-    # Conditional finish: a late worker never overwrites a result already recorded.
-    DatasetUpload.objects.filter(pk=upload.pk, status=UploadStatus.RUNNING).update(**fields)
+    # Conditional finish: a late worker never overwrites a result already recorded. A
+    # success was already marked inside the import's transaction; here it gets its counts.
+    expected = UploadStatus.SUCCEEDED if status == UploadStatus.SUCCEEDED else UploadStatus.RUNNING
+    DatasetUpload.objects.filter(pk=upload.pk, status=expected).update(**fields)
     upload.refresh_from_db()
     with contextlib.suppress(Exception):
         cache.set(
@@ -423,15 +456,20 @@ def _import_in_transaction(
             file_summary = {"name": file_row.original_name, "items": 0, "responses": 0}
             summary["files"].append(file_summary)
             with _open(file_row) as stream:
-                fmt = file_row.format or parsers.detect_format(
-                    file_row.original_name, stream.read(64 * 1024)
-                )
+                first = b"" if file_row.format else _first_record(stream)
+                fmt = file_row.format or parsers.detect_format(file_row.original_name, first)
                 stream.seek(0)
                 if fmt is None:
+                    empty = not first.strip()
                     problems.add(
                         Problem(
-                            file_row.original_name, None, "", "unknown_format",
-                            "cannot tell the format; name it (flask-eval, flask-output, "
+                            file_row.original_name,
+                            None,
+                            "",
+                            "empty_file" if empty else "unknown_format",
+                            "the file holds no rows"
+                            if empty
+                            else "cannot tell the format; name it (flask-eval, flask-output, "
                             "generic-jsonl, generic-csv)",
                         )  # fmt: skip
                     )

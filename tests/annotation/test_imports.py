@@ -533,7 +533,7 @@ def test_it_accepts_a_row_with_the_cleaned_value(project, tmp_path, code, change
     ("content", "fmt", "code"),
     [
         (b"\n\n", "flask-eval", "empty_file"),
-        (b"", "", "unknown_format"),
+        (b"", "", "empty_file"),
         (b'{"foo": 1}\n', "", "unknown_format"),
     ],
 )
@@ -1135,4 +1135,79 @@ def test_the_command_exits_1_when_the_import_crashes(project, flask_files, monke
 
     assert exit_info.value.code == 1
     assert ": FAILED" in out.getvalue() and "error: RuntimeError: boom" in out.getvalue()
+    assert db_counts() == EMPTY_DB
+
+
+def test_it_detects_the_format_of_a_file_whose_first_record_is_long(project, tmp_path):
+    # given: a generic item whose inline answers make its line longer than 64 KB
+    row = {
+        "id": "long",
+        "instruction": "Summarise the following text.",
+        "skills": SKILLS3,
+        "responses": [{"model": f"m{n}", "text": "word " * 5000} for n in range(5)],
+    }
+    path = write_jsonl(tmp_path / "long.jsonl", ["", row])
+    assert path.stat().st_size > 100 * 1024
+
+    # when
+    upload = run_import(project, path)
+
+    # then
+    assert upload.status == UploadStatus.SUCCEEDED, upload.summary
+    assert upload.summary["files"][0]["format"] == "generic-jsonl"
+    assert (upload.items_created, upload.responses_created) == (1, 5)
+
+
+def test_rows_skipped_counts_rows_not_problems(project, tmp_path):
+    # given one row with two skipped problems and one row with one
+    path = write_jsonl(
+        tmp_path / "e.jsonl",
+        eval_rows(i1={"difficulty": -1, "domain": ["-1"]}, i2={"difficulty": 9}),
+    )
+    # when
+    upload = run_import(
+        project, path, policies={"invalid_difficulty": "skip", "invalid_domain": "skip"}
+    )
+    # then
+    assert upload.status == UploadStatus.SUCCEEDED
+    assert upload.problem_count == 3
+    assert upload.rows_skipped == 2
+    assert sorted(Item.objects.values_list("external_id", flat=True)) == ["3"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_failed_by_the_stale_check_mid_import_keeps_nothing(project, tmp_path):
+    import threading
+
+    from django.db import connection as default_connection
+
+    # given an import whose job is marked failed (worker thought dead) while it runs
+    path = write_jsonl(tmp_path / "e.jsonl", EVAL_ROWS)
+    upload = dataset_upload_create(
+        project=project, dataset_name="late", source=UploadSource.CLI,
+        files=[(FileSpec(path.name), str(path))],
+    )  # fmt: skip
+    upload = dataset_upload_claim(upload_id=upload.pk)
+    real_apply = imports._apply
+
+    def stale_check_elsewhere():  # another connection, committing on its own
+        from django.db import connection
+
+        uploads_fail_stale(older_than_seconds=-60)
+        connection.close()
+
+    def apply_then_lose_the_claim(cursor, dataset, job):
+        counts = real_apply(cursor, dataset, job)
+        assert default_connection.in_atomic_block
+        thread = threading.Thread(target=stale_check_elsewhere)
+        thread.start()
+        thread.join()
+        return counts
+
+    # when
+    with mock.patch.object(imports, "_apply", apply_then_lose_the_claim):
+        result = dataset_import_run(upload=upload)
+    # then the late finish neither commits rows nor overwrites the recorded failure
+    assert result.status == UploadStatus.FAILED
+    assert "worker lost" in result.error
     assert db_counts() == EMPTY_DB

@@ -122,12 +122,16 @@ class Command(BaseCommand):
     def _report(self, upload):
         s = upload.summary
         out = self.stdout
-        out.write(f"import #{upload.pk} into {upload.project.slug}/{upload.dataset_name}: "
-                  f"{upload.status.upper()}")
+        out.write(
+            f"import #{upload.pk} into {upload.project.slug}/{upload.dataset_name}: "
+            f"{upload.status.upper()}"
+        )
         for f in s.get("files", []):
             model = f" model={f['model']}" if f.get("model") else ""
-            out.write(f"  {f['name']} [{f.get('format', '?')}{model}]: "
-                      f"{f['items']} item rows, {f['responses']} response rows")
+            out.write(
+                f"  {f['name']} [{f.get('format', '?')}{model}]: "
+                f"{f['items']} item rows, {f['responses']} response rows"
+            )
         if upload.status == UploadStatus.SUCCEEDED:
             out.write(
                 f"  items: {upload.items_created} new, {upload.items_unchanged} unchanged; "
@@ -136,14 +140,20 @@ class Command(BaseCommand):
             )
             for m in s.get("models", []):
                 missing = m["items_without_response"]
-                out.write(f"  {m['model']}: {m['responses']} responses"
-                          + (f", {missing} items without a response" if missing else ""))
+                out.write(
+                    f"  {m['model']}: {m['responses']} responses"
+                    + (f", {missing} items without a response" if missing else "")
+                )
         problems = s.get("problems", {})
         if problems:
-            out.write(f"  problems: {upload.problem_count} "
-                      + ", ".join(f"{k}={v}" for k, v in sorted(problems.items())))
+            out.write(
+                f"  problems: {upload.problem_count} "
+                + ", ".join(f"{k}={v}" for k, v in sorted(problems.items()))
+            )
         if upload.status == UploadStatus.REJECTED:
-            out.write("  rejected: nothing was written. Fix the file, or choose per class "
-                      "with --on CLASS=skip|accept (see --help).")
+            out.write(
+                "  rejected: nothing was written. Fix the file, or choose per class "
+                "with --on CLASS=skip|accept (see --help)."
+            )
         if upload.error:
             out.write(f"  error: {upload.error}")
