@@ -16,6 +16,7 @@ from annotation import access, selectors
 from annotation.models import DatasetUpload, ProjectRole, UploadSource
 from annotation.parsers import FORMATS
 from annotation.services.imports import (
+    POLICY_PRESETS,
     FileSpec,
     ImportOptionsError,
     dataset_upload_create,
@@ -137,6 +138,7 @@ class UploadCreateApi(APIView):
         files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
         format = serializers.ChoiceField(choices=FORMATS, required=False)
         model = serializers.CharField(max_length=200, required=False)
+        preset = serializers.ChoiceField(choices=list(POLICY_PRESETS), required=False)
         policies = serializers.JSONField(
             binary=True, required=False, help_text='{"invalid_difficulty": "accept"}'
         )
@@ -164,7 +166,9 @@ class UploadCreateApi(APIView):
         if not isinstance(policies, dict):
             raise serializers.ValidationError({"policies": ["must be an object CLASS: ACTION"]})
         try:
-            policies = policies_parse({str(k): str(a) for k, a in policies.items()})
+            policies = policies_parse(
+                {str(k): str(a) for k, a in policies.items()}, preset=v.get("preset", "")
+            )
         except ImportOptionsError as exc:
             raise serializers.ValidationError({"policies": [str(exc)]}) from None
         model = v.get("model", "") if len(v["files"]) == 1 else ""

@@ -4,7 +4,8 @@ from django import forms
 from django.conf import settings
 
 from annotation.models import Ability
-from annotation.parsers import FORMATS, PROBLEM_CLASSES, REJECT
+from annotation.parsers import FORMATS, PROBLEM_CLASSES
+from annotation.services.imports import POLICY_PRESETS, policies_parse
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -35,14 +36,21 @@ class MultipleFileField(forms.FileField):
 def _policy_field(code: str) -> forms.ChoiceField:
     allowed, meaning = PROBLEM_CLASSES[code]
     labels = {"reject": "reject the import", "skip": "skip the row", "accept": "accept"}
-    choices = [(a, labels[a] + (f" ({meaning})" if a == "accept" else "")) for a in allowed]
-    return forms.ChoiceField(choices=choices, initial=REJECT, required=False, label=code)
+    choices = [("", "as the preset says")]
+    choices += [(a, labels[a] + (f" ({meaning})" if a == "accept" else "")) for a in allowed]
+    return forms.ChoiceField(choices=choices, initial="", required=False, label=code)
 
 
 class DatasetUploadForm(forms.Form):
     dataset = forms.CharField(max_length=200, label="Dataset name")
     files = MultipleFileField(label="Files (JSONL or CSV)")
     format = forms.ChoiceField(choices=[("", "detect")] + [(f, f) for f in FORMATS], required=False)
+    preset = forms.ChoiceField(
+        choices=[(k, f"{k}: {v[0]}") for k, v in POLICY_PRESETS.items()],
+        initial="strict",
+        required=False,
+        label="Problem handling",
+    )
     model_name = forms.CharField(
         max_length=200, required=False,
         help_text="Model of a single model-output file (default: from the file name).",
@@ -58,11 +66,13 @@ class DatasetUploadForm(forms.Form):
         return [self[name] for name in self.fields if name.startswith("on_")]
 
     def policies(self) -> dict[str, str]:
-        return {
+        """The preset's policies, overridden by every class set explicitly."""
+        overrides = {
             name[3:]: value
             for name, value in self.cleaned_data.items()
             if name.startswith("on_") and value
         }
+        return policies_parse(overrides, preset=self.cleaned_data["preset"] or "strict")
 
 
 class RubricForm(forms.Form):

@@ -21,6 +21,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +38,10 @@ DATABASE_URL = f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{PG_DB}"
 PROJECT = "bench"
 
 TARGET_RESPONSES_PER_S = 20_000
+#: Below this, "wall minus start-up" is mostly noise and no import-phase rate is given.
+MIN_IMPORT_S = 0.2
+#: Start-up baseline runs (median).
+BASELINE_RUNS = 5
 #: Bump when the synthetic generator changes, so cached files are regenerated.
 GENERATOR_VERSION = 1
 MODELS = 20
@@ -221,6 +226,55 @@ def database_size() -> int:
     return int(psql(f"SELECT pg_database_size('{PG_DB}')"))
 
 
+class BackendWatcher(threading.Thread):
+    """Samples the private memory (RssAnon) of the PostgreSQL backend serving the import.
+
+    Finds `postgres: ... root flaskweb_bench ...` in /proc (same machine only). A sample
+    every 0.1 s; the figure is the largest sample, so it can miss a short spike.
+    """
+
+    TITLE = re.compile(rf"^postgres: (?:\S+: )?{PG_USER} {PG_DB} ")
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.peak_kb = 0
+        self.pids: set[int] = set()
+
+    def _scan(self) -> set[int]:
+        found = set()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    title = f.read(200).decode(errors="replace")
+            except OSError:
+                continue
+            if self.TITLE.match(title):
+                found.add(int(entry.name))
+        return found
+
+    def _sample(self, pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+                        return True
+        except OSError:
+            pass
+        return False
+
+    def run(self) -> None:
+        live: set[int] = set()
+        while not self.stop.wait(0.1):
+            if not live:
+                live = self._scan()
+                self.pids |= live
+            live = {pid for pid in live if self._sample(pid)}
+
+
 # --- one import -------------------------------------------------------------------------------
 
 
@@ -231,6 +285,7 @@ class Run:
     responses_in_files: int
     wall_s: float
     peak_rss_kb: int
+    backend_anon_kb: int
     exit_code: int
     user_s: float
     sys_s: float
@@ -239,11 +294,12 @@ class Run:
     responses_new: int | None = None
     responses_unchanged: int | None = None
     log: str = ""
+    error: str = ""
     phases: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and self.responses_new is not None
+        return not self.error
 
 
 _COUNTS = re.compile(r"items: (\d+) new, (\d+) unchanged; responses: (\d+) new, (\d+) unchanged")
@@ -255,9 +311,11 @@ def run_import(
     dataset: str,
     responses: int,
     extra: list[str],
+    expect_new: int,
     phases: bool,
     cprofile: bool = False,
 ) -> Run:
+    """Import FILES into DATASET in a subprocess; check it created EXPECT_NEW responses."""
     args = [
         "import_dataset", *files, "--project", PROJECT, "--create-project",
         "--dataset", dataset, "--quiet-problems", *extra,
@@ -277,15 +335,19 @@ def run_import(
     if phases and cprofile:
         env["BENCH_CPROFILE"] = str(profile_path)
     with open(log_path, "wb") as out:
+        watcher = BackendWatcher()
+        watcher.start()
         env["BENCH_T0"] = repr(time.time())
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        watcher.stop.set()
+        watcher.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     text = log_path.read_text(errors="replace")
     run = Run(
-        label, dataset, responses, wall, usage.ru_maxrss, proc.returncode,
+        label, dataset, responses, wall, usage.ru_maxrss, watcher.peak_kb, proc.returncode,
         usage.ru_utime, usage.ru_stime, log=str(log_path.relative_to(ROOT)),
     )  # fmt: skip
     match = _COUNTS.search(text)
@@ -298,23 +360,30 @@ def run_import(
         run.phases["exit"] = max(wall - run.phases.pop("handle_end", wall), 0.0)
         if cprofile and profile_path.exists():
             run.phases["profile"] = str(profile_path.relative_to(ROOT))
-    if not run.ok:
+    if proc.returncode != 0 or run.responses_new is None:
+        run.error = f"exit status {proc.returncode}"
+    elif (run.responses_new, run.responses_new + run.responses_unchanged) != (
+        expect_new,
+        responses,
+    ):
+        run.error = (
+            f"expected {expect_new} new of {responses} responses, got {run.responses_new} new "
+            f"+ {run.responses_unchanged} unchanged"
+        )
+    if run.error:
         tail = "\n".join(text.splitlines()[-15:])
-        log(f"    !! {label} failed (exit {proc.returncode}); {log_path}:\n{tail}")
+        log(f"    !! {label} failed: {run.error}; {log_path}:\n{tail}")
     return run
 
 
 def show(run: Run) -> None:
     rate = run.responses_in_files / run.wall_s if run.wall_s else 0
-    counts = (
-        f"responses {run.responses_new} new / {run.responses_unchanged} unchanged"
-        if run.ok
-        else "FAILED"
-    )
+    pg = f"{run.backend_anon_kb / 1024:5.1f} MB" if run.backend_anon_kb else "   - MB"
+    counts = f"{run.responses_new} new, {run.responses_unchanged} unchanged" if run.ok else "FAILED"
     log(
-        f"    {run.label:<22} {run.wall_s:7.2f}s  {rate:>9,.0f} resp/s  "
-        f"peak RSS {run.peak_rss_kb / 1024:6.1f} MB  cpu {run.user_s + run.sys_s:6.2f}s  "
-        f"[{counts}]"
+        f"    {run.label:<28} {run.wall_s:7.2f}s {rate:>8,.0f} resp/s  "
+        f"RSS {run.peak_rss_kb / 1024:5.1f} MB  pg {pg}  "
+        f"cpu {run.user_s + run.sys_s:5.2f}s  [{counts}]"
     )
     if run.phases:
         show_phases(run.phases)
@@ -328,7 +397,7 @@ def show_phases(p: dict) -> None:
         ("model coverage", "coverage"), ("commit", "commit"), ("finish + report", "finish"),
         ("exit", "exit"),
     ]  # fmt: skip
-    parts = [f"{name} {p[key]:.2f}s" for name, key in order if key in p]
+    parts = [f"{name} {max(p[key], 0.0):.2f}s" for name, key in order if key in p]
     log("      phases: " + "; ".join(parts))
     for sql, seconds in p.get("slow_sql", [])[:8]:
         log(f"        {seconds:7.2f}s  {sql}")
@@ -361,17 +430,17 @@ class Row:
     rate_import: float | None
     peak_rss_mb: float
     peak_rss_max_mb: float
+    backend_anon_mb: float
     ok: bool
-    note: str = ""
 
 
-def summarize(
-    scenario: str, runs: list[Run], file_bytes: int, startup: float | None, note: str = ""
-) -> Row:
-    good = [r for r in runs if r.ok] or runs
-    wall = statistics.median(r.wall_s for r in good)
-    responses = good[0].responses_in_files
-    import_s = max(wall - startup, 1e-6) if startup is not None else None
+def summarize(scenario: str, runs: list[Run], file_bytes: int, startup: float | None) -> Row:
+    """Medians over the runs (all of them; a failed run makes the row FAILED)."""
+    wall = statistics.median(r.wall_s for r in runs)
+    responses = runs[0].responses_in_files
+    import_s = wall - startup if startup is not None else None
+    if import_s is not None and import_s < MIN_IMPORT_S:
+        import_s = None  # too short to tell apart from start-up noise
     return Row(
         scenario=scenario,
         responses=responses,
@@ -381,29 +450,74 @@ def summarize(
         import_s=import_s,
         rate_wall=responses / wall,
         rate_import=responses / import_s if import_s else None,
-        peak_rss_mb=statistics.median(r.peak_rss_kb for r in good) / 1024,
-        peak_rss_max_mb=max(r.peak_rss_kb for r in good) / 1024,
+        peak_rss_mb=statistics.median(r.peak_rss_kb for r in runs) / 1024,
+        peak_rss_max_mb=max(r.peak_rss_kb for r in runs) / 1024,
+        backend_anon_mb=statistics.median(r.backend_anon_kb for r in runs) / 1024,
         ok=all(r.ok for r in runs),
-        note=note,
     )
 
 
 def table(rows: list[Row]) -> str:
     head = (
-        f"{'scenario':<30} {'responses':>10} {'file MB':>8} {'runs':>4} {'wall s':>8} "
-        f"{'import s':>8} {'resp/s wall':>11} {'resp/s imp':>10} {'RSS MB':>7} {'max':>6}"
+        f"{'scenario':<33} {'responses':>9} {'file MB':>7} {'runs':>4} {'wall s':>7} "
+        f"{'import s':>8} {'resp/s wall':>11} {'resp/s imp':>10} {'RSS MB':>6} {'(max)':>6} "
+        f"{'pg MB':>6}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         imp = f"{r.import_s:8.2f}" if r.import_s is not None else f"{'-':>8}"
         rate_imp = f"{r.rate_import:>10,.0f}" if r.rate_import else f"{'-':>10}"
-        flag = "" if r.ok else "  FAILED"
+        pg = f"{r.backend_anon_mb:>6.1f}" if r.backend_anon_mb else f"{'-':>6}"
         lines.append(
-            f"{r.scenario:<30} {r.responses:>10,} {r.file_mb:>8.1f} {r.runs:>4} "
-            f"{r.wall_s:>8.2f} {imp} {r.rate_wall:>11,.0f} {rate_imp} "
-            f"{r.peak_rss_mb:>7.1f} {r.peak_rss_max_mb:>6.1f}{flag}"
+            f"{r.scenario:<33} {r.responses:>9,} {r.file_mb:>7.1f} {r.runs:>4} {r.wall_s:>7.2f} "
+            f"{imp} {r.rate_wall:>11,.0f} {rate_imp} {r.peak_rss_mb:>6.1f} "
+            f"{r.peak_rss_max_mb:>6.1f} {pg}" + ("" if r.ok else "  FAILED")
         )
+    lines.append(
+        "wall = whole `manage.py import_dataset` command (median); import = wall minus the "
+        "start-up baseline;\nRSS = importer's peak RSS (ru_maxrss); pg = largest sampled "
+        "private memory (RssAnon) of its PostgreSQL backend."
+    )
     return "\n".join(lines)
+
+
+def verdict_lines(rows: list[Row], sizes: list[int]) -> list[str]:
+    lines = []
+    for r in rows:
+        if r.scenario.startswith(("A:", "B:")) and "re-import" not in r.scenario:
+            best = r.rate_import or r.rate_wall
+            if r.rate_wall >= TARGET_RESPONSES_PER_S:
+                mark = "meets"
+            elif best >= TARGET_RESPONSES_PER_S:
+                mark = "meets only without start-up,"
+            else:
+                mark = "MISSES"
+            imp = f"{r.rate_import:,.0f}/s import" if r.rate_import else "import n/a (too short)"
+            lines.append(
+                f"throughput {r.scenario}: {r.rate_wall:,.0f}/s wall, {imp} "
+                f"-> {mark} the {TARGET_RESPONSES_PER_S:,}/s target"
+            )
+    by_n = {
+        r.responses: r
+        for r in rows
+        if r.scenario.startswith("B: synthetic") and "re-import" not in r.scenario
+    }
+    if len(sizes) == 2 and all(n in by_n for n in sizes):
+        small, large = by_n[sizes[0]], by_n[sizes[1]]
+        ratio = large.peak_rss_mb / small.peak_rss_mb
+        mark = "independent of file size" if ratio <= 1.15 else "GROWS with file size"
+        lines.append(
+            f"memory: importer peak RSS {large.peak_rss_mb:.1f} MB at {large.responses:,} "
+            f"responses ({large.file_mb:,.0f} MB of files) vs {small.peak_rss_mb:.1f} MB at "
+            f"{small.responses:,} ({small.file_mb:,.0f} MB): ratio {ratio:.2f} -> {mark}"
+        )
+        if small.backend_anon_mb:
+            ratio = large.backend_anon_mb / small.backend_anon_mb
+            lines.append(
+                f"memory: PostgreSQL backend {large.backend_anon_mb:.1f} MB vs "
+                f"{small.backend_anon_mb:.1f} MB: ratio {ratio:.2f}"
+            )
+    return lines
 
 
 def flask_files() -> tuple[list[str], int] | None:
@@ -423,7 +537,7 @@ def count_lines(paths: list[str]) -> int:
     return total
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--synthetic-responses", "-n", type=int, default=1_000_000, metavar="N",
@@ -443,13 +557,18 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--cprofile", action="store_true",
-        help="with --phases: also run each import under cProfile (bench/out/logs/*.pstats)",
+        help="like --phases, plus cProfile for each import (bench/out/logs/*.pstats)",
     )  # fmt: skip
     parser.add_argument("--keep-db", action="store_true", help=f"keep {PG_DB} afterwards")
     opts = parser.parse_args(argv)
     if opts.synthetic_responses < 10 or opts.repeat < 1:
         parser.error("need --synthetic-responses >= 10 and --repeat >= 1")
+    opts.phases = opts.phases or opts.cprofile
+    return opts
 
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
     started = time.perf_counter()
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "var").mkdir(exist_ok=True)
@@ -461,77 +580,83 @@ def main(argv: list[str] | None = None) -> int:
     log(
         f"PostgreSQL {pg_version} at {PG_HOST}:{PG_PORT}, database {PG_DB}; "
         f"{os.cpu_count()} CPUs; Python {platform.python_version()}"
+        + ("; --phases (imports run through bench/_phases.py)" if opts.phases else "")
     )
 
     rows: list[Row] = []
     runs: dict[str, list[Run]] = {}
-    extra_info: dict = {}
-    phases = opts.phases or opts.cprofile
 
-    # Synthetic files first, so generation time is not mixed into any import.
+    # Synthetic files first, so that generating them never overlaps an import.
     synth: list[SyntheticSet] = []
     if not opts.skip_synthetic:
         for n in (opts.synthetic_responses // 10, opts.synthetic_responses):
             t0 = time.perf_counter()
             s = generate_synthetic(n, opts.seed, opts.regenerate)
             how = "reused" if s.reused else f"generated in {time.perf_counter() - t0:.1f}s"
+            where = Path(s.files[0]).parent.relative_to(ROOT)
             log(
                 f"synthetic N={n:,}: {s.items:,} items x {s.models} models, "
-                f"{s.bytes / 1e6:,.1f} MB ({how}) in {Path(s.files[0]).parent.relative_to(ROOT)}"
+                f"{s.bytes / 1e6:,.1f} MB ({how}) in {where}/"
             )
             synth.append(s)
 
     log(f"fresh database {PG_DB}: migrated in {fresh_database()}")
     tiny = write_tiny(OUT)
 
-    def once(label, files, dataset, responses, extra=()):
-        run = run_import(label, files, dataset, responses, list(extra), phases, opts.cprofile)
+    def once(label, files, dataset, responses, expect_new, extra=()):
+        run = run_import(
+            label, files, dataset, responses, list(extra), expect_new, opts.phases, opts.cprofile
+        )
         runs.setdefault(label, []).append(run)
         show(run)
         return run
 
     # Start-up baseline: the fixed cost of one import command (interpreter, Django, job rows).
-    log("start-up baseline (1 item, 1 response; 3 runs, median):")
-    base_runs = [once("startup (tiny file)", [tiny], f"tiny-{k}", 1) for k in range(3)]
-    startup = statistics.median(r.wall_s for r in base_runs)
-    rows.append(
-        summarize("startup baseline (1 response)", base_runs, Path(tiny).stat().st_size, None)
-    )
-    extra_info["startup_s"] = startup
+    log(f"start-up baseline: import of 1 item with 1 response, {BASELINE_RUNS} runs")
+    base = [
+        once("start-up (tiny file)", [tiny], f"tiny-{k}", 1, 1) for k in range(1, BASELINE_RUNS + 1)
+    ]
+    startup = statistics.median(r.wall_s for r in base)
+    rows.append(summarize("start-up baseline (1 resp.)", base, Path(tiny).stat().st_size, None))
 
     if not opts.skip_flask:
         found = flask_files()
         if found is None:
-            log(f"scenario A skipped: the FLASK release is not at {FLASK_DIR}")
+            log(f"scenario A skipped: no FLASK release at {FLASK_DIR}")
         else:
             files, size = found
-            responses = count_lines(files[1:])
+            n = count_lines(files[1:])
             extra = [a for p in FLASK_POLICIES for a in ("--on", f"{p}=accept")]
             log(
-                f"scenario A: FLASK release, {len(files)} files, {responses:,} responses, "
+                f"scenario A: FLASK release, {len(files)} files, {n:,} responses, "
                 f"{size / 1e6:.1f} MB"
             )
-            first = once("flask import", files, "flask", responses, extra)
-            again = once("flask re-import (no-op)", files, "flask", responses, extra)
+            first = once("FLASK import", files, "flask", n, n, extra)
+            again = once("FLASK re-import (no-op)", files, "flask", n, 0, extra)
             rows.append(summarize("A: FLASK import", [first], size, startup))
             rows.append(summarize("A: FLASK re-import (no-op)", [again], size, startup))
 
     for s in synth:
-        log(f"scenario B: synthetic N={s.responses:,}, {opts.repeat} run(s)")
+        log(f"scenario B: synthetic N={s.responses:,}, {opts.repeat} run(s), fresh dataset each")
         got = [
-            once(f"synthetic {s.responses:,}", s.files, f"synth-{s.responses}-r{k}", s.responses)
+            once(
+                f"synthetic {s.responses:,}",
+                s.files,
+                f"synth-{s.responses}-r{k}",
+                s.responses,
+                s.responses,
+            )  # fmt: skip
             for k in range(1, opts.repeat + 1)
         ]
         rows.append(summarize(f"B: synthetic {s.responses:,}", got, s.bytes, startup))
-    if len(synth) == 2:
-        small, large = synth
-        log(f"scenario B: re-import (no-op) of N={large.responses:,}")
-        again = once(
-            f"synthetic {large.responses:,} re-import",
-            large.files,
-            f"synth-{large.responses}-r1",
-            large.responses,
+    if synth:
+        large = synth[-1]
+        log(
+            f"scenario B: re-import (no-op) of N={large.responses:,} "
+            f"into synth-{large.responses}-r1"
         )
+        again = once(f"synthetic {large.responses:,} re-imp.", large.files,
+                     f"synth-{large.responses}-r1", large.responses, 0)  # fmt: skip
         rows.append(
             summarize(f"B: synthetic {large.responses:,} re-import", [again], large.bytes, startup)
         )
@@ -540,16 +665,16 @@ def main(argv: list[str] | None = None) -> int:
     if not opts.keep_db:
         psql(f"DROP DATABASE IF EXISTS {PG_DB}")
 
+    verdicts = verdict_lines(rows, [s.responses for s in synth])
+    total = time.perf_counter() - started
     log("")
     log(table(rows))
     log("")
-    verdicts = verdict_lines(rows, synth)
     for line in verdicts:
         log(line)
-    total = time.perf_counter() - started
     log(
-        f"(benchmark took {total:.0f}s; database reached {db_bytes / 1e9:.2f} GB"
-        f"{', kept' if opts.keep_db else ', dropped'})"
+        f"(took {total:.0f}s; {PG_DB} reached {db_bytes / 1e9:.2f} GB and was "
+        f"{'kept' if opts.keep_db else 'dropped'})"
     )
 
     result = {
@@ -560,55 +685,23 @@ def main(argv: list[str] | None = None) -> int:
         },
         "parameters": {
             "synthetic_responses": opts.synthetic_responses, "repeat": opts.repeat,
-            "seed": opts.seed, "phases": phases, "models": MODELS,
+            "seed": opts.seed, "phases": opts.phases, "models": MODELS,
         },
-        "targets": {"responses_per_s": TARGET_RESPONSES_PER_S,
-                    "peak_rss": "independent of file size"},
+        "targets": {
+            "responses_per_s": TARGET_RESPONSES_PER_S, "peak_rss": "independent of file size",
+        },
         "startup_s": startup,
+        "synthetic": [asdict(s) for s in synth],
         "rows": [asdict(r) for r in rows],
         "verdicts": verdicts,
         "runs": {label: [asdict(r) for r in rs] for label, rs in runs.items()},
         "database_bytes": db_bytes,
         "total_s": total,
     }  # fmt: skip
-    (OUT / "import_bench.json").write_text(json.dumps(result, indent=2) + "\n")
-    log(f"wrote {(OUT / 'import_bench.json').relative_to(ROOT)}")
+    path = OUT / "import_bench.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    log(f"wrote {path.relative_to(ROOT)}")
     return 0 if all(r.ok for r in rows) else 1
-
-
-def verdict_lines(rows: list[Row], synth: list[SyntheticSet]) -> list[str]:
-    lines = []
-    for r in rows:
-        if not r.scenario.startswith(("A: FLASK import", "B: synthetic")) or "re-import" in (
-            r.scenario
-        ):
-            continue
-        best = r.rate_import or r.rate_wall
-        mark = (
-            "meets"
-            if r.rate_wall >= TARGET_RESPONSES_PER_S
-            else ("meets (import phase only)" if best >= TARGET_RESPONSES_PER_S else "MISSES")
-        )
-        lines.append(
-            f"throughput {r.scenario}: {r.rate_wall:,.0f} resp/s wall, "
-            f"{best:,.0f} resp/s import phase -> {mark} the "
-            f"{TARGET_RESPONSES_PER_S:,}/s target"
-        )
-    by_n = {
-        r.responses: r
-        for r in rows
-        if r.scenario.startswith("B: synthetic") and "re-import" not in r.scenario
-    }
-    if len(synth) == 2 and synth[0].responses in by_n and synth[1].responses in by_n:
-        small, large = by_n[synth[0].responses], by_n[synth[1].responses]
-        ratio = large.peak_rss_mb / small.peak_rss_mb
-        mark = "independent of file size" if ratio <= 1.15 else "GROWS with file size"
-        lines.append(
-            f"memory: peak RSS {large.peak_rss_mb:.1f} MB at {large.responses:,} responses "
-            f"({large.file_mb:,.0f} MB) vs {small.peak_rss_mb:.1f} MB at {small.responses:,} "
-            f"({small.file_mb:,.0f} MB): ratio {ratio:.2f} -> {mark}"
-        )
-    return lines
 
 
 if __name__ == "__main__":

@@ -62,12 +62,32 @@ class FileSpec:
     model_name: str = ""  # flask-output only; "" = from the file name
 
 
-def policies_parse(pairs: list[str] | dict[str, str] | None) -> dict[str, str]:
+#: Named starting points for policies; explicit CLASS=ACTION pairs override them.
+POLICY_PRESETS: dict[str, tuple[str, dict[str, str]]] = {
+    "strict": ("reject the import on any problem", {}),
+    "flask-release": (
+        "accept the known quirks of the public FLASK release, reject anything else",
+        {
+            "invalid_difficulty": ACCEPT,
+            "invalid_domain": ACCEPT,
+            "skill_count": ACCEPT,
+            "empty_response": ACCEPT,
+        },
+    ),
+    "lenient": ("accept what can be cleaned, skip every other bad row", {"all": ACCEPT}),
+}
+
+
+def policies_parse(pairs: list[str] | dict[str, str] | None, *, preset: str = "") -> dict[str, str]:
     """Validate problem-class policies: {"invalid_difficulty": "accept", "all": "skip"}.
 
     "all" sets every class to that action where allowed (else its strictest allowed one).
+    A preset (POLICY_PRESETS) is applied first; the pairs override it.
     """
-    items = pairs.items() if isinstance(pairs, dict) else (_split_pair(p) for p in pairs or [])
+    if preset and preset not in POLICY_PRESETS:
+        raise ImportOptionsError(f"unknown preset {preset!r} (known: {', '.join(POLICY_PRESETS)})")
+    items = list(POLICY_PRESETS[preset][1].items()) if preset else []
+    items += pairs.items() if isinstance(pairs, dict) else [_split_pair(p) for p in pairs or []]
     result: dict[str, str] = {}
     for code, action in items:
         code, action = code.strip(), action.strip().lower()
@@ -507,14 +527,19 @@ def _import_in_transaction(
         if problems.rejected:
             return {}
         progress.set("writing", progress.total, force=True)
-        counts = _apply(cursor, dataset, upload)
-        summary["models"] = _model_coverage(cursor, dataset)
+        created_by_model, counts = _apply(cursor, dataset, upload)
+        summary["models"] = _model_coverage(cursor, dataset, created_by_model)
         for table in _STAGING_TABLES:
             cursor.execute(f"DROP TABLE IF EXISTS {table}")
     if counts["items_created"] or counts["responses_created"]:
         Dataset.objects.filter(pk=dataset.pk).update(updated_at=timezone.now())
     DatasetUpload.objects.filter(pk=upload.pk).update(dataset=dataset)
     return {"rows_read": seq, **counts}
+
+
+def _json(value: dict) -> str:
+    # Most rows carry no metadata; skipping json.dumps for them saves ~1.3 s per 1M rows.
+    return json.dumps(value, ensure_ascii=False) if value else "{}"
 
 
 def _stage_rows(
@@ -547,7 +572,7 @@ def _stage_rows(
                 (
                     seq, file_pos, row.line, row.external_id, row.instruction, row.reference,
                     row.difficulty, row.task,
-                    json.dumps(row.metadata, ensure_ascii=False), row.fingerprint(),
+                    _json(row.metadata), row.fingerprint(),
                 ),
             )  # fmt: skip
             for rank, name in enumerate(row.skills, start=1):
@@ -561,7 +586,7 @@ def _stage_rows(
                 "stg_response",
                 (
                     seq, file_pos, row.line, row.item_external_id, row.model, row.text,
-                    json.dumps(row.metadata, ensure_ascii=False),
+                    _json(row.metadata),
                 ),
             )  # fmt: skip
     return seq
@@ -679,7 +704,9 @@ def _check_sets(cursor, dataset: Dataset, problems: _Problems, file_rows) -> Non
     )  # fmt: skip
 
 
-def _apply(cursor, dataset: Dataset, upload: DatasetUpload) -> dict:
+def _apply(cursor, dataset: Dataset, upload: DatasetUpload) -> tuple[dict | None, dict]:
+    """Insert the kept staged rows. Returns (responses created per model when that came for
+    free, else None; the counts for the job row)."""
     now = timezone.now()
     cursor.execute(
         f"""INSERT INTO annotation_item
@@ -711,21 +738,39 @@ def _apply(cursor, dataset: Dataset, upload: DatasetUpload) -> dict:
               FROM stg_item_domain d JOIN stg_item s ON s.seq = d.seq {new_items}""",
         [dataset.pk, upload.pk],
     )
-    # The WHERE makes SQLite parse ON CONFLICT as an upsert clause, not a join constraint.
     cursor.execute(
-        f"""INSERT INTO annotation_response
+        """SELECT EXISTS (SELECT 1 FROM annotation_response r
+                            JOIN annotation_item i ON i.id = r.item_id
+                           WHERE i.dataset_id = %s)""",
+        [dataset.pk],
+    )
+    had_responses = bool(cursor.fetchone()[0])
+    # The WHERE makes SQLite parse ON CONFLICT as an upsert clause, not a join constraint.
+    insert = f"""INSERT INTO annotation_response
                (item_id, model_name, text, metadata, upload_id, created_at)
             SELECT i.id, s.model_name, s.text, {_json_cast("s.metadata")}, %s, %s
               FROM stg_response s
               JOIN annotation_item i ON i.dataset_id = %s AND i.external_id = s.external_id
              WHERE s.keep = 1
-            ON CONFLICT (item_id, model_name) DO NOTHING""",
-        [upload.pk, now, dataset.pk],
-    )
-    responses_created = cursor.rowcount
+            ON CONFLICT (item_id, model_name) DO NOTHING"""
+    params = [upload.pk, now, dataset.pk]
+    created_by_model: dict[str, int] | None = None
+    if connection.vendor == "postgresql" and not had_responses:
+        # Into a dataset without responses, what the insert returns *is* the per-model
+        # coverage: no second scan of annotation_response (3.5 s per 1M rows measured).
+        cursor.execute(
+            f"WITH ins AS ({insert} RETURNING model_name) "
+            "SELECT model_name, COUNT(*) FROM ins GROUP BY model_name",
+            params,
+        )
+        created_by_model = dict(cursor.fetchall())
+        responses_created = sum(created_by_model.values())
+    else:
+        cursor.execute(insert, params)
+        responses_created = cursor.rowcount
     cursor.execute("SELECT COUNT(*) FROM stg_response WHERE keep = 1")
     responses_kept = cursor.fetchone()[0]
-    return {
+    return created_by_model, {
         "items_created": items_created,
         "items_unchanged": items_kept - items_created,
         "responses_created": responses_created,
@@ -733,10 +778,15 @@ def _apply(cursor, dataset: Dataset, upload: DatasetUpload) -> dict:
     }
 
 
-def _model_coverage(cursor, dataset: Dataset) -> list[dict]:
+def _model_coverage(cursor, dataset: Dataset, created_by_model: dict | None) -> list[dict]:
     """For each model in this import: responses in the dataset and items without one."""
     cursor.execute("SELECT COUNT(*) FROM annotation_item WHERE dataset_id = %s", [dataset.pk])
     total_items = cursor.fetchone()[0]
+    if created_by_model is not None:
+        return [
+            {"model": name, "responses": n, "items_without_response": total_items - n}
+            for name, n in sorted(created_by_model.items())
+        ]
     cursor.execute(
         """SELECT r.model_name, COUNT(*) FROM annotation_response r
              JOIN annotation_item i ON i.id = r.item_id

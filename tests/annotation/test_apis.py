@@ -99,6 +99,7 @@ def test_a_rejected_upload_lists_its_problems(admin_api, project):
         ({"policies": '{"nonsense": "skip"}'}, "policies"),
         ({"policies": '{"invalid_json": "accept"}'}, "policies"),
         ({"policies": "not json"}, "policies"),
+        ({"preset": "sloppy"}, "preset"),
     ],
 )
 def test_bad_upload_requests_get_field_errors_and_change_nothing(

@@ -1211,3 +1211,18 @@ def test_a_job_failed_by_the_stale_check_mid_import_keeps_nothing(project, tmp_p
     assert result.status == UploadStatus.FAILED
     assert "worker lost" in result.error
     assert db_counts() == EMPTY_DB
+
+
+def test_presets_start_the_policies_and_explicit_pairs_override_them():
+    assert policies_parse([], preset="flask-release") == {
+        "invalid_difficulty": "accept",
+        "invalid_domain": "accept",
+        "skill_count": "accept",
+        "empty_response": "accept",
+    }
+    assert policies_parse(["skill_count=skip"], preset="flask-release")["skill_count"] == "skip"
+    lenient = policies_parse([], preset="lenient")
+    assert lenient["invalid_json"] == "skip" and lenient["invalid_difficulty"] == "accept"
+    assert policies_parse([], preset="strict") == {}
+    with pytest.raises(ImportOptionsError, match="unknown preset"):
+        policies_parse([], preset="sloppy")

@@ -122,7 +122,8 @@ def test_a_web_upload_creates_a_pending_job_and_enqueues_it_after_commit(
                 "dataset": "Web set",
                 "files": [SimpleUploadedFile("items.jsonl", ITEMS)],
                 "format": "",
-                "on_invalid_difficulty": "accept",
+                "preset": "flask-release",
+                "on_skill_count": "reject",
             },
         )
     # then
@@ -130,7 +131,12 @@ def test_a_web_upload_creates_a_pending_job_and_enqueues_it_after_commit(
     assert response.status_code == 302
     assert response["Location"] == reverse("annotation:upload-detail", args=[upload.pk])
     assert upload.status == UploadStatus.PENDING and upload.source == UploadSource.WEB
-    assert upload.options["policies"] == {"invalid_difficulty": "accept"}
+    assert upload.options["policies"] == {
+        "invalid_difficulty": "accept",
+        "invalid_domain": "accept",
+        "empty_response": "accept",
+        "skill_count": "reject",
+    }
     assert sent == [upload.pk]
 
 

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Project, UploadSource, UploadStatus
 from annotation.parsers import FORMATS, PROBLEM_CLASSES
 from annotation.services.imports import (
+    POLICY_PRESETS,
     FileSpec,
     ImportOptionsError,
     dataset_import,
@@ -62,6 +63,14 @@ class Command(BaseCommand):
             help="what to do with a problem class: reject (default), skip or accept; "
             "CLASS may be 'all'",
         )
+        parser.add_argument(
+            "--preset",
+            choices=list(POLICY_PRESETS),
+            default="",
+            help="starting policies: "
+            + "; ".join(f"{k}: {v[0]}" for k, v in POLICY_PRESETS.items())
+            + " (--on overrides)",
+        )
         parser.add_argument("--quiet-problems", action="store_true", help="print counts only")
 
     def handle(self, *args, **opts):
@@ -70,7 +79,7 @@ class Command(BaseCommand):
             if not path.is_file():
                 raise CommandError(f"{path}: no such file")
         try:
-            policies = policies_parse(opts["on"])
+            policies = policies_parse(opts["on"], preset=opts["preset"])
         except ImportOptionsError as exc:
             raise CommandError(str(exc)) from None
         models = self._models(opts["model"], paths)
