@@ -414,3 +414,285 @@ class ImportProblem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.file_name}:{self.line} {self.code}"
+
+
+# --- campaigns: people scoring responses ----------------------------------------------------
+
+
+class CampaignStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    ACTIVE = "active", "Active"
+    PAUSED = "paused", "Paused"
+    FINISHED = "finished", "Finished"
+
+
+class SkillMode(models.TextChoices):
+    ITEM = "item", "Each item's own FLASK skills"
+    FIXED = "fixed", "A fixed set of skills"
+
+
+class Campaign(TimestampedModel):
+    """Annotators score a dataset's responses on skills, K annotators per response."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="campaigns")
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="campaigns")
+    name = models.CharField(max_length=200)
+    instructions = models.TextField(blank=True)
+    status = models.CharField(
+        max_length=20, choices=CampaignStatus.choices, default=CampaignStatus.DRAFT
+    )
+    skill_mode = models.CharField(max_length=10, choices=SkillMode.choices, default=SkillMode.ITEM)
+    fixed_skills = models.ManyToManyField(Skill, blank=True, related_name="+")
+    # Which systems' responses are scored; empty = all of the dataset's.
+    model_names = models.JSONField(default=list, blank=True)
+    overlap = models.PositiveSmallIntegerField(default=3)  # K annotators per response
+    show_reference = models.BooleanField(default=True)
+    quota_per_annotator = models.PositiveIntegerField(null=True, blank=True)
+    lease_seconds = models.PositiveIntegerField(default=900)
+    annotators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="campaigns"
+    )
+    groups = models.ManyToManyField("auth.Group", blank=True, related_name="campaigns")
+    # Route by domain expertise: annotators with declared domains get items of those
+    # domains only (annotators without any declared domain get every item).
+    route_by_domain = models.BooleanField(default=False)
+    # Quality control
+    gold_rate = models.FloatField(default=0.0)  # share of tasks served from gold/attention items
+    repeat_rate = models.FloatField(default=0.0)  # share of tasks that repeat a past one
+    gold_feedback = models.BooleanField(default=False)  # show gold results to annotators
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="campaign_unique_name"),
+            models.CheckConstraint(
+                condition=Q(overlap__gte=1, overlap__lte=50), name="campaign_overlap_1_50"
+            ),
+            models.CheckConstraint(condition=Q(lease_seconds__gte=30), name="campaign_lease_30s"),
+            models.CheckConstraint(
+                condition=Q(gold_rate__gte=0, gold_rate__lte=0.5), name="campaign_gold_rate"
+            ),
+            models.CheckConstraint(
+                condition=Q(repeat_rate__gte=0, repeat_rate__lte=0.5), name="campaign_repeat_rate"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=CampaignStatus.values), name="campaign_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CampaignRubric(models.Model):
+    """The rubric version a campaign's skill is scored under, pinned at activation."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="rubrics")
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+")
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "skill"], name="campaignrubric_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id}:{self.skill_id}→{self.rubric_id}"
+
+
+class AnnotatorExpertise(models.Model):
+    """Domains an annotator is qualified for (used when a campaign routes by domain)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "domain"], name="expertise_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}:{self.domain_id}"
+
+
+class TaskKind(models.TextChoices):
+    NORMAL = "normal", "Normal"
+    GOLD = "gold", "Gold (known scores)"
+    ATTENTION = "attention", "Attention check"
+
+
+class Task(models.Model):
+    """One response to be scored in one campaign.
+
+    `assigned` counts the leases that hold or used a slot (active + submitted) and
+    `submitted` the accepted submissions; both change only inside the claim/submit/expire
+    transactions that lock this row, and CHECK constraints keep them within the overlap.
+    Gold and attention tasks have no overlap limit (every annotator may get them).
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="tasks")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="tasks")
+    kind = models.CharField(max_length=10, choices=TaskKind.choices, default=TaskKind.NORMAL)
+    overlap = models.PositiveSmallIntegerField()
+    assigned = models.PositiveSmallIntegerField(default=0)
+    submitted = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "response", "kind"], name="task_unique_response"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=[TaskKind.GOLD, TaskKind.ATTENTION])
+                | Q(assigned__lte=models.F("overlap")),
+                name="task_assigned_le_overlap",
+            ),
+            models.CheckConstraint(
+                condition=Q(submitted__lte=models.F("assigned")), name="task_submitted_le_assigned"
+            ),
+        ]
+        indexes = [
+            # the claim scans open tasks, most-covered first, in pk order
+            models.Index(fields=["campaign", "kind", "-assigned", "id"], name="task_claim_order"),
+        ]
+
+    def __str__(self) -> str:
+        return f"task {self.pk} ({self.kind})"
+
+
+class AssignmentStatus(models.TextChoices):
+    ACTIVE = "active", "Active lease"
+    SUBMITTED = "submitted", "Submitted"
+    EXPIRED = "expired", "Expired"
+    SKIPPED = "skipped", "Skipped"
+
+
+class AssignmentKind(models.TextChoices):
+    NORMAL = "normal", "Normal"
+    REPEAT = "repeat", "Hidden repeat (test-retest)"
+
+
+class Assignment(TimestampedModel):
+    """A lease of a task to one annotator."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="assignments")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
+    )
+    kind = models.CharField(
+        max_length=10, choices=AssignmentKind.choices, default=AssignmentKind.NORMAL
+    )
+    status = models.CharField(
+        max_length=10, choices=AssignmentStatus.choices, default=AssignmentStatus.ACTIVE
+    )
+    expires_at = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    active_ms = models.PositiveIntegerField(null=True, blank=True)  # focused time on task
+    skip_reason = models.CharField(max_length=300, blank=True)
+    flagged = models.BooleanField(default=False)
+    flag_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [
+            # never the same response twice to one annotator (a repeat is its own kind)
+            models.UniqueConstraint(
+                fields=["task", "annotator", "kind"], name="assignment_once_per_annotator"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["campaign", "annotator", "status"], name="assignment_mine"),
+            models.Index(
+                fields=["expires_at"],
+                name="assignment_active_expiry",
+                condition=Q(status="active"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"assignment {self.pk} ({self.status})"
+
+
+class HumanScore(TimestampedModel):
+    """One annotator's score of one response on one skill (1-5 or N/A)."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="scores")
+    # Denormalised from the assignment for analytics reads (written once, with it).
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    response = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="human_scores", db_index=False
+    )
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+")
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="+")
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
+    is_na = models.BooleanField(default=False)
+    rationale = models.TextField(blank=True)
+    time_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "skill"], name="humanscore_unique"),
+            models.CheckConstraint(
+                condition=Q(is_na=True, score__isnull=True)
+                | Q(is_na=False, score__gte=1, score__lte=5),
+                name="humanscore_value_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["response", "skill"], name="humanscore_response_skill"),
+            models.Index(fields=["annotator", "campaign"], name="humanscore_annotator"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment_id}:{self.skill_id}={'N/A' if self.is_na else self.score}"
+
+
+class HumanScoreRevision(models.Model):
+    """The audit trail of a score edit: who, when, before and after."""
+
+    score = models.ForeignKey(HumanScore, on_delete=models.CASCADE, related_name="revisions")
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    edited_at = models.DateTimeField(auto_now_add=True)
+    before = models.JSONField()
+    after = models.JSONField()
+
+    class Meta:
+        ordering = ["score", "edited_at"]
+
+    def __str__(self) -> str:
+        return f"revision of {self.score_id} at {self.edited_at}"
+
+
+class GoldScore(models.Model):
+    """The known score of a gold or attention-check task on one skill."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="gold_scores")
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+")
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
+    is_na = models.BooleanField(default=False)
+    tolerance = models.PositiveSmallIntegerField(default=0)  # |given - gold| allowed
+    explanation = models.TextField(blank=True)  # shown as feedback when enabled
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "skill"], name="goldscore_unique"),
+            models.CheckConstraint(
+                condition=Q(is_na=True, score__isnull=True)
+                | Q(is_na=False, score__gte=1, score__lte=5),
+                name="goldscore_value_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"gold {self.task_id}:{self.skill_id}"

@@ -29,3 +29,12 @@ def uploads_health_check_task() -> int:
     from annotation.services.imports import uploads_fail_stale
 
     return uploads_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)
+
+
+@shared_task
+def assignments_expire_task() -> int:
+    """Expire leases past their time and free their slots. Idempotent (conditional
+    updates); run by beat every minute."""
+    from annotation.services.assignments import assignments_expire_stale
+
+    return assignments_expire_stale(limit=10_000)

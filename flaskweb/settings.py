@@ -163,6 +163,12 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
+    # Abandoned annotation leases go back to the pool within a minute of expiring (claims
+    # also expire their own campaign's leases first).
+    "assignments-expire": {
+        "task": "annotation.tasks.assignments_expire_task",
+        "schedule": 60.0,
+    },
     # An import whose worker died stays "running" forever; fail it after its time limit.
     "uploads-health-check": {
         "task": "annotation.tasks.uploads_health_check_task",

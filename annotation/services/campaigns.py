@@ -1,0 +1,194 @@
+"""Campaign configuration and lifecycle: create, activate (tasks + pinned rubrics), pause,
+resume, gold/attention tasks."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.models import (
+    Campaign,
+    CampaignRubric,
+    CampaignStatus,
+    Dataset,
+    GoldScore,
+    ItemSkill,
+    Project,
+    Response,
+    Skill,
+    SkillMode,
+    Task,
+    TaskKind,
+)
+
+
+@transaction.atomic
+def campaign_create(
+    *,
+    project: Project,
+    dataset: Dataset,
+    name: str,
+    overlap: int = 3,
+    skill_mode: str = SkillMode.ITEM,
+    fixed_skills: list[Skill] | None = None,
+    model_names: list[str] | None = None,
+    show_reference: bool = True,
+    quota_per_annotator: int | None = None,
+    lease_seconds: int = 900,
+    instructions: str = "",
+    annotators=(),
+    groups=(),
+    route_by_domain: bool = False,
+    gold_rate: float = 0.0,
+    repeat_rate: float = 0.0,
+    gold_feedback: bool = False,
+    created_by=None,
+) -> Campaign:
+    """Create a campaign in draft. Nothing is assigned until `campaign_activate`."""
+    if dataset.project_id != project.pk:
+        raise ValidationError("the dataset belongs to another project")
+    if skill_mode == SkillMode.FIXED and not fixed_skills:
+        raise ValidationError("a fixed-skill campaign needs at least one skill")
+    campaign = Campaign(
+        project=project,
+        dataset=dataset,
+        name=name.strip(),
+        overlap=overlap,
+        skill_mode=skill_mode,
+        model_names=sorted(set(model_names or [])),
+        show_reference=show_reference,
+        quota_per_annotator=quota_per_annotator,
+        lease_seconds=lease_seconds,
+        instructions=instructions,
+        route_by_domain=route_by_domain,
+        gold_rate=gold_rate,
+        repeat_rate=repeat_rate,
+        gold_feedback=gold_feedback,
+        created_by=created_by,
+    )
+    campaign.full_clean()
+    campaign.save()
+    if fixed_skills:
+        campaign.fixed_skills.set(fixed_skills)
+    campaign.annotators.set(annotators)
+    campaign.groups.set(groups)
+    return campaign
+
+
+@transaction.atomic
+def campaign_activate(*, campaign: Campaign) -> int:
+    """Create the campaign's tasks (one per selected response) and pin the rubric in force
+    for each skill. Idempotent: tasks and pins already there are kept. Returns the number
+    of tasks created."""
+    from annotation.selectors import rubrics_current_for_project
+
+    campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+    if campaign.status == CampaignStatus.FINISHED:
+        raise ValidationError("a finished campaign cannot be activated again")
+    skill_ids = _campaign_skill_ids(campaign)
+    rubrics = rubrics_current_for_project(project=campaign.project)
+    missing = [sid for sid in skill_ids if sid not in rubrics]
+    if missing:
+        names = ", ".join(Skill.objects.filter(pk__in=missing).values_list("name", flat=True))
+        raise ValidationError(f"no rubric for: {names}")
+    pinned = set(
+        CampaignRubric.objects.filter(campaign=campaign).values_list("skill_id", flat=True)
+    )
+    CampaignRubric.objects.bulk_create(
+        CampaignRubric(campaign=campaign, skill_id=sid, rubric=rubrics[sid])
+        for sid in skill_ids
+        if sid not in pinned
+    )
+    created = _tasks_create(campaign)
+    Campaign.objects.filter(pk=campaign.pk).update(
+        status=CampaignStatus.ACTIVE, updated_at=timezone.now()
+    )
+    return created
+
+
+def _campaign_skill_ids(campaign: Campaign) -> list[int]:
+    if campaign.skill_mode == SkillMode.FIXED:
+        return list(campaign.fixed_skills.values_list("pk", flat=True))
+    return list(
+        ItemSkill.objects.filter(item__dataset=campaign.dataset)
+        .order_by()  # Meta.ordering would otherwise leak into DISTINCT
+        .values_list("skill_id", flat=True)
+        .distinct()
+    )
+
+
+def _tasks_create(campaign: Campaign) -> int:
+    responses = Response.objects.filter(item__dataset=campaign.dataset)
+    if campaign.model_names:
+        responses = responses.filter(model_name__in=campaign.model_names)
+    existing = Task.objects.filter(campaign=campaign, kind=TaskKind.NORMAL)
+    ids = responses.exclude(pk__in=existing.values("response_id")).order_by("pk")
+    created = 0
+    batch: list[Task] = []
+    for response_id in ids.values_list("pk", flat=True).iterator(chunk_size=5000):
+        batch.append(
+            Task(campaign=campaign, response_id=response_id, kind=TaskKind.NORMAL,
+                 overlap=campaign.overlap)
+        )  # fmt: skip
+        if len(batch) == 5000:
+            created += len(Task.objects.bulk_create(batch))
+            batch = []
+    if batch:
+        created += len(Task.objects.bulk_create(batch))
+    return created
+
+
+def campaign_set_status(*, campaign: Campaign, status: str) -> Campaign:
+    """Pause, resume or finish. Pausing stops new claims; open leases may still submit."""
+    allowed = {
+        CampaignStatus.PAUSED: {CampaignStatus.ACTIVE},
+        CampaignStatus.ACTIVE: {CampaignStatus.PAUSED},
+        CampaignStatus.FINISHED: {CampaignStatus.ACTIVE, CampaignStatus.PAUSED},
+    }
+    if status not in allowed:
+        raise ValidationError(f"cannot set a campaign to {status!r} directly")
+    changed = Campaign.objects.filter(pk=campaign.pk, status__in=allowed[status]).update(
+        status=status, updated_at=timezone.now()
+    )
+    campaign.refresh_from_db()
+    if not changed:
+        raise ValidationError(f"a {campaign.status} campaign cannot become {status}")
+    return campaign
+
+
+@transaction.atomic
+def gold_task_set(
+    *,
+    campaign: Campaign,
+    response: Response,
+    scores: dict[int, int | None],
+    kind: str = TaskKind.GOLD,
+    tolerance: int = 0,
+    explanation: str = "",
+) -> Task:
+    """Make `response` a gold (or attention-check) task with known scores per skill id
+    (None = N/A). Replaces earlier known scores of that task."""
+    if kind not in (TaskKind.GOLD, TaskKind.ATTENTION):
+        raise ValidationError("a gold task is of kind gold or attention")
+    if response.item.dataset_id != campaign.dataset_id:
+        raise ValidationError("the response is not in the campaign's dataset")
+    for value in scores.values():
+        if value is not None and not 1 <= value <= 5:
+            raise ValidationError("known scores are 1-5 or None (N/A)")
+    task, _ = Task.objects.get_or_create(
+        campaign=campaign, response=response, kind=kind, defaults={"overlap": 0}
+    )
+    GoldScore.objects.filter(task=task).delete()
+    GoldScore.objects.bulk_create(
+        GoldScore(
+            task=task,
+            skill_id=skill_id,
+            score=value,
+            is_na=value is None,
+            tolerance=tolerance,
+            explanation=explanation,
+        )
+        for skill_id, value in scores.items()
+    )
+    return task
