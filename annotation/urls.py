@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from annotation import apis, views
 
@@ -15,6 +15,8 @@ urlpatterns = [
     path("uploads/<int:pk>/", views.upload_detail, name="upload-detail"),
     path("catalogue/", views.catalogue, name="catalogue"),
     path("catalogue/skills/<int:skill_id>/edit/", views.rubric_edit, name="rubric-edit"),
+    path("", include("annotation.urls_annotate")),
+    path("", include("annotation.urls_campaigns")),
 ]
 
 api_urlpatterns = [
@@ -23,4 +25,5 @@ api_urlpatterns = [
     path("skills/", apis.SkillListApi.as_view(), name="api-skill-list"),
     path("uploads/", apis.UploadCreateApi.as_view(), name="api-upload-create"),
     path("uploads/<int:pk>/", apis.UploadDetailApi.as_view(), name="api-upload-detail"),
+    path("", include("annotation.urls_annotate_api")),
 ]
