@@ -122,7 +122,8 @@ def _tasks_create(campaign: Campaign) -> int:
     responses = Response.objects.filter(item__dataset=campaign.dataset)
     if campaign.model_names:
         responses = responses.filter(model_name__in=campaign.model_names)
-    existing = Task.objects.filter(campaign=campaign, kind=TaskKind.NORMAL)
+    # Gold/attention responses are not also normal tasks: seeing one twice would give it away.
+    existing = Task.objects.filter(campaign=campaign)
     ids = responses.exclude(pk__in=existing.values("response_id")).order_by("pk")
     created = 0
     batch: list[Task] = []
@@ -176,6 +177,10 @@ def gold_task_set(
     for value in scores.values():
         if value is not None and not 1 <= value <= 5:
             raise ValidationError("known scores are 1-5 or None (N/A)")
+    # A normal task for the same response would show it twice; drop it while unassigned.
+    Task.objects.filter(
+        campaign=campaign, response=response, kind=TaskKind.NORMAL, assigned=0, submitted=0
+    ).delete()
     task, _ = Task.objects.get_or_create(
         campaign=campaign, response=response, kind=kind, defaults={"overlap": 0}
     )

@@ -7,7 +7,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from annotation.models import Project, ProjectRole, UploadSource
+from annotation.models import Campaign, Project, ProjectRole, Response, UploadSource
+from annotation.services.campaigns import campaign_activate, campaign_create, gold_task_set
 from annotation.services.catalogue import catalogue_sync_builtins
 from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set, project_get_or_create
@@ -53,6 +54,47 @@ class Command(BaseCommand):
                 f"demo dataset: {upload.status}, {upload.items_created} items, "
                 f"{upload.responses_created} responses"
             )
+        self._campaign(project)
         self.stdout.write("Demo logins (local demo only):")
         for username, password, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<11} / {password:<16} ({role})")
+
+    def _campaign(self, project):
+        """A running campaign over the demo set: 3 annotators per response, one gold task."""
+        if Campaign.objects.filter(project=project, name="Demo campaign").exists():
+            return
+        User = get_user_model()
+        annotators = User.objects.filter(username__in=["annotator1", "annotator2", "annotator3"])
+        dataset = project.datasets.get(name="Demo set")
+        admin = User.objects.get(username="admin")
+        campaign = campaign_create(
+            project=project,
+            dataset=dataset,
+            name="Demo campaign",
+            overlap=3,
+            annotators=list(annotators),
+            instructions=(
+                "Read the instruction and the reference answer, then score the response on "
+                "each skill against the level descriptions. Use N/A only when a skill truly "
+                "does not apply. Keyboard: 1-5 score, n = N/A, arrows move, Enter submits."
+            ),
+            gold_rate=0.1,
+            repeat_rate=0.05,
+            gold_feedback=True,
+            created_by=admin,
+        )
+        # The sanitiser demo's hostile answer doubles as a gold task with obvious scores.
+        hostile = Response.objects.filter(
+            item__dataset=dataset, item__source_task="demo-sanitiser", model_name="basalt-13b"
+        ).first()
+        if hostile is not None:
+            skills = hostile.item.item_skills.values_list("skill_id", flat=True)
+            gold_task_set(
+                campaign=campaign,
+                response=hostile,
+                scores={skill_id: 1 for skill_id in skills},
+                tolerance=1,
+                explanation="The answer pastes raw, unsafe markup instead of a usable form.",
+            )
+        campaign_activate(campaign=campaign)
+        self.stdout.write(f"demo campaign: {campaign.tasks.count()} tasks, K=3")
