@@ -1,12 +1,22 @@
 """Django admin (site admins only). Rubric versions and import records are read-only here:
-rubrics change through new versions (the catalogue pages), datasets through imports."""
+rubrics change through new versions (the catalogue pages), datasets through imports.
+Scores and their revisions are read-only too: they change only through the workflow
+services, which keep the task counters and the audit trail consistent."""
 
 from django.contrib import admin
 
 from annotation.models import (
+    AnnotatorExpertise,
+    Assignment,
+    Campaign,
+    CampaignRubric,
+    CampaignStatus,
     Dataset,
     DatasetUpload,
     Domain,
+    GoldScore,
+    HumanScore,
+    HumanScoreRevision,
     ImportProblem,
     Item,
     ItemSkill,
@@ -15,7 +25,9 @@ from annotation.models import (
     Response,
     Rubric,
     Skill,
+    Task,
 )
+from annotation.services.campaigns import CAMPAIGN_STRUCTURE
 
 
 class MembershipInline(admin.TabularInline):
@@ -101,3 +113,114 @@ class DatasetUploadAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+# --- campaigns ----------------------------------------------------------------------------------
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Browse only: no add, change or delete from the admin."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class CampaignRubricInline(admin.TabularInline):
+    model = CampaignRubric
+    extra = 0
+    can_delete = False
+    readonly_fields = ["skill", "rubric"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Campaign)
+class CampaignAdmin(admin.ModelAdmin):
+    """Settings may be corrected here; lifecycle changes (activate, pause, finish) go
+    through the campaign page, which calls the services."""
+
+    list_display = ["name", "project", "dataset", "status", "overlap", "created_at"]
+    list_filter = ["status", "project"]
+    search_fields = ["name"]
+    list_select_related = ["project", "dataset"]
+    readonly_fields = ["status", "created_by", "created_at", "updated_at"]
+    raw_id_fields = ["dataset"]
+    filter_horizontal = ["fixed_skills", "annotators", "groups"]
+    inlines = [CampaignRubricInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.status != CampaignStatus.DRAFT:
+            fields += list(CAMPAIGN_STRUCTURE)  # tasks and pinned rubrics depend on them
+        return fields
+
+
+@admin.register(Task)
+class TaskAdmin(ReadOnlyAdmin):
+    # assigned/submitted are lease counters kept by the claim/submit/expire transactions
+    list_display = ["pk", "campaign", "kind", "response", "overlap", "assigned", "submitted"]
+    list_filter = ["kind", "campaign"]
+    list_select_related = ["campaign", "response"]
+    raw_id_fields = ["campaign", "response"]
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "campaign", "task", "annotator", "kind", "status", "expires_at",
+                    "submitted_at", "flagged"]  # fmt: skip
+    list_filter = ["status", "kind", "flagged", "campaign"]
+    search_fields = ["annotator__username", "flag_reason", "skip_reason"]
+    list_select_related = ["campaign", "task", "annotator"]
+    raw_id_fields = ["task", "campaign", "annotator"]
+
+
+class HumanScoreRevisionInline(admin.TabularInline):
+    model = HumanScoreRevision
+    extra = 0
+    can_delete = False
+    readonly_fields = ["edited_by", "edited_at", "before", "after"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(HumanScore)
+class HumanScoreAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "campaign", "annotator", "response", "skill", "score", "is_na",
+                    "updated_at"]  # fmt: skip
+    list_filter = ["campaign", "skill", "is_na"]
+    search_fields = ["annotator__username"]
+    list_select_related = ["campaign", "annotator", "response", "skill"]
+    raw_id_fields = ["assignment", "campaign", "response", "annotator", "rubric"]
+    inlines = [HumanScoreRevisionInline]
+
+
+@admin.register(HumanScoreRevision)
+class HumanScoreRevisionAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "score", "edited_by", "edited_at"]
+    list_select_related = ["score", "edited_by"]
+    raw_id_fields = ["score", "edited_by"]
+
+
+@admin.register(GoldScore)
+class GoldScoreAdmin(admin.ModelAdmin):
+    list_display = ["task", "skill", "score", "is_na", "tolerance"]
+    list_filter = ["task__campaign", "skill"]
+    list_select_related = ["task", "skill"]
+    raw_id_fields = ["task"]
+
+
+@admin.register(AnnotatorExpertise)
+class AnnotatorExpertiseAdmin(admin.ModelAdmin):
+    list_display = ["user", "domain"]
+    list_filter = ["domain"]
+    search_fields = ["user__username"]
+    list_select_related = ["user", "domain"]
+    autocomplete_fields = ["user"]

@@ -1,0 +1,674 @@
+"""Reads for the campaign pages (admins, researchers): progress, throughput, live leases,
+quality control, gold tasks, expertise.
+
+Every function returns plain rows (dataclasses or tuples) from a fixed number of aggregate
+queries, so the campaign page costs the same number of queries for ten tasks or a million.
+Definitions (also in docs/CAMPAIGNS.md):
+
+- a *slot* is one of the K annotations a normal task needs; only normal assignments of
+  normal tasks fill slots (gold, attention and hidden repeats never do);
+- *recent rate* is the number of submissions in the last hour (RATE_WINDOW), so it reads
+  directly as tasks per hour; the ETA is the open slots divided by the campaign's rate;
+- *gold accuracy* is the share of an annotator's scores on gold and attention tasks that are
+  within the task's tolerance of the known score (N/A must meet N/A), over the skills that
+  have a known score; an *attention check* passes when all its known skills match;
+- *test-retest* pairs a hidden repeat's score with the annotator's first score of the same
+  task and skill: the exact-agreement share (N/A = N/A) and the mean absolute difference
+  (pairs where both are numbers).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import (
+    Aggregate,
+    Case,
+    Count,
+    F,
+    FloatField,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Abs, Coalesce
+
+from annotation.models import (
+    AnnotatorExpertise,
+    Assignment,
+    AssignmentKind,
+    AssignmentStatus,
+    Campaign,
+    CampaignRubric,
+    CampaignStatus,
+    Dataset,
+    GoldScore,
+    HumanScore,
+    ItemSkill,
+    Project,
+    ProjectRole,
+    Response,
+    Skill,
+    SkillMode,
+    Task,
+    TaskKind,
+)
+from annotation.selectors import domain_list_for_project
+from flaskweb.db import is_postgres
+
+RATE_WINDOW = timedelta(hours=1)
+KNOWN_KINDS = (TaskKind.GOLD, TaskKind.ATTENTION)
+
+
+class Median(Aggregate):
+    """PostgreSQL's percentile_cont(0.5). SQLite has no ordered-set aggregates; callers
+    check `is_postgres` and fall back to Python (see _median_active_ms)."""
+
+    function = "percentile_cont"
+    name = "median"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+# --- lists, settings ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CampaignRow:
+    pk: int
+    name: str
+    status: str
+    status_label: str
+    dataset_id: int
+    dataset_name: str
+    overlap: int
+    tasks: int
+    slots_done: int
+    slots_needed: int
+    created_at: datetime
+
+    @property
+    def percent(self) -> int:
+        return _percent(self.slots_done, self.slots_needed)
+
+
+def _percent(done: int, needed: int) -> int:
+    return round(100 * done / needed) if needed else 0
+
+
+def campaign_list_for_project(*, project: Project) -> list[CampaignRow]:
+    """The project's campaigns, newest first, with their slot progress (one query)."""
+    normal = Q(tasks__kind=TaskKind.NORMAL)
+    rows = (
+        Campaign.objects.filter(project=project)
+        .annotate(
+            task_count=Count("tasks", filter=normal),
+            done=Coalesce(Sum("tasks__submitted", filter=normal), 0),
+            needed=Coalesce(Sum("tasks__overlap", filter=normal), 0),
+        )
+        .order_by("-created_at", "-pk")
+        .values(
+            "pk", "name", "status", "dataset_id", "dataset__name", "overlap", "created_at",
+            "task_count", "done", "needed",
+        )
+    )  # fmt: skip
+    labels = dict(CampaignStatus.choices)
+    return [
+        CampaignRow(
+            pk=r["pk"],
+            name=r["name"],
+            status=r["status"],
+            status_label=labels.get(r["status"], r["status"]),
+            dataset_id=r["dataset_id"],
+            dataset_name=r["dataset__name"],
+            overlap=r["overlap"],
+            tasks=r["task_count"],
+            slots_done=r["done"],
+            slots_needed=r["needed"],
+            created_at=r["created_at"],
+        )
+        for r in rows
+    ]
+
+
+def project_annotator_list(*, project: Project) -> QuerySet:
+    """Users with the annotator role in the project (the pool a campaign is drawn from)."""
+    return (
+        get_user_model()
+        .objects.filter(memberships__project=project, memberships__role=ProjectRole.ANNOTATOR)
+        .order_by("username")
+    )
+
+
+def campaign_pool_list(*, campaign: Campaign) -> list[tuple[int, str]]:
+    """(user id, username) of everyone in the pool: named annotators and group members."""
+    users = (
+        get_user_model()
+        .objects.filter(Q(campaigns=campaign) | Q(groups__campaigns=campaign))
+        .order_by("username")
+        .values_list("pk", "username")
+        .distinct()
+    )
+    return list(users)
+
+
+def dataset_model_names(*, dataset: Dataset) -> list[str]:
+    """The systems that answered the dataset's items, by name."""
+    return list(
+        Response.objects.filter(item__dataset=dataset)
+        .order_by("model_name")
+        .values_list("model_name", flat=True)
+        .distinct()
+    )
+
+
+@dataclass(frozen=True)
+class PinnedRubric:
+    skill_id: int
+    skill_name: str
+    rubric_id: int
+    version: int
+    project_scoped: bool
+
+
+def campaign_rubric_pins(*, campaign: Campaign) -> list[PinnedRubric]:
+    """The rubric version each skill is scored under (pinned at activation)."""
+    rows = (
+        CampaignRubric.objects.filter(campaign=campaign)
+        .order_by("skill__order", "skill__name")
+        .values("skill_id", "skill__name", "rubric_id", "rubric__version", "rubric__project_id")
+    )
+    return [
+        PinnedRubric(
+            skill_id=r["skill_id"],
+            skill_name=r["skill__name"],
+            rubric_id=r["rubric_id"],
+            version=r["rubric__version"],
+            project_scoped=r["rubric__project_id"] is not None,
+        )
+        for r in rows
+    ]
+
+
+def campaign_skill_list(
+    *, campaign: Campaign, pins: list[PinnedRubric] | None = None
+) -> list[tuple[int, str]]:
+    """(skill id, name) scored in the campaign: the pinned skills once it was activated,
+    otherwise the skills it will ask (the fixed set, or the dataset's item skills)."""
+    if pins:
+        return [(p.skill_id, p.skill_name) for p in pins]
+    if campaign.pk and CampaignRubric.objects.filter(campaign=campaign).exists():
+        return [(p.skill_id, p.skill_name) for p in campaign_rubric_pins(campaign=campaign)]
+    if campaign.skill_mode == SkillMode.FIXED:
+        skills = campaign.fixed_skills.all()
+    else:
+        skills = Skill.objects.filter(
+            pk__in=ItemSkill.objects.filter(item__dataset_id=campaign.dataset_id).values("skill_id")
+        )
+    return list(skills.order_by("order", "name").values_list("pk", "name"))
+
+
+# --- progress -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SkillProgress:
+    skill_id: int
+    name: str
+    collected: int
+    needed: int
+
+    @property
+    def percent(self) -> int:
+        return _percent(self.collected, self.needed)
+
+
+def campaign_skill_progress(*, campaign: Campaign, pins: list[PinnedRubric]) -> list[SkillProgress]:
+    """Scores collected / needed per pinned skill, where needed = Σ over the normal tasks
+    that ask the skill of their overlap (tasks × K). Two queries."""
+    normal_tasks = Task.objects.filter(campaign=campaign, kind=TaskKind.NORMAL)
+    if campaign.skill_mode == SkillMode.FIXED:
+        total = normal_tasks.aggregate(n=Coalesce(Sum("overlap"), 0))["n"]
+        needed = {p.skill_id: total for p in pins}
+    else:
+        # One row per (task, item skill): the sum of overlaps per skill is tasks × K.
+        needed = dict(
+            normal_tasks.order_by()
+            .values_list("response__item__item_skills__skill_id")
+            .annotate(n=Sum("overlap"))
+        )
+    collected = dict(
+        HumanScore.objects.filter(
+            campaign=campaign,
+            assignment__kind=AssignmentKind.NORMAL,
+            assignment__task__kind=TaskKind.NORMAL,
+        )
+        .order_by()
+        .values_list("skill_id")
+        .annotate(n=Count("pk"))
+    )
+    return [
+        SkillProgress(
+            skill_id=p.skill_id,
+            name=p.skill_name,
+            collected=collected.get(p.skill_id, 0),
+            needed=needed.get(p.skill_id) or 0,
+        )
+        for p in pins
+    ]
+
+
+@dataclass(frozen=True)
+class CampaignProgress:
+    tasks: int
+    tasks_complete: int
+    slots_done: int
+    slots_needed: int
+    recent_per_hour: int  # slots filled in the last RATE_WINDOW
+    now: datetime
+
+    @property
+    def percent(self) -> int:
+        return _percent(self.slots_done, self.slots_needed)
+
+    @property
+    def slots_open(self) -> int:
+        return max(0, self.slots_needed - self.slots_done)
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds until every slot is filled at the recent rate; None without a rate."""
+        if self.slots_open == 0:
+            return 0.0
+        if not self.recent_per_hour:
+            return None
+        return self.slots_open / self.recent_per_hour * 3600
+
+    @property
+    def eta_at(self) -> datetime | None:
+        seconds = self.eta_seconds
+        return None if seconds is None else self.now + timedelta(seconds=seconds)
+
+
+def campaign_progress(*, campaign: Campaign, now: datetime) -> CampaignProgress:
+    """Overall slot progress and the recent submission rate (two queries)."""
+    totals = Task.objects.filter(campaign=campaign, kind=TaskKind.NORMAL).aggregate(
+        tasks=Count("pk"),
+        complete=Count("pk", filter=Q(submitted__gte=F("overlap"))),
+        done=Coalesce(Sum("submitted"), 0),
+        needed=Coalesce(Sum("overlap"), 0),
+    )
+    recent = Assignment.objects.filter(
+        campaign=campaign,
+        kind=AssignmentKind.NORMAL,
+        task__kind=TaskKind.NORMAL,
+        status=AssignmentStatus.SUBMITTED,
+        submitted_at__gt=now - RATE_WINDOW,
+    ).count()
+    return CampaignProgress(
+        tasks=totals["tasks"],
+        tasks_complete=totals["complete"],
+        slots_done=totals["done"],
+        slots_needed=totals["needed"],
+        recent_per_hour=recent,
+        now=now,
+    )
+
+
+@dataclass(frozen=True)
+class AnnotatorProgress:
+    user_id: int
+    username: str
+    in_pool: bool
+    done: int  # normal submissions (they fill slots)
+    submitted: int  # every submission: normal, gold, attention, repeats
+    per_hour: int  # submissions in the last RATE_WINDOW
+    median_active_ms: float | None
+    skips: int
+    flags: int
+    open_leases: int
+    last_submitted_at: datetime | None
+
+
+def campaign_annotator_progress(*, campaign: Campaign, now: datetime) -> list[AnnotatorProgress]:
+    """Per annotator throughput: everyone in the pool plus anyone who ever held a lease.
+    Two queries on PostgreSQL (median in SQL), three on SQLite (median in Python)."""
+    submitted = Q(status=AssignmentStatus.SUBMITTED)
+    rows = (
+        Assignment.objects.filter(campaign=campaign)
+        .order_by()
+        .values("annotator_id", "annotator__username")
+        .annotate(
+            done=Count(
+                "pk", filter=submitted & Q(kind=AssignmentKind.NORMAL, task__kind=TaskKind.NORMAL)
+            ),
+            submitted=Count("pk", filter=submitted),
+            per_hour=Count("pk", filter=submitted & Q(submitted_at__gt=now - RATE_WINDOW)),
+            skips=Count("pk", filter=Q(status=AssignmentStatus.SKIPPED)),
+            flags=Count("pk", filter=Q(flagged=True)),
+            open_leases=Count("pk", filter=Q(status=AssignmentStatus.ACTIVE)),
+            last_submitted_at=Max("submitted_at"),
+        )
+    )
+    if is_postgres(connection):
+        rows = rows.annotate(
+            median_ms=Median("active_ms", filter=submitted & Q(active_ms__isnull=False))
+        )
+        medians = None
+    else:
+        medians = _median_active_ms(campaign)
+    pool = campaign_pool_list(campaign=campaign)
+    pool_ids = {pk for pk, _ in pool}
+    result = {}
+    for r in rows:
+        uid = r["annotator_id"]
+        median = r.get("median_ms") if medians is None else medians.get(uid)
+        result[uid] = AnnotatorProgress(
+            user_id=uid,
+            username=r["annotator__username"],
+            in_pool=uid in pool_ids,
+            done=r["done"],
+            submitted=r["submitted"],
+            per_hour=r["per_hour"],
+            median_active_ms=median,
+            skips=r["skips"],
+            flags=r["flags"],
+            open_leases=r["open_leases"],
+            last_submitted_at=r["last_submitted_at"],
+        )
+    for uid, username in pool:
+        if uid not in result:
+            result[uid] = AnnotatorProgress(uid, username, True, 0, 0, 0, None, 0, 0, 0, None)
+    return sorted(result.values(), key=lambda a: a.username)
+
+
+def _median_active_ms(campaign: Campaign) -> dict[int, float]:
+    """The SQLite fallback of the percentile_cont median: one query, grouped in Python."""
+    times: dict[int, list[int]] = defaultdict(list)
+    rows = Assignment.objects.filter(
+        campaign=campaign, status=AssignmentStatus.SUBMITTED, active_ms__isnull=False
+    ).values_list("annotator_id", "active_ms")
+    for uid, ms in rows:
+        times[uid].append(ms)
+    return {uid: float(statistics.median(values)) for uid, values in times.items()}
+
+
+@dataclass(frozen=True)
+class ActiveLease:
+    assignment_id: int
+    username: str
+    task_id: int
+    task_kind: str
+    repeat: bool
+    since: datetime
+    expires_at: datetime
+    overdue: bool
+
+
+def campaign_lease_list(
+    *, campaign: Campaign, now: datetime, limit: int = 200
+) -> list[ActiveLease]:
+    """Open leases, the soonest to expire first (overdue ones wait for the expiry job)."""
+    rows = (
+        Assignment.objects.filter(campaign=campaign, status=AssignmentStatus.ACTIVE)
+        .order_by("expires_at", "pk")
+        .values("pk", "annotator__username", "task_id", "task__kind", "kind", "created_at",
+                "expires_at")[:limit]
+    )  # fmt: skip
+    return [
+        ActiveLease(
+            assignment_id=r["pk"],
+            username=r["annotator__username"],
+            task_id=r["task_id"],
+            task_kind=r["task__kind"],
+            repeat=r["kind"] == AssignmentKind.REPEAT,
+            since=r["created_at"],
+            expires_at=r["expires_at"],
+            overdue=r["expires_at"] <= now,
+        )
+        for r in rows
+    ]
+
+
+# --- quality control ------------------------------------------------------------------------------
+
+
+@dataclass
+class AnnotatorQuality:
+    user_id: int
+    username: str
+    gold_scores: int = 0  # skill scores on gold/attention tasks with a known score
+    gold_correct: int = 0
+    attention_passed: int = 0
+    attention_failed: int = 0
+    retest_pairs: int = 0
+    retest_exact: int = 0
+    retest_abs_diff_sum: int = 0
+    retest_numeric_pairs: int = 0
+
+    @property
+    def gold_accuracy(self) -> float | None:
+        return _share(self.gold_correct, self.gold_scores)
+
+    @property
+    def retest_agreement(self) -> float | None:
+        return _share(self.retest_exact, self.retest_pairs)
+
+    @property
+    def retest_mad(self) -> float | None:
+        return _share(self.retest_abs_diff_sum, self.retest_numeric_pairs)
+
+
+def campaign_quality(*, campaign: Campaign) -> list[AnnotatorQuality]:
+    """Gold accuracy, attention checks and test-retest per annotator (two queries).
+
+    Gold: each HumanScore of a gold/attention task is joined to the GoldScore of the same
+    task and skill, so skills without a known score drop out. Rows come back per
+    assignment (n, correct), which is what an attention check passes or fails on.
+    """
+    by_user: dict[int, AnnotatorQuality] = {}
+
+    def quality(uid: int, username: str) -> AnnotatorQuality:
+        if uid not in by_user:
+            by_user[uid] = AnnotatorQuality(uid, username)
+        return by_user[uid]
+
+    gold = "assignment__task__gold_scores"
+    # The join to gold_scores is made once, in this filter; the annotations below reuse it.
+    known = (
+        HumanScore.objects.filter(
+            campaign=campaign,
+            assignment__task__kind__in=KNOWN_KINDS,
+            **{f"{gold}__skill_id": F("skill_id")},
+        )
+        .annotate(
+            diff=Abs(F("score") - F(f"{gold}__score")),
+            correct=Case(
+                When(Q(is_na=True) & Q(**{f"{gold}__is_na": True}), then=Value(1)),
+                When(
+                    Q(is_na=False) & Q(**{f"{gold}__is_na": False})
+                    & Q(diff__lte=F(f"{gold}__tolerance")),
+                    then=Value(1),
+                ),
+                default=Value(0),
+                output_field=IntegerField(),
+            ),
+        )
+        .order_by()
+        .values("annotator_id", "annotator__username", "assignment_id", "assignment__task__kind")
+        .annotate(n=Count("pk"), ok=Sum("correct"))
+    )  # fmt: skip
+    for r in known:
+        q = quality(r["annotator_id"], r["annotator__username"])
+        q.gold_scores += r["n"]
+        q.gold_correct += r["ok"]
+        if r["assignment__task__kind"] == TaskKind.ATTENTION:
+            if r["ok"] == r["n"]:
+                q.attention_passed += 1
+            else:
+                q.attention_failed += 1
+
+    # A repeat's score against the same annotator's first score of that task and skill.
+    first = HumanScore.objects.filter(
+        assignment__task_id=OuterRef("assignment__task_id"),
+        assignment__kind=AssignmentKind.NORMAL,
+        annotator_id=OuterRef("annotator_id"),
+        skill_id=OuterRef("skill_id"),
+    )
+    retest = (
+        HumanScore.objects.filter(campaign=campaign, assignment__kind=AssignmentKind.REPEAT)
+        .annotate(
+            first_score=Subquery(first.values("score")[:1]),
+            first_na=Subquery(first.values("is_na")[:1]),
+        )
+        .filter(first_na__isnull=False)
+        .annotate(
+            same=Case(
+                When(Q(is_na=True, first_na=True), then=Value(1)),
+                When(Q(is_na=False, first_na=False, score=F("first_score")), then=Value(1)),
+                default=Value(0),
+                output_field=IntegerField(),
+            ),
+            diff=Abs(F("score") - F("first_score")),
+        )
+        .order_by()
+        .values("annotator_id", "annotator__username")
+        .annotate(
+            pairs=Count("pk"),
+            exact=Sum("same"),
+            diff_sum=Coalesce(Sum("diff"), 0),
+            numeric=Count("diff"),
+        )
+    )
+    for r in retest:
+        q = quality(r["annotator_id"], r["annotator__username"])
+        q.retest_pairs = r["pairs"]
+        q.retest_exact = r["exact"]
+        q.retest_abs_diff_sum = r["diff_sum"]
+        q.retest_numeric_pairs = r["numeric"]
+    return sorted(by_user.values(), key=lambda q: q.username)
+
+
+@dataclass(frozen=True)
+class FlaggedItem:
+    assignment_id: int
+    username: str
+    task_id: int
+    item_id: int
+    external_id: str
+    model_name: str
+    reason: str
+    at: datetime
+
+
+def campaign_flagged_list(*, campaign: Campaign, limit: int = 200) -> list[FlaggedItem]:
+    """Tasks annotators flagged as broken, newest first, with their reasons."""
+    rows = (
+        Assignment.objects.filter(campaign=campaign, flagged=True)
+        .order_by("-updated_at", "-pk")
+        .values("pk", "annotator__username", "task_id", "task__response__item_id",
+                "task__response__item__external_id", "task__response__model_name",
+                "flag_reason", "updated_at")[:limit]
+    )  # fmt: skip
+    return [
+        FlaggedItem(
+            assignment_id=r["pk"],
+            username=r["annotator__username"],
+            task_id=r["task_id"],
+            item_id=r["task__response__item_id"],
+            external_id=r["task__response__item__external_id"],
+            model_name=r["task__response__model_name"],
+            reason=r["flag_reason"],
+            at=r["updated_at"],
+        )
+        for r in rows
+    ]
+
+
+# --- gold tasks, expertise ------------------------------------------------------------------------
+
+
+@dataclass
+class GoldTaskRow:
+    task_id: int
+    kind: str
+    item_id: int
+    external_id: str
+    model_name: str
+    served: int
+    submitted: int
+    known: list[tuple[str, str]] = field(default_factory=list)  # (skill, "4" or "N/A")
+    tolerance: int = 0
+    explanation: str = ""
+
+
+def campaign_gold_task_list(*, campaign: Campaign) -> list[GoldTaskRow]:
+    """Gold and attention tasks with their known scores and how often they were served."""
+    tasks = (
+        Task.objects.filter(campaign=campaign, kind__in=KNOWN_KINDS)
+        .annotate(
+            served=Count("assignments"),
+            done=Count("assignments", filter=Q(assignments__status=AssignmentStatus.SUBMITTED)),
+        )
+        .order_by("pk")
+        .values("pk", "kind", "response__item_id", "response__item__external_id",
+                "response__model_name", "served", "done")
+    )  # fmt: skip
+    rows = {
+        t["pk"]: GoldTaskRow(
+            task_id=t["pk"],
+            kind=t["kind"],
+            item_id=t["response__item_id"],
+            external_id=t["response__item__external_id"],
+            model_name=t["response__model_name"],
+            served=t["served"],
+            submitted=t["done"],
+        )
+        for t in tasks
+    }
+    scores = (
+        GoldScore.objects.filter(task__campaign=campaign)
+        .order_by("task_id", "skill__order", "skill__name")
+        .values_list("task_id", "skill__name", "score", "is_na", "tolerance", "explanation")
+    )
+    for task_id, skill, score, is_na, tolerance, explanation in scores:
+        row = rows.get(task_id)
+        if row is None:
+            continue
+        row.known.append((skill, "N/A" if is_na else str(score)))
+        row.tolerance, row.explanation = tolerance, explanation
+    return list(rows.values())
+
+
+def project_expertise_list(*, project: Project) -> list[tuple[int, str, list[str]]]:
+    """(user id, username, [domain names]) of the project's annotators (two queries)."""
+    users: dict[int, tuple[str, list[str]]] = {
+        pk: (username, [])
+        for pk, username in project_annotator_list(project=project).values_list("pk", "username")
+    }
+    expertise = (
+        AnnotatorExpertise.objects.filter(
+            user__in=project_annotator_list(project=project).values("pk"),
+            domain__in=domain_list_for_project(project=project),
+        )
+        .order_by("domain__order", "domain__name")
+        .values_list("user_id", "domain__name")
+    )
+    for user_id, domain in expertise:
+        users[user_id][1].append(domain)
+    return [(pk, username, domains) for pk, (username, domains) in users.items()]

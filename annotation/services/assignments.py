@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from annotation import locks
@@ -26,6 +26,7 @@ from annotation.models import (
     HumanScoreRevision,
     ItemDomain,
     ItemSkill,
+    Response,
     SkillMode,
     Task,
     TaskKind,
@@ -47,9 +48,17 @@ class AssignmentError(Exception):
 
 
 def campaign_has_annotator(*, campaign: Campaign, user) -> bool:
-    if campaign.annotators.filter(pk=user.pk).exists():
-        return True
-    return campaign.groups.filter(user=user).exists()
+    return Campaign.objects.filter(pk=campaign.pk).filter(_in_pool(user)).exists()
+
+
+def _in_pool(user) -> Q:
+    """The campaign's pool holds `user`, directly or through a group (one query, no joins
+    that could duplicate campaign rows)."""
+    direct = Campaign.annotators.through.objects.filter(campaign_id=OuterRef("pk"), user_id=user.pk)
+    via_group = Campaign.groups.through.objects.filter(
+        campaign_id=OuterRef("pk"), group__user=user.pk
+    )
+    return Q(Exists(direct)) | Q(Exists(via_group))
 
 
 # --- claim ----------------------------------------------------------------------------------------
@@ -75,10 +84,11 @@ def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None
     )
     if current is not None:
         return current
-    campaign = Campaign.objects.get(pk=campaign.pk)
-    if campaign.status != CampaignStatus.ACTIVE:
-        return None
-    if not campaign_has_annotator(campaign=campaign, user=annotator):
+    # Re-read (status may have changed) together with the pool check: one statement.
+    campaign = Campaign.objects.annotate(
+        in_pool=ExpressionWrapper(_in_pool(annotator), output_field=BooleanField())
+    ).get(pk=campaign.pk)
+    if campaign.status != CampaignStatus.ACTIVE or not campaign.in_pool:
         return None
     mine = Assignment.objects.filter(campaign=campaign, annotator=annotator)
     if campaign.quota_per_annotator is not None:
@@ -89,8 +99,9 @@ def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None
         ).count()
         if done >= campaign.quota_per_annotator:
             return None
-    served = mine.count()
     lease = now + timedelta(seconds=campaign.lease_seconds)
+    # Counted only when a rate needs it: most campaigns have neither gold nor repeats.
+    served = mine.count() if campaign.gold_rate > 0 or campaign.repeat_rate > 0 else 0
     if _every(campaign.gold_rate, served):
         gold = _claim_gold(campaign, annotator, lease)
         if gold is not None:
@@ -203,26 +214,35 @@ class TaskSkill:
 
 
 def task_skills(*, assignment: Assignment) -> list[TaskSkill]:
-    """The skills to score for an assignment, ranked, with the pinned rubric and checklist."""
+    """The skills to score for an assignment, ranked, with the pinned rubric and checklist.
+
+    Two statements (three for a fixed-skill campaign) once the assignment's campaign and
+    task are loaded; this runs on every claim and every submission.
+    """
     campaign = assignment.campaign
-    response = assignment.task.response
-    pins = {
-        p.skill_id: p
-        for p in CampaignRubric.objects.filter(campaign=campaign).select_related("rubric", "skill")
-    }
-    checklists = {
-        s.skill_id: s.checklist for s in ItemSkill.objects.filter(item_id=response.item_id)
-    }
+    task = assignment.task
+    if Task.response.is_cached(task):
+        item_id = task.response.item_id
+    else:
+        item_id = Subquery(Response.objects.filter(pk=task.response_id).values("item_id")[:1])
+    item_skills = list(
+        ItemSkill.objects.filter(item_id=item_id)
+        .order_by("rank")
+        .values_list("skill_id", "checklist")
+    )
+    checklists = dict(item_skills)
     if campaign.skill_mode == SkillMode.FIXED:
         skill_ids = list(
             campaign.fixed_skills.order_by("order", "name").values_list("pk", flat=True)
         )
     else:
-        skill_ids = list(
-            ItemSkill.objects.filter(item_id=response.item_id)
-            .order_by("rank")
-            .values_list("skill_id", flat=True)
-        )
+        skill_ids = [skill_id for skill_id, _ in item_skills]
+    pins = {
+        p.skill_id: p
+        for p in CampaignRubric.objects.filter(
+            campaign=campaign, skill_id__in=skill_ids
+        ).select_related("rubric", "skill")
+    }
     result = []
     for skill_id in skill_ids:
         pin = pins.get(skill_id)
@@ -284,9 +304,12 @@ def human_score_submit(
         return SubmitResult(assignment, created=False)
     if assignment.status == AssignmentStatus.SKIPPED:
         raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
+    # Lock order: the assignment (above), then its task. Locked before the skills are read
+    # so the task row is fetched once.
+    task = locks.task_lock(task_id=assignment.task_id)
+    assignment.task = task
     asked = task_skills(assignment=assignment)
     rows = _validate_scores(asked, scores)
-    task = locks.task_lock(task_id=assignment.task_id)
     now = timezone.now()
     late = assignment.status == AssignmentStatus.EXPIRED or assignment.expires_at <= now
     counts = task.kind == TaskKind.NORMAL and assignment.kind == AssignmentKind.NORMAL
@@ -302,12 +325,16 @@ def human_score_submit(
     update = {"assigned": task.assigned, "submitted": task.submitted + (1 if counts else 0)}
     if counts:
         Task.objects.filter(pk=task.pk).update(**update)
-    Assignment.objects.filter(pk=assignment.pk).update(
-        status=AssignmentStatus.SUBMITTED,
-        submitted_at=now,
-        active_ms=active_ms,
-        updated_at=now,
-    )
+        task.assigned, task.submitted = update["assigned"], update["submitted"]
+    submitted = {
+        "status": AssignmentStatus.SUBMITTED,
+        "submitted_at": now,
+        "active_ms": active_ms,
+        "updated_at": now,
+    }
+    Assignment.objects.filter(pk=assignment.pk).update(**submitted)
+    for name, value in submitted.items():  # what refresh_from_db would read, without a query
+        setattr(assignment, name, value)
     HumanScore.objects.bulk_create(
         HumanScore(
             assignment_id=assignment.pk,
@@ -323,7 +350,6 @@ def human_score_submit(
         )
         for skill, value in rows
     )
-    assignment.refresh_from_db()
     return SubmitResult(assignment, created=True, late=late)
 
 
@@ -372,7 +398,10 @@ def assignment_skip(
     reason = reason.strip()[:300]
     if not reason:
         raise AssignmentError("please say why you skip this task", code="invalid")
-    assignment = locks.assignment_lock(assignment_id=assignment_id)
+    try:
+        assignment = locks.assignment_lock(assignment_id=assignment_id)
+    except Assignment.DoesNotExist:
+        raise AssignmentError("no such task", code="not_found") from None
     if assignment.annotator_id != annotator.pk:
         raise AssignmentError("no such task", code="not_found")
     if assignment.status == AssignmentStatus.SKIPPED:

@@ -1,20 +1,26 @@
-"""Campaign configuration and lifecycle: create, activate (tasks + pinned rubrics), pause,
-resume, gold/attention tasks."""
+"""Campaign configuration and lifecycle: create, edit, activate (tasks + pinned rubrics),
+pause, resume, gold/attention tasks, annotator expertise."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import (
+    AnnotatorExpertise,
     Campaign,
     CampaignRubric,
     CampaignStatus,
     Dataset,
+    Domain,
     GoldScore,
     ItemSkill,
     Project,
+    ProjectMembership,
     Response,
     Skill,
     SkillMode,
@@ -73,6 +79,70 @@ def campaign_create(
         campaign.fixed_skills.set(fixed_skills)
     campaign.annotators.set(annotators)
     campaign.groups.set(groups)
+    return campaign
+
+
+# What a running campaign may still change: its pool, pacing, wording and QC rates. The
+# rest decides which tasks exist and which rubrics are pinned, so it is fixed at activation.
+CAMPAIGN_STRUCTURE = ("dataset", "model_names", "skill_mode", "fixed_skills", "overlap")
+CAMPAIGN_SETTINGS = (
+    "name", "instructions", "show_reference", "quota_per_annotator", "lease_seconds",
+    "route_by_domain", "gold_rate", "repeat_rate", "gold_feedback",
+)  # fmt: skip
+CAMPAIGN_POOL = ("annotators", "groups")
+
+
+@transaction.atomic
+def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
+    """Change a campaign's settings; keyword names are those of `campaign_create`.
+
+    A draft may change anything. An active or paused campaign may change its pool, quota,
+    lease time, instructions and QC rates, but not what decides its tasks and pinned
+    rubrics (CAMPAIGN_STRUCTURE); passing those unchanged is allowed. A finished campaign
+    cannot be edited. Raises ValidationError.
+    """
+    unknown = set(changes) - {*CAMPAIGN_STRUCTURE, *CAMPAIGN_SETTINGS, *CAMPAIGN_POOL}
+    if unknown:
+        raise TypeError(f"campaign_update() got unexpected settings: {', '.join(sorted(unknown))}")
+    campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+    if campaign.status == CampaignStatus.FINISHED:
+        raise ValidationError("a finished campaign cannot be edited")
+    if "name" in changes:
+        changes["name"] = changes["name"].strip()
+    if "model_names" in changes:
+        changes["model_names"] = sorted(set(changes["model_names"] or []))
+    fixed = changes.pop("fixed_skills", None)
+    fixed_ids = None if fixed is None else {s.pk for s in fixed}
+    if campaign.status != CampaignStatus.DRAFT:
+        changed = [
+            name
+            for name in CAMPAIGN_STRUCTURE
+            if name in changes and getattr(campaign, name) != changes[name]
+        ]
+        if fixed_ids is not None and fixed_ids != set(
+            campaign.fixed_skills.values_list("pk", flat=True)
+        ):
+            changed.append("fixed_skills")
+        if changed:
+            raise ValidationError(
+                f"only a draft campaign can change {', '.join(changed)}; this one is "
+                f"{campaign.status}"
+            )
+    pool = {name: changes.pop(name) for name in CAMPAIGN_POOL if name in changes}
+    for name, value in changes.items():
+        setattr(campaign, name, value)
+    if campaign.dataset.project_id != campaign.project_id:
+        raise ValidationError("the dataset belongs to another project")
+    if campaign.skill_mode == SkillMode.FIXED and not (
+        fixed_ids if fixed_ids is not None else campaign.fixed_skills.exists()
+    ):
+        raise ValidationError("a fixed-skill campaign needs at least one skill")
+    campaign.full_clean()
+    campaign.save()
+    if fixed is not None:
+        campaign.fixed_skills.set(fixed)
+    for name, value in pool.items():
+        getattr(campaign, name).set(value)
     return campaign
 
 
@@ -197,3 +267,25 @@ def gold_task_set(
         for skill_id, value in scores.items()
     )
     return task
+
+
+@transaction.atomic
+def annotator_expertise_set(*, project: Project, user, domains) -> list[Domain]:
+    """Set the domains `user` is qualified for, among the domains `project` uses (built-in
+    plus its own); expertise in other projects' domains is kept. Campaigns that route by
+    domain give an annotator with declared domains only items of those domains.
+    Raises ValidationError when the user is not a member or a domain is out of scope."""
+    if not ProjectMembership.objects.filter(project=project, user=user).exists():
+        raise ValidationError("the user is not a member of this project")
+    scope = Domain.objects.filter(Q(project__isnull=True) | Q(project=project))
+    wanted = {d.pk for d in domains}
+    if wanted - set(scope.filter(pk__in=wanted).values_list("pk", flat=True)):
+        raise ValidationError("a domain is not used by this project")
+    AnnotatorExpertise.objects.filter(user=user, domain__in=scope).exclude(
+        domain_id__in=wanted
+    ).delete()
+    AnnotatorExpertise.objects.bulk_create(
+        [AnnotatorExpertise(user=user, domain_id=pk) for pk in sorted(wanted)],
+        ignore_conflicts=True,  # already declared (or declared concurrently): keep it
+    )
+    return list(scope.filter(pk__in=wanted).order_by("order", "name"))

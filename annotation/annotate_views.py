@@ -1,0 +1,151 @@
+"""Annotator pages: the dashboard of one's campaigns and the scoring card.
+
+The scoring page is one template with one swappable region, the `task-card` partial: GET
+renders the current (or next) task; submit and skip POST from the card and get the next
+card (or the same card with a message) back, always with status 200 so htmx 2 swaps it.
+What reaches the templates is blind: no model name, judge score, other annotator's score
+or gold status (annotation/annotator_selectors.py).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import annotator_selectors as selectors
+from annotation.annotate_forms import ScoreSubmission, SkipForm, score_submission_from_post
+from annotation.models import Assignment, Campaign
+from annotation.services import assignments as workflow
+from flaskweb.htmx import HtmxHttpRequest, template_for
+
+PAGE = "annotation/annotate.html"
+CARD = "task-card"
+# Errors the annotator can fix on the same card; any other one moves on to the next task.
+REDRAW_CODES = {"incomplete", "invalid"}
+
+
+def _campaign_get_for_annotator(request: HtmxHttpRequest, pk: int) -> Campaign:
+    try:
+        return selectors.campaign_get_for_annotator(user=request.user, campaign_id=pk)
+    except Campaign.DoesNotExist:
+        raise Http404("no such campaign")
+
+
+def _assignment_get_for_annotator(request: HtmxHttpRequest, pk: int) -> Assignment:
+    try:
+        return selectors.assignment_get_for_annotator(user=request.user, assignment_id=pk)
+    except Assignment.DoesNotExist:
+        raise Http404("no such task")
+
+
+@require_GET
+@login_required
+def my_campaigns(request: HtmxHttpRequest) -> HttpResponse:
+    rows = selectors.campaign_list_for_annotator(user=request.user)
+    template = template_for(request, "annotation/my_campaigns.html", "campaign-list")
+    return render(request, template, {"rows": rows})
+
+
+@require_GET
+@login_required
+def annotate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_get_for_annotator(request, pk)
+    return _next_card(request, campaign)
+
+
+@require_POST
+@login_required
+def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    assignment = _assignment_get_for_annotator(request, pk)
+    submission = score_submission_from_post(request.POST)
+    try:
+        if submission.error:
+            raise workflow.AssignmentError(submission.error, code="invalid")
+        workflow.human_score_submit(
+            assignment_id=assignment.pk,
+            annotator=request.user,
+            scores=submission.scores,
+            active_ms=submission.active_ms,
+        )
+    except workflow.AssignmentError as exc:
+        if exc.code in REDRAW_CODES:
+            return _card(request, assignment, error=str(exc), submission=submission)
+        return _next_card(request, assignment.campaign, notice=str(exc))
+    if assignment.campaign.gold_feedback:
+        feedback = selectors.gold_feedback_for_assignment(assignment=assignment)
+        if feedback is not None:
+            return _render(request, assignment.campaign, {"feedback": feedback})
+    return _next_card(request, assignment.campaign, notice="Saved.")
+
+
+@require_POST
+@login_required
+def annotate_skip(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    assignment = _assignment_get_for_annotator(request, pk)
+    form = SkipForm(request.POST)
+    if not form.is_valid():
+        submission = score_submission_from_post(request.POST)
+        error = next(iter(form.errors.values()))[0]
+        return _card(request, assignment, skip_error=error, submission=submission)
+    try:
+        workflow.assignment_skip(
+            assignment_id=assignment.pk,
+            annotator=request.user,
+            reason=form.cleaned_data["reason"],
+            flag=form.flag,
+        )
+    except workflow.AssignmentError as exc:
+        return _next_card(request, assignment.campaign, notice=str(exc))
+    notice = "Thank you: the item was flagged as broken." if form.flag else "Task skipped."
+    return _next_card(request, assignment.campaign, notice=notice)
+
+
+# --- rendering the card ------------------------------------------------------------------------
+
+
+def _next_card(request: HtmxHttpRequest, campaign: Campaign, *, notice: str = "") -> HttpResponse:
+    claimed = workflow.assignment_next(campaign=campaign, annotator=request.user)
+    if claimed is None:
+        reason = selectors.annotator_idle_reason(campaign=campaign, user=request.user)
+        return _render(request, campaign, {"idle_reason": reason, "notice": notice})
+    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_id=claimed.pk)
+    return _card(request, assignment, notice=notice)
+
+
+def _card(
+    request: HtmxHttpRequest,
+    assignment: Assignment,
+    *,
+    notice: str = "",
+    error: str = "",
+    skip_error: str = "",
+    submission: ScoreSubmission | None = None,
+) -> HttpResponse:
+    values = submission.values if submission else {}
+    rationales = submission.rationales if submission else {}
+    rows = [
+        {
+            "skill": skill,
+            "value": values.get(skill.skill_id, ""),
+            "rationale": rationales.get(skill.skill_id, ""),
+        }
+        for skill in workflow.task_skills(assignment=assignment)
+    ]
+    context = {
+        "assignment": assignment,
+        "item": assignment.task.response.item,
+        "response_text": assignment.task.response.text,
+        "rows": rows,
+        "notice": notice,
+        "error": error,
+        "skip_error": skip_error,
+        "done": selectors.assignment_done_count(campaign=assignment.campaign, user=request.user),
+    }
+    return _render(request, assignment.campaign, context)
+
+
+def _render(request: HtmxHttpRequest, campaign: Campaign, context: dict) -> HttpResponse:
+    context = {"campaign": campaign, "max_rationale": workflow.MAX_RATIONALE, **context}
+    return render(request, template_for(request, PAGE, CARD), context)

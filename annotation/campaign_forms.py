@@ -1,0 +1,324 @@
+"""Forms of the campaign pages. They validate and translate input into service arguments;
+the services (annotation/services/campaigns.py) decide and write."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib.auth.models import Group
+
+from annotation import campaign_selectors as cs
+from annotation.models import (
+    Campaign,
+    CampaignStatus,
+    Dataset,
+    ItemSkill,
+    Project,
+    Response,
+    SkillMode,
+    TaskKind,
+)
+from annotation.selectors import domain_list_for_project, skill_list_for_project
+from annotation.services.campaigns import CAMPAIGN_STRUCTURE
+
+LEASE_UNITS = {"minutes": 60, "seconds": 1}
+MAX_LEASE_SECONDS = 24 * 3600
+
+
+class CampaignForm(forms.Form):
+    """Create a campaign, or edit one (structure fields are locked once it is active)."""
+
+    name = forms.CharField(max_length=200)
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.none(), empty_label=None)
+    model_names = forms.MultipleChoiceField(
+        required=False,
+        label="Models whose responses are scored",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked = every model of the dataset.",
+    )
+    skill_mode = forms.ChoiceField(
+        choices=SkillMode.choices, initial=SkillMode.ITEM, widget=forms.RadioSelect, label="Skills"
+    )
+    fixed_skills = forms.ModelMultipleChoiceField(
+        queryset=None,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Fixed set of skills",
+        help_text="Only for a fixed set: every response is scored on these skills.",
+    )
+    overlap = forms.IntegerField(
+        min_value=1, max_value=50, initial=3, label="Annotators per response (K)"
+    )
+    show_reference = forms.BooleanField(
+        required=False, initial=True, label="Show the reference answer"
+    )
+    annotators = forms.ModelMultipleChoiceField(
+        queryset=None,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The project's members with the annotator role.",
+    )
+    groups = forms.ModelMultipleChoiceField(
+        queryset=Group.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Every member of a ticked group is in the pool too.",
+    )
+    route_by_domain = forms.BooleanField(
+        required=False,
+        label="Route by domain expertise",
+        help_text="Annotators who declared domains get items of those domains only.",
+    )
+    quota_per_annotator = forms.IntegerField(
+        min_value=1, required=False, label="Quota per annotator", help_text="Empty = no quota."
+    )
+    lease_value = forms.IntegerField(min_value=1, initial=15, label="Lease time")
+    lease_unit = forms.ChoiceField(
+        choices=[(u, u) for u in LEASE_UNITS], initial="minutes", label="Unit"
+    )
+    instructions = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        label="Instructions and guidelines",
+        help_text="Markdown; shown to annotators with every task.",
+    )
+    gold_percent = forms.DecimalField(
+        min_value=0, max_value=50, decimal_places=1, initial=0, label="Gold / attention tasks (%)"
+    )
+    repeat_percent = forms.DecimalField(
+        min_value=0, max_value=50, decimal_places=1, initial=0,
+        label="Hidden repeats, test-retest (%)",
+    )  # fmt: skip
+    gold_feedback = forms.BooleanField(
+        required=False,
+        label="Gold feedback",
+        help_text="Show annotators the known score after they submit a gold task.",
+    )
+
+    def __init__(
+        self,
+        *args,
+        project: Project,
+        instance: Campaign | None = None,
+        dataset_id: Any = None,
+        **kwargs,
+    ) -> None:
+        if instance is not None:
+            kwargs.setdefault("initial", _initial_from(instance))
+        super().__init__(*args, **kwargs)
+        self.project = project
+        self.instance = instance
+        datasets = project.datasets.order_by("name")
+        self.fields["dataset"].queryset = datasets
+        self.fields["fixed_skills"].queryset = skill_list_for_project(project=project)
+        self.fields["annotators"].queryset = cs.project_annotator_list(project=project)
+        # (not `self.dataset`: templates would resolve that to the bound field)
+        self.chosen_dataset = self._chosen_dataset(datasets, dataset_id)
+        if self.chosen_dataset is not None and not self.is_bound:
+            self.initial["dataset"] = self.chosen_dataset.pk
+        chosen = self.chosen_dataset
+        names = cs.dataset_model_names(dataset=chosen) if chosen else []
+        self.fields["model_names"].choices = [(n, n) for n in names]
+        self.locked = instance is not None and instance.status != CampaignStatus.DRAFT
+        if self.locked:
+            for name in CAMPAIGN_STRUCTURE:
+                self.fields[name].disabled = True
+
+    def _chosen_dataset(self, datasets, dataset_id) -> Dataset | None:
+        """The dataset whose models are offered: posted, asked for (?dataset=), the
+        instance's, or the first one (as the select shows it)."""
+        if self.instance is not None and self.instance.status != CampaignStatus.DRAFT:
+            return self.instance.dataset
+        wanted = self.data.get("dataset") if self.is_bound else dataset_id
+        wanted = wanted or self.initial.get("dataset")
+        try:
+            if wanted:
+                return datasets.filter(pk=int(getattr(wanted, "pk", wanted))).first()
+        except (TypeError, ValueError):
+            return None
+        return datasets.first()
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        taken = Campaign.objects.filter(project=self.project, name=name)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise forms.ValidationError("this project already has a campaign with that name")
+        return name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("skill_mode") == SkillMode.FIXED and not data.get("fixed_skills"):
+            self.add_error("fixed_skills", "tick at least one skill for a fixed set")
+        value, unit = data.get("lease_value"), data.get("lease_unit")
+        if value and unit:
+            seconds = value * LEASE_UNITS[unit]
+            if not 30 <= seconds <= MAX_LEASE_SECONDS:
+                self.add_error("lease_value", "a lease lasts between 30 seconds and 24 hours")
+            data["lease_seconds"] = seconds
+        return data
+
+    def campaign_settings(self) -> dict[str, Any]:
+        """Keyword arguments for campaign_create / campaign_update."""
+        data = self.cleaned_data
+        fixed = data["skill_mode"] == SkillMode.FIXED
+        settings = {
+            "name": data["name"],
+            "dataset": data["dataset"],
+            "model_names": list(data["model_names"]),
+            "skill_mode": data["skill_mode"],
+            "fixed_skills": list(data["fixed_skills"]) if fixed else [],
+            "overlap": data["overlap"],
+            "show_reference": data["show_reference"],
+            "annotators": list(data["annotators"]),
+            "groups": list(data["groups"]),
+            "route_by_domain": data["route_by_domain"],
+            "quota_per_annotator": data["quota_per_annotator"],
+            "lease_seconds": data["lease_seconds"],
+            "instructions": data["instructions"],
+            "gold_rate": float(data["gold_percent"] / 100),
+            "repeat_rate": float(data["repeat_percent"] / 100),
+            "gold_feedback": data["gold_feedback"],
+        }
+        if self.locked:
+            for name in CAMPAIGN_STRUCTURE:
+                settings.pop(name)
+        return settings
+
+
+def _initial_from(campaign: Campaign) -> dict[str, Any]:
+    minutes = campaign.lease_seconds % 60 == 0
+    return {
+        "name": campaign.name,
+        "dataset": campaign.dataset_id,
+        "model_names": campaign.model_names,
+        "skill_mode": campaign.skill_mode,
+        "fixed_skills": list(campaign.fixed_skills.values_list("pk", flat=True)),
+        "overlap": campaign.overlap,
+        "show_reference": campaign.show_reference,
+        "annotators": list(campaign.annotators.values_list("pk", flat=True)),
+        "groups": list(campaign.groups.values_list("pk", flat=True)),
+        "route_by_domain": campaign.route_by_domain,
+        "quota_per_annotator": campaign.quota_per_annotator,
+        "lease_value": campaign.lease_seconds // 60 if minutes else campaign.lease_seconds,
+        "lease_unit": "minutes" if minutes else "seconds",
+        "instructions": campaign.instructions,
+        "gold_percent": Decimal(str(round(campaign.gold_rate * 100, 1))),
+        "repeat_percent": Decimal(str(round(campaign.repeat_rate * 100, 1))),
+        "gold_feedback": campaign.gold_feedback,
+    }
+
+
+class CampaignStatusForm(forms.Form):
+    status = forms.ChoiceField(
+        choices=[
+            (CampaignStatus.PAUSED, "pause"),
+            (CampaignStatus.ACTIVE, "resume"),
+            (CampaignStatus.FINISHED, "finish"),
+        ]
+    )
+
+
+SCORE_CHOICES = [("", "–")] + [(str(n), str(n)) for n in range(1, 6)] + [("na", "N/A")]
+
+
+class GoldTaskForm(forms.Form):
+    """Mark one response of the campaign's dataset as a gold or attention-check task, with
+    its known score per skill (at least one; only skills the task asks)."""
+
+    item = forms.CharField(max_length=200, label="Item id", help_text="The item's id in the file.")
+    model_name = forms.ChoiceField(label="Model")
+    kind = forms.ChoiceField(
+        choices=[(TaskKind.GOLD, "Gold (known scores)"), (TaskKind.ATTENTION, "Attention check")]
+    )
+    tolerance = forms.IntegerField(
+        min_value=0, max_value=4, initial=0, help_text="How far a score may be from the known one."
+    )
+    explanation = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Shown to annotators when gold feedback is on.",
+    )
+
+    def __init__(
+        self,
+        *args,
+        campaign: Campaign,
+        skills: list[tuple[int, str]],
+        model_names: list[str],
+        **kwargs,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.campaign = campaign
+        self.fields["model_name"].choices = [(n, n) for n in model_names]
+        for skill_id, name in skills:
+            self.fields[f"skill_{skill_id}"] = forms.ChoiceField(
+                choices=SCORE_CHOICES, required=False, label=name
+            )
+
+    def skill_fields(self):
+        return [self[name] for name in self.fields if name.startswith("skill_")]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        scores = {
+            int(name[6:]): None if value == "na" else int(value)
+            for name, value in data.items()
+            if name.startswith("skill_") and value
+        }
+        if not scores:
+            raise forms.ValidationError("give the known score of at least one skill")
+        response = None
+        if data.get("item") and data.get("model_name"):
+            response = (
+                Response.objects.filter(
+                    item__dataset_id=self.campaign.dataset_id,
+                    item__external_id=data["item"].strip(),
+                    model_name=data["model_name"],
+                )
+                .select_related("item")
+                .first()
+            )
+            if response is None:
+                self.add_error("item", "no response of this model to an item with this id")
+        if response is not None and self.campaign.skill_mode == SkillMode.ITEM:
+            asked = set(
+                ItemSkill.objects.filter(item_id=response.item_id).values_list(
+                    "skill_id", flat=True
+                )
+            )
+            extra = [self.fields[f"skill_{pk}"].label for pk in scores if pk not in asked]
+            if extra:
+                self.add_error(None, f"this item is not scored on: {', '.join(extra)}")
+        data["response"], data["scores"] = response, scores
+        return data
+
+    def gold_settings(self) -> dict[str, Any]:
+        """Keyword arguments for gold_task_set."""
+        data = self.cleaned_data
+        return {
+            "response": data["response"],
+            "scores": data["scores"],
+            "kind": data["kind"],
+            "tolerance": data["tolerance"],
+            "explanation": data["explanation"],
+        }
+
+
+class AnnotatorExpertiseForm(forms.Form):
+    annotator = forms.ModelChoiceField(queryset=None)
+    domains = forms.ModelMultipleChoiceField(
+        queryset=None,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked = no declared expertise (the annotator gets every item).",
+    )
+
+    def __init__(self, *args, project: Project, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["annotator"].queryset = cs.project_annotator_list(project=project)
+        self.fields["domains"].queryset = domain_list_for_project(project=project)

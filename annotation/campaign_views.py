@@ -1,0 +1,276 @@
+"""Campaign pages for a project's admins and researchers: the list, create and edit forms,
+the campaign page (progress, throughput, live leases, quality control, rubric pins),
+lifecycle buttons, gold tasks and annotator expertise. Annotators get 403, non-members 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+
+from annotation import access
+from annotation import campaign_selectors as cs
+from annotation.campaign_forms import (
+    AnnotatorExpertiseForm,
+    CampaignForm,
+    CampaignStatusForm,
+    GoldTaskForm,
+)
+from annotation.models import Campaign, CampaignStatus
+from annotation.services import campaigns as services
+from flaskweb.htmx import HtmxHttpRequest, template_for
+
+DETAIL = "annotation/campaign_detail.html"
+FORM = "annotation/campaign_form.html"
+
+
+def campaign_get_for_staff(user, pk: int) -> Campaign:
+    """The campaign, if `user` is an admin or researcher of its project: 404 for unknown
+    ids and non-members, 403 for annotators. Pre-joins the project and dataset.
+    (An access helper: it belongs with the others in annotation/access.py.)"""
+    campaign = get_object_or_404(Campaign.objects.select_related("project", "dataset"), pk=pk)
+    role = access.project_role(user, campaign.project)
+    if role is None:
+        raise Http404("no such campaign")
+    if role not in access.STAFF_ROLES:
+        raise PermissionDenied("your role in this project does not allow this page")
+    return campaign
+
+
+def _redirect(request: HtmxHttpRequest, url: str) -> HttpResponse:
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _detail_url(campaign: Campaign, anchor: str = "") -> str:
+    url = reverse("annotation:campaign-detail", args=[campaign.pk])
+    return f"{url}#{anchor}" if anchor else url
+
+
+# --- list, create, edit ---------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+def campaign_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    project, _ = access.project_get_for_user(request.user, slug)
+    context = {"project": project, "campaigns": cs.campaign_list_for_project(project=project)}
+    template = template_for(request, "annotation/campaign_list.html", "campaign-table")
+    return render(request, template, context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def campaign_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    project, _ = access.project_get_for_user(request.user, slug)
+    form = CampaignForm(
+        request.POST or None, project=project, dataset_id=request.GET.get("dataset")
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            campaign = services.campaign_create(
+                project=project, created_by=request.user, **form.campaign_settings()
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc.messages)
+        else:
+            messages.success(request, f"Campaign {campaign.name} created as a draft.")
+            return _redirect(request, _detail_url(campaign))
+    context = {"project": project, "form": form, "campaign": None}
+    return render(request, _form_template(request), context)
+
+
+def _form_template(request: HtmxHttpRequest) -> str:
+    # A GET from htmx is the dataset select asking for its models' checkboxes.
+    return template_for(request, FORM, "model-field") if request.method == "GET" else FORM
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def campaign_update(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_get_for_staff(request.user, pk)
+    if campaign.status == CampaignStatus.FINISHED:
+        messages.error(request, "A finished campaign cannot be edited.")
+        return _redirect(request, _detail_url(campaign))
+    form = CampaignForm(
+        request.POST or None,
+        project=campaign.project,
+        instance=campaign,
+        dataset_id=request.GET.get("dataset"),
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.campaign_update(campaign=campaign, **form.campaign_settings())
+        except ValidationError as exc:
+            form.add_error(None, exc.messages)
+        else:
+            messages.success(request, "Campaign settings saved.")
+            return _redirect(request, _detail_url(campaign))
+    context = {"project": campaign.project, "form": form, "campaign": campaign}
+    return render(request, _form_template(request), context)
+
+
+# --- the campaign page ----------------------------------------------------------------------------
+
+
+def _live_context(campaign: Campaign) -> dict[str, Any]:
+    now = timezone.now()
+    leases = cs.campaign_lease_list(campaign=campaign, now=now)
+    running = campaign.status in (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
+    return {
+        "campaign": campaign,
+        "progress": cs.campaign_progress(campaign=campaign, now=now),
+        "leases": leases,
+        "polling": running or bool(leases),
+        "now": now,
+    }
+
+
+def _page_context(
+    campaign: Campaign,
+    *,
+    gold_form: GoldTaskForm | None = None,
+    expertise_form: AnnotatorExpertiseForm | None = None,
+) -> dict[str, Any]:
+    """Everything the campaign page shows, from a fixed number of queries."""
+    project = campaign.project
+    pins = cs.campaign_rubric_pins(campaign=campaign)
+    context = _live_context(campaign)
+    context.update(
+        project=project,
+        pins=pins,
+        skill_progress=cs.campaign_skill_progress(campaign=campaign, pins=pins),
+        annotators=cs.campaign_annotator_progress(campaign=campaign, now=context["now"]),
+        quality=cs.campaign_quality(campaign=campaign),
+        flagged=cs.campaign_flagged_list(campaign=campaign),
+        fixed_skills=list(campaign.fixed_skills.order_by("order", "name")),
+        groups=list(campaign.groups.order_by("name")),
+    )
+    context.update(_gold_context(campaign, gold_form, pins))
+    context.update(_expertise_context(campaign, expertise_form))
+    return context
+
+
+def _gold_context(campaign: Campaign, form: GoldTaskForm | None, pins=None) -> dict[str, Any]:
+    if form is None:
+        form = _gold_form(campaign, None, pins)
+    return {"gold_form": form, "gold_tasks": cs.campaign_gold_task_list(campaign=campaign)}
+
+
+def _gold_form(campaign: Campaign, data, pins=None) -> GoldTaskForm:
+    return GoldTaskForm(
+        data,
+        campaign=campaign,
+        skills=cs.campaign_skill_list(campaign=campaign, pins=pins),
+        model_names=cs.dataset_model_names(dataset=campaign.dataset),
+    )
+
+
+def _expertise_context(campaign: Campaign, form: AnnotatorExpertiseForm | None) -> dict[str, Any]:
+    return {
+        "campaign": campaign,
+        "project": campaign.project,
+        "expertise_form": form or AnnotatorExpertiseForm(project=campaign.project),
+        "expertise": cs.project_expertise_list(project=campaign.project),
+    }
+
+
+@require_GET
+@login_required
+def campaign_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_get_for_staff(request.user, pk)
+    if not request.htmx:
+        return render(request, DETAIL, _page_context(campaign))
+    # htmx polls the live panel (progress, ETA, open leases) every few seconds.
+    context = _live_context(campaign)
+    response = render(request, f"{DETAIL}#campaign-live", context)
+    if not context["polling"]:
+        return HttpResponseStopPolling(response.content)  # 286: nothing will change any more
+    return response
+
+
+@require_POST
+@login_required
+def campaign_activate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_get_for_staff(request.user, pk)
+    try:
+        created = services.campaign_activate(campaign=campaign)
+    except ValidationError as exc:
+        messages.error(request, "Not activated: " + " ".join(exc.messages))
+    else:
+        messages.success(request, f"Campaign active: {created} new tasks, rubric versions pinned.")
+    return _redirect(request, _detail_url(campaign))
+
+
+@require_POST
+@login_required
+def campaign_status(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_get_for_staff(request.user, pk)
+    form = CampaignStatusForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Unknown campaign action.")
+        return _redirect(request, _detail_url(campaign))
+    try:
+        campaign = services.campaign_set_status(
+            campaign=campaign, status=form.cleaned_data["status"]
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"Campaign {campaign.get_status_display().lower()}.")
+    return _redirect(request, _detail_url(campaign))
+
+
+@require_POST
+@login_required
+def campaign_gold_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_get_for_staff(request.user, pk)
+    form = _gold_form(campaign, request.POST)
+    saved = None
+    if form.is_valid():
+        try:
+            saved = services.gold_task_set(campaign=campaign, **form.gold_settings())
+        except ValidationError as exc:
+            form.add_error(None, exc.messages)
+    if saved is not None and not request.htmx:
+        messages.success(request, f"Task {saved.pk} is now a {saved.get_kind_display().lower()}.")
+        return redirect(_detail_url(campaign, "gold-tasks"))
+    if not request.htmx:  # errors on a full page, answered 200 like every form with errors
+        return render(request, DETAIL, _page_context(campaign, gold_form=form))
+    context = _gold_context(campaign, None if saved else form)
+    context.update(campaign=campaign, saved=saved)
+    return render(request, f"{DETAIL}#gold-tasks", context)
+
+
+@require_POST
+@login_required
+def campaign_expertise_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_get_for_staff(request.user, pk)
+    form = AnnotatorExpertiseForm(request.POST, project=campaign.project)
+    saved = None
+    if form.is_valid():
+        try:
+            services.annotator_expertise_set(
+                project=campaign.project,
+                user=form.cleaned_data["annotator"],
+                domains=form.cleaned_data["domains"],
+            )
+            saved = form.cleaned_data["annotator"]
+        except ValidationError as exc:
+            form.add_error(None, exc.messages)
+    if saved is not None and not request.htmx:
+        messages.success(request, f"Domains of {saved.username} saved.")
+        return redirect(_detail_url(campaign, "expertise"))
+    if not request.htmx:
+        return render(request, DETAIL, _page_context(campaign, expertise_form=form))
+    context = _expertise_context(campaign, None if saved else form)
+    context["saved_user"] = saved
+    return render(request, f"{DETAIL}#expertise-panel", context)
