@@ -7,7 +7,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from annotation.models import Dataset, DatasetUpload, Item, Project, ProjectMembership, ProjectRole
+from annotation.models import (
+    Campaign,
+    Dataset,
+    DatasetUpload,
+    Item,
+    Project,
+    ProjectMembership,
+    ProjectRole,
+)
 
 STAFF_ROLES = {ProjectRole.ADMIN, ProjectRole.RESEARCHER}
 
@@ -58,3 +66,15 @@ def upload_get_for_admin(user, upload_id: int) -> DatasetUpload:
 
 def can_manage(user, project: Project) -> bool:
     return project_role(user, project) == ProjectRole.ADMIN
+
+
+def campaign_get_for_staff(user, pk: int) -> Campaign:
+    """The campaign, if `user` is an admin or researcher of its project: 404 for unknown
+    ids and non-members, 403 for annotators. Pre-joins the project and dataset."""
+    campaign = get_object_or_404(Campaign.objects.select_related("project", "dataset"), pk=pk)
+    role = project_role(user, campaign.project)
+    if role is None:
+        raise Http404("no such campaign")
+    if role not in STAFF_ROLES:
+        raise PermissionDenied("your role in this project does not allow this page")
+    return campaign

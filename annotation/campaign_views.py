@@ -9,9 +9,9 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -31,19 +31,6 @@ from flaskweb.htmx import HtmxHttpRequest, template_for
 
 DETAIL = "annotation/campaign_detail.html"
 FORM = "annotation/campaign_form.html"
-
-
-def campaign_get_for_staff(user, pk: int) -> Campaign:
-    """The campaign, if `user` is an admin or researcher of its project: 404 for unknown
-    ids and non-members, 403 for annotators. Pre-joins the project and dataset.
-    (An access helper: it belongs with the others in annotation/access.py.)"""
-    campaign = get_object_or_404(Campaign.objects.select_related("project", "dataset"), pk=pk)
-    role = access.project_role(user, campaign.project)
-    if role is None:
-        raise Http404("no such campaign")
-    if role not in access.STAFF_ROLES:
-        raise PermissionDenied("your role in this project does not allow this page")
-    return campaign
 
 
 def _redirect(request: HtmxHttpRequest, url: str) -> HttpResponse:
@@ -96,7 +83,7 @@ def _form_template(request: HtmxHttpRequest) -> str:
 @require_http_methods(["GET", "POST"])
 @login_required
 def campaign_update(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_get_for_staff(request.user, pk)
+    campaign = access.campaign_get_for_staff(request.user, pk)
     if campaign.status == CampaignStatus.FINISHED:
         messages.error(request, "A finished campaign cannot be edited.")
         return _redirect(request, _detail_url(campaign))
@@ -186,7 +173,7 @@ def _expertise_context(campaign: Campaign, form: AnnotatorExpertiseForm | None) 
 @require_GET
 @login_required
 def campaign_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_get_for_staff(request.user, pk)
+    campaign = access.campaign_get_for_staff(request.user, pk)
     if not request.htmx:
         return render(request, DETAIL, _page_context(campaign))
     # htmx polls the live panel (progress, ETA, open leases) every few seconds.
@@ -200,7 +187,7 @@ def campaign_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @login_required
 def campaign_activate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_get_for_staff(request.user, pk)
+    campaign = access.campaign_get_for_staff(request.user, pk)
     try:
         created = services.campaign_activate(campaign=campaign)
     except ValidationError as exc:
@@ -213,7 +200,7 @@ def campaign_activate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @login_required
 def campaign_status(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_get_for_staff(request.user, pk)
+    campaign = access.campaign_get_for_staff(request.user, pk)
     form = CampaignStatusForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Unknown campaign action.")
@@ -232,7 +219,7 @@ def campaign_status(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @login_required
 def campaign_gold_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_get_for_staff(request.user, pk)
+    campaign = access.campaign_get_for_staff(request.user, pk)
     form = _gold_form(campaign, request.POST)
     saved = None
     if form.is_valid():
@@ -253,7 +240,7 @@ def campaign_gold_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @login_required
 def campaign_expertise_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_get_for_staff(request.user, pk)
+    campaign = access.campaign_get_for_staff(request.user, pk)
     form = AnnotatorExpertiseForm(request.POST, project=campaign.project)
     saved = None
     if form.is_valid():

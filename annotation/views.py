@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
 from annotation import access, selectors
+from annotation.campaign_selectors import campaign_list_for_project
 from annotation.forms import DatasetUploadForm, RubricForm, RubricImportForm, SkillCreateForm
 from annotation.models import Ability, Difficulty, Project, ProjectRole, Skill, UploadSource
 from annotation.services.catalogue import (
@@ -46,6 +47,7 @@ def project_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "can_manage": role == ProjectRole.ADMIN,
         "datasets": selectors.dataset_list_for_project(project=project),
         "uploads": selectors.upload_list_for_project(project=project)[:10],
+        "campaigns": campaign_list_for_project(project=project),
     }
     return render(request, "annotation/project.html", context)
 
