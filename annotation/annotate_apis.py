@@ -1,0 +1,303 @@
+"""JSON API of the annotation workflow, for external crowd front-ends and load tests.
+
+The same services as the annotate pages: `assignment_next`, `human_score_submit`,
+`assignment_skip`. Responses are blind: they never carry the model name, the task kind
+(gold, attention, hidden repeat) or anyone else's scores. Errors are JSON objects
+`{"detail": message, "code": code}`; 400s add the offending fields.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotation import annotator_selectors as selectors
+from annotation.models import (
+    Assignment,
+    AssignmentKind,
+    AssignmentStatus,
+    Campaign,
+    CampaignStatus,
+    TaskKind,
+)
+from annotation.services.assignments import (
+    MAX_RATIONALE,
+    AssignmentError,
+    ScoreInput,
+    assignment_next,
+    assignment_skip,
+    human_score_submit,
+    task_skills,
+)
+
+MAX_TIME_MS = 24 * 3600 * 1000  # a day; also what the submit service accepts per score
+NO_TASK_HEADER = "No-Task-Reason"
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    code = serializers.CharField()
+
+    class Meta:
+        ref_name = "AnnotateError"
+
+
+def _error(http_status: int, message: str, code: str, **fields) -> ApiResponse:
+    return ApiResponse({"detail": message, "code": code, **fields}, status=http_status)
+
+
+def _invalid(errors: dict) -> ApiResponse:
+    return _error(400, "the request is not valid; see the fields", "invalid", **errors)
+
+
+# --- access ---------------------------------------------------------------------------------
+
+
+def _campaign_for_annotator(user, campaign_id: int) -> Campaign | None:
+    """The campaign if `user` is in its pool; None (-> 404) otherwise, so a campaign one is
+    not part of looks the same as one that does not exist."""
+    try:
+        return selectors.campaign_get_for_annotator(user=user, campaign_id=campaign_id)
+    except Campaign.DoesNotExist:
+        return None
+
+
+def _no_task_reason(campaign: Campaign, user) -> str:
+    """Why a claim came back empty, as a code (the annotate page words the same cases)."""
+    campaign.refresh_from_db(fields=["status", "quota_per_annotator"])
+    if campaign.status != CampaignStatus.ACTIVE:
+        return f"campaign_{campaign.status}"
+    if campaign.quota_per_annotator is not None:
+        counted = Assignment.objects.filter(
+            campaign=campaign,
+            annotator=user,
+            status=AssignmentStatus.SUBMITTED,
+            kind=AssignmentKind.NORMAL,
+            task__kind=TaskKind.NORMAL,
+        ).count()
+        if counted >= campaign.quota_per_annotator:
+            return "quota_reached"
+    return "no_task_available"
+
+
+# --- campaigns ------------------------------------------------------------------------------
+
+
+class AnnotatorCampaignListApi(APIView):
+    """The caller's campaigns as an annotator."""
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        project = serializers.CharField(source="project_name")
+        status = serializers.CharField()
+        instructions = serializers.CharField()
+        submitted = serializers.IntegerField(source="done", help_text="your submitted tasks")
+        quota = serializers.IntegerField(
+            allow_null=True, help_text="how many tasks you may submit; null = no limit"
+        )
+        available = serializers.IntegerField(help_text="tasks you could be given now")
+        has_open_task = serializers.BooleanField(help_text="you hold a lease: next resumes it")
+
+        class Meta:
+            ref_name = "AnnotatorCampaign"
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request):
+        rows = selectors.campaign_list_for_annotator(user=request.user)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        instructions = dict(
+            Campaign.objects.filter(pk__in=[r.id for r in page]).values_list("pk", "instructions")
+        )
+        data = [{**vars(r), "instructions": instructions[r.id]} for r in page]
+        return paginator.get_paginated_response(self.OutputSerializer(data, many=True).data)
+
+
+# --- next task ------------------------------------------------------------------------------
+
+
+class AssignmentNextApi(APIView):
+    """Claim the caller's current or next task in a campaign (a lease)."""
+
+    class OutputSerializer(serializers.Serializer):
+        class SkillSerializer(serializers.Serializer):
+            skill_id = serializers.IntegerField()
+            name = serializers.CharField()
+            criterion = serializers.CharField()
+            anchors = serializers.ListField(
+                child=serializers.CharField(), help_text="what scores 1 to 5 mean"
+            )
+            checklist = serializers.ListField(child=serializers.CharField())
+
+            class Meta:
+                ref_name = "AssignmentSkill"
+
+        assignment_id = serializers.IntegerField()
+        expires_at = serializers.DateTimeField()
+        instruction = serializers.CharField()
+        reference = serializers.CharField(
+            required=False, help_text="present only when the campaign shows references"
+        )
+        response = serializers.CharField(help_text="the text to score (its model is hidden)")
+        skills = SkillSerializer(many=True)
+
+        class Meta:
+            ref_name = "AssignmentNext"
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: OutputSerializer,
+            204: OpenApiResponse(description=f"nothing to do now; see the {NO_TASK_HEADER} header"),
+            404: ErrorSerializer,
+        },
+    )
+    def post(self, request, campaign_id: int):
+        campaign = _campaign_for_annotator(request.user, campaign_id)
+        if campaign is None:
+            return _error(404, "no such campaign", "not_found")
+        claimed = assignment_next(campaign=campaign, annotator=request.user)
+        if claimed is None:
+            response = ApiResponse(status=status.HTTP_204_NO_CONTENT)
+            response[NO_TASK_HEADER] = _no_task_reason(campaign, request.user)
+            return response
+        assignment = selectors.assignment_get_for_annotator(
+            user=request.user, assignment_id=claimed.pk
+        )
+        return ApiResponse(self.OutputSerializer(_task_payload(assignment)).data)
+
+
+def _task_payload(assignment: Assignment) -> dict:
+    """What the annotator sees: no model name, task kind or other people's scores."""
+    response = assignment.task.response
+    item = response.item
+    payload = {
+        "assignment_id": assignment.pk,
+        "expires_at": assignment.expires_at,
+        "instruction": item.instruction,
+        "response": response.text,
+        "skills": task_skills(assignment=assignment),
+    }
+    if assignment.campaign.show_reference:
+        payload["reference"] = item.reference_answer
+    return payload
+
+
+# --- submit and skip ------------------------------------------------------------------------
+
+
+class AssignmentSubmitApi(APIView):
+    """Record the scores of a task: one per asked skill, 1-5 or null for N/A."""
+
+    class InputSerializer(serializers.Serializer):
+        class ScoreSerializer(serializers.Serializer):
+            skill_id = serializers.IntegerField(min_value=1)
+            score = serializers.IntegerField(min_value=1, max_value=5, allow_null=True)
+            rationale = serializers.CharField(
+                required=False, allow_blank=True, max_length=MAX_RATIONALE, default=""
+            )
+            time_ms = serializers.IntegerField(
+                required=False, allow_null=True, min_value=0, max_value=MAX_TIME_MS, default=None
+            )
+
+            class Meta:
+                ref_name = "AssignmentScoreInput"
+
+        scores = ScoreSerializer(many=True, allow_empty=False)
+        active_ms = serializers.IntegerField(
+            required=False, allow_null=True, min_value=0, max_value=MAX_TIME_MS, default=None
+        )
+
+        class Meta:
+            ref_name = "AssignmentSubmit"
+
+    class OutputSerializer(serializers.Serializer):
+        assignment_id = serializers.IntegerField()
+        status = serializers.CharField()
+        late = serializers.BooleanField(help_text="accepted after the lease ran out")
+
+        class Meta:
+            ref_name = "AssignmentSubmitted"
+
+    class DuplicateSerializer(serializers.Serializer):
+        assignment_id = serializers.IntegerField()
+        duplicate = serializers.BooleanField()
+
+        class Meta:
+            ref_name = "AssignmentSubmitDuplicate"
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            201: OutputSerializer,
+            200: DuplicateSerializer,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+    )
+    def post(self, request, assignment_id: int):
+        serializer = self.InputSerializer(data=request.data)
+        if not serializer.is_valid():
+            return _invalid(serializer.errors)
+        data = serializer.validated_data
+        try:
+            result = human_score_submit(
+                assignment_id=assignment_id,
+                annotator=request.user,
+                scores=[ScoreInput(**row) for row in data["scores"]],
+                active_ms=data["active_ms"],
+            )
+        except AssignmentError as exc:
+            # not_found (also someone else's assignment) / lease_lost, skipped / invalid,
+            # incomplete (the scores do not match the skills the task asks)
+            code = {"not_found": 404, "lease_lost": 409, "skipped": 409}.get(exc.code, 400)
+            fields = {"scores": [str(exc)]} if code == 400 else {}
+            return _error(code, str(exc), exc.code, **fields)
+        if not result.created:
+            return ApiResponse({"assignment_id": assignment_id, "duplicate": True})
+        body = {"assignment_id": assignment_id, "status": "submitted", "late": result.late}
+        return ApiResponse(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class AssignmentSkipApi(APIView):
+    """Give a task back with a reason; `flag` reports the item as broken."""
+
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(max_length=300)
+        flag = serializers.BooleanField(required=False, default=False)
+
+        class Meta:
+            ref_name = "AssignmentSkip"
+
+    class OutputSerializer(serializers.Serializer):
+        assignment_id = serializers.IntegerField(source="pk")
+        status = serializers.CharField()
+        flagged = serializers.BooleanField()
+
+        class Meta:
+            ref_name = "AssignmentSkipped"
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: OutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer,
+                   409: ErrorSerializer},
+    )  # fmt: skip
+    def post(self, request, assignment_id: int):
+        serializer = self.InputSerializer(data=request.data)
+        if not serializer.is_valid():
+            return _invalid(serializer.errors)
+        try:
+            assignment = assignment_skip(
+                assignment_id=assignment_id, annotator=request.user, **serializer.validated_data
+            )
+        except AssignmentError as exc:
+            if exc.code == "not_found":
+                return _error(404, str(exc), exc.code)
+            # the reason was validated above, so what is left is a task no longer active
+            return _error(409, str(exc), "not_active")
+        return ApiResponse(self.OutputSerializer(assignment).data)

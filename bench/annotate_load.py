@@ -1,0 +1,707 @@
+"""Load benchmark of the annotation JSON API: many annotators claiming and submitting at once.
+
+    .venv/bin/python bench/annotate_load.py [--annotators 32] [--duration 30] [--rate 0]
+
+Not a test: it prints figures and exits 1 only when a request failed or an invariant of the
+claim/submit workflow does not hold afterwards. Steps:
+
+1. the PostgreSQL database `flaskweb_loadbench` on 127.0.0.1:5432: dropped, created and
+   migrated, then 2,500 items x 4 models = 10,000 responses imported with
+   `manage.py import_dataset` from a generated generic JSONL file (reused with --reuse-db
+   when it already holds that dataset);
+2. a new campaign (K = 3, every response a task) with N annotators and their API tokens;
+3. gunicorn on 127.0.0.1 (gthread workers; production settings with DEBUG off and no HTTPS
+   redirect) and N annotator threads on keep-alive `http.client` connections, each looping
+   `POST .../next/` -> `POST .../submit/` (3 skills), for --duration seconds or until
+   --max-submissions; --rate paces the whole crowd to that many submissions/s (0 = as fast
+   as the server answers: a closed loop without think time);
+4. figures (submissions/s, p50/p95/p99 of next and of submit, errors) and the invariants
+   checked in the database; --profile adds the queries per request, the in-process cost of
+   one next/submit, and EXPLAIN ANALYZE of the claim query.
+
+Standard library plus the project's own virtualenv (Django, psycopg, gunicorn) only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out" / "annotate_load"
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+GUNICORN = str(ROOT / ".venv" / "bin" / "gunicorn")
+PG_DB = "flaskweb_loadbench"
+DATABASE_URL = f"postgres://root@127.0.0.1:5432/{PG_DB}"
+PROJECT, DATASET = "loadbench", "load"
+API = "/api/v1/annotation"
+
+sys.path.insert(0, str(ROOT))
+from annotation.catalogue_text import DOMAINS, SKILLS  # noqa: E402 (pure data, no Django)
+
+SKILL_NAMES = [s.name for s in SKILLS]
+DOMAIN_NAMES = [name for _key, name, _subdomains in DOMAINS]
+WORDS = [
+    "the", "a", "model", "answer", "question", "because", "therefore", "however", "result",
+    "value", "data", "system", "user", "function", "time", "energy", "cell", "protein",
+    "market", "price", "history", "war", "culture", "language", "grammar", "sentence",
+    "number", "prime", "equation", "integral", "matrix", "vector", "code", "loop", "array",
+    "memory", "health", "diet", "sleep", "heart", "patient", "river", "climate", "policy",
+]  # fmt: skip
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+# --- environment and database ---------------------------------------------------------------
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=DATABASE_URL,
+        DJANGO_SECRET_KEY="loadbench-only-not-a-secret",
+        FLASKWEB_VAR_DIR=str(OUT / "var"),  # file cache and media stay out of the repo's var/
+        DJANGO_LOG_LEVEL="WARNING",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    env.pop("REDIS_URL", None)
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return env
+
+
+def setup_env() -> dict[str, str]:
+    """Migrate, import and the checks: DEBUG only to skip the production HTTPS redirect."""
+    return {**base_env(), "DJANGO_DEBUG": "true"}
+
+
+def server_env(settings_file: str = "") -> dict[str, str]:
+    """gunicorn runs the production settings (DEBUG off: no per-query recording) without
+    the HTTPS redirect, since it serves plain HTTP on 127.0.0.1. `settings_file` (a .py
+    that does `from flaskweb.settings import *` and changes a few) tries a tuning."""
+    env = {
+        **base_env(),
+        "DJANGO_DEBUG": "false",
+        "DJANGO_SECURE_SSL_REDIRECT": "false",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+    }
+    if settings_file:
+        path = Path(settings_file).resolve()
+        env["DJANGO_SETTINGS_MODULE"] = path.stem
+        env["PYTHONPATH"] = os.pathsep.join([str(path.parent), str(ROOT)])
+    return env
+
+
+def pg(sql: str, db: str = "postgres"):
+    import psycopg
+
+    with psycopg.connect(f"postgresql://root@127.0.0.1:5432/{db}", autocommit=True) as conn:
+        cursor = conn.execute(sql)
+        return cursor.fetchall() if cursor.description else None
+
+
+def database_ready(items: int, models: int) -> bool:
+    if not pg(f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"):
+        return False
+    try:
+        rows = pg(
+            "SELECT count(*) FROM annotation_response r JOIN annotation_item i "
+            "ON i.id = r.item_id JOIN annotation_dataset d ON d.id = i.dataset_id "
+            f"WHERE d.name = '{DATASET}'",
+            PG_DB,
+        )
+    except Exception:
+        return False
+    return rows[0][0] == items * models
+
+
+def write_dataset(path: Path, items: int, models: int, seed: int) -> None:
+    rng = random.Random(seed)
+
+    def text(low: int, high: int) -> str:
+        words: list[str] = []
+        while sum(len(w) + 1 for w in words) < rng.randint(low, high):
+            words.append(rng.choice(WORDS))
+        return " ".join(words).capitalize() + "."
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(items):
+            row = {
+                "id": f"load-{i:05d}",
+                "instruction": text(80, 400),
+                "reference": text(60, 300),
+                "skills": rng.sample(SKILL_NAMES, 3),
+                "domains": rng.sample(DOMAIN_NAMES, 1),
+                "difficulty": rng.randint(1, 5),
+                "responses": [
+                    {"model": f"model-{m}", "text": text(150, 450)} for m in range(models)
+                ],
+            }
+            out.write(json.dumps(row) + "\n")
+
+
+def build_database(items: int, models: int, seed: int) -> None:
+    t0 = time.perf_counter()
+    pg(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
+    pg(f"CREATE DATABASE {PG_DB}")
+    run([PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"])
+    path = OUT / f"dataset-{items}x{models}-seed{seed}.jsonl"
+    if not path.exists():
+        write_dataset(path, items, models, seed)
+    run([PYTHON, "manage.py", "import_dataset", str(path), "--project", PROJECT,
+         "--create-project", "--dataset", DATASET, "--quiet-problems"])  # fmt: skip
+    log(f"database {PG_DB}: migrated and {items * models:,} responses imported "
+        f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+
+
+def run(command: list[str]) -> None:
+    result = subprocess.run(command, cwd=ROOT, env=setup_env(), capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(command[:3])} failed:\n{result.stdout}\n{result.stderr}")
+
+
+def django_setup() -> None:
+    os.environ.update(setup_env())
+    os.environ["DJANGO_SETTINGS_MODULE"] = "flaskweb.settings"
+    import django
+
+    django.setup()
+
+
+def campaign_setup(annotators: int, overlap: int):
+    """A fresh campaign on the imported dataset, its pool of annotators and their tokens.
+    Users and tokens are kept between runs; the campaign is new every run."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    from annotation.models import Campaign, CampaignStatus, Dataset
+    from annotation.services.campaigns import campaign_activate, campaign_create
+
+    dataset = Dataset.objects.select_related("project").get(project__slug=PROJECT, name=DATASET)
+    Campaign.objects.filter(project=dataset.project, status=CampaignStatus.ACTIVE).update(
+        status=CampaignStatus.FINISHED
+    )
+    users = []
+    for i in range(annotators):
+        user, created = get_user_model().objects.get_or_create(username=f"load-{i:03d}")
+        if created:
+            user.set_unusable_password()
+            user.save()
+        users.append(user)
+    tokens = [Token.objects.get_or_create(user=u)[0].key for u in users]
+    campaign = campaign_create(
+        project=dataset.project,
+        dataset=dataset,
+        name=f"load {time.strftime('%Y-%m-%d %H:%M:%S')} {os.getpid()}",
+        overlap=overlap,
+        annotators=users,
+    )
+    tasks = campaign_activate(campaign=campaign)
+    with connection.cursor() as cursor:  # steady-state planner statistics, as autovacuum keeps
+        cursor.execute("ANALYZE")
+    log(f"campaign {campaign.pk}: {tasks:,} tasks, K = {overlap}, {annotators} annotators")
+    return campaign, tokens
+
+
+# --- server ---------------------------------------------------------------------------------
+
+
+def start_server(port: int, workers: int, threads: int, settings_file: str) -> subprocess.Popen:
+    command = [
+        GUNICORN, "flaskweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
+        "--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads),
+        "--keep-alive", "30", "--log-level", "warning", "--error-logfile", "-",
+    ]  # fmt: skip
+    OUT.mkdir(parents=True, exist_ok=True)
+    log_file = open(OUT / "gunicorn.log", "w")  # noqa: SIM115 (lives as long as the server)
+    server = subprocess.Popen(
+        command, cwd=ROOT, env=server_env(settings_file), stdout=log_file, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"gunicorn exited at start; see {OUT / 'gunicorn.log'}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", f"{API}/campaigns/")
+            if conn.getresponse().status == 401:  # up, and asking for a token
+                conn.close()
+                return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    sys.exit("gunicorn did not answer within 30 s")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+# --- the crowd ------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    statuses: Counter = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    accepted: dict[int, int] = field(default_factory=dict)  # assignment id -> skills scored
+    no_task: Counter = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, kind: str, seconds: float, status: int) -> None:
+        with self.lock:
+            self.latencies[kind].append(seconds)
+            self.statuses[(kind, status)] += 1
+
+
+class Annotator(threading.Thread):
+    def __init__(self, *, port, token, campaign_id, tally, stop, budget, pace, seed):
+        super().__init__(daemon=True)
+        self.port, self.campaign_id = port, campaign_id
+        self.tally, self.stop, self.budget, self.pace = tally, stop, budget, pace
+        self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        self.rng = random.Random(seed)
+        self.conn: http.client.HTTPConnection | None = None
+
+    def call(self, kind: str, path: str, body: dict | None):
+        data = json.dumps(body).encode() if body is not None else b""
+        for attempt in (1, 2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            t0 = time.perf_counter()
+            try:
+                self.conn.request("POST", path, body=data, headers=self.headers)
+                response = self.conn.getresponse()
+                payload = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                self.conn.close()
+                self.conn = None
+                if attempt == 2:  # a dropped keep-alive connection is retried once
+                    with self.tally.lock:
+                        self.tally.errors.append(f"{kind}: {exc!r}")
+                    return None, None, None
+                continue
+            self.tally.record(kind, time.perf_counter() - t0, response.status)
+            return response.status, response, payload
+        return None, None, None
+
+    def run(self) -> None:
+        next_path = f"{API}/campaigns/{self.campaign_id}/next/"
+        due = time.perf_counter()
+        while not self.stop.is_set() and self.budget.take():
+            if self.pace:
+                due += self.pace * self.rng.uniform(0.5, 1.5)  # think time, jittered
+                time.sleep(max(0.0, due - time.perf_counter()))
+            status, response, payload = self.call("next", next_path, None)
+            if status == 204:
+                with self.tally.lock:
+                    self.tally.no_task[response.getheader("No-Task-Reason")] += 1
+                self.budget.give_back()
+                break
+            if status != 200:
+                self.error("next", status, payload)
+                self.budget.give_back()
+                continue
+            task = json.loads(payload)
+            scores = [
+                {"skill_id": s["skill_id"], "score": self.rng.choice([1, 2, 3, 4, 5, None]),
+                 "time_ms": self.rng.randint(2_000, 60_000)}
+                for s in task["skills"]
+            ]  # fmt: skip
+            body = {"scores": scores, "active_ms": self.rng.randint(5_000, 120_000)}
+            path = f"{API}/assignments/{task['assignment_id']}/submit/"
+            status, _, payload = self.call("submit", path, body)
+            # 200 is the idempotent answer to a repeat (a retried request whose first answer
+            # was lost): recorded once either way, so both count
+            if status in (200, 201):
+                with self.tally.lock:
+                    self.tally.accepted[task["assignment_id"]] = len(scores)
+            else:
+                self.error("submit", status, payload)
+                self.budget.give_back()
+        if self.conn is not None:
+            self.conn.close()
+
+    def error(self, kind: str, status, payload) -> None:
+        if status is None:
+            return  # already recorded as a connection error
+        with self.tally.lock:
+            self.tally.errors.append(f"{kind}: HTTP {status} {payload[:200]!r}")
+
+
+class Budget:
+    """At most `limit` submissions in flight or done across the crowd (0 = no limit)."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit if limit > 0 else None
+        self.lock = threading.Lock()
+
+    def take(self) -> bool:
+        if self.left is None:
+            return True
+        with self.lock:
+            if self.left <= 0:
+                return False
+            self.left -= 1
+            return True
+
+    def give_back(self) -> None:
+        if self.left is not None:
+            with self.lock:
+                self.left += 1
+
+
+def cpu_snapshot(server_pid: int) -> dict:
+    """CPU seconds used so far by each gunicorn process and each PostgreSQL process, by this
+    process (the simulated crowd), and by the whole machine (busy, and total incl. idle)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict = {"gunicorn": {}, "postgres": {}}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ppid, cpu = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+        if server_pid in (int(pid), ppid):
+            used["gunicorn"][pid] = cpu
+        elif comm == "postgres":
+            used["postgres"][pid] = cpu
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    used["crowd"] = me.ru_utime + me.ru_stime
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    used["machine_total"] = sum(values[:8]) / tick
+    used["machine_busy"] = (sum(values[:8]) - values[3] - values[4]) / tick  # minus idle, iowait
+    return used
+
+
+def cpu_used(before: dict, after: dict) -> dict[str, float]:
+    """Per group, the CPU time spent between the snapshots by the processes alive at the
+    second one (a process that exited in between is left out, not counted negative)."""
+    result = {}
+    for key, value in after.items():
+        if isinstance(value, dict):
+            result[key] = sum(cpu - before[key].get(pid, 0.0) for pid, cpu in value.items())
+        else:
+            result[key] = value - before[key]
+    return result
+
+
+def run_crowd(args, port: int, campaign_id: int, tokens: list[str]) -> tuple[Tally, float]:
+    tally = Tally()
+    stop = threading.Event()
+    budget = Budget(args.max_submissions)
+    pace = args.annotators / args.rate if args.rate > 0 else 0.0
+    crowd = [
+        Annotator(port=port, token=token, campaign_id=campaign_id, tally=tally, stop=stop,
+                  budget=budget, pace=pace, seed=args.seed + i)
+        for i, token in enumerate(tokens)
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    for annotator in crowd:
+        annotator.start()
+    deadline = t0 + args.duration
+    while time.perf_counter() < deadline and any(a.is_alive() for a in crowd):
+        time.sleep(0.05)
+    stop.set()
+    for annotator in crowd:
+        annotator.join(60)
+    return tally, time.perf_counter() - t0
+
+
+def warm_up(port: int, token: str) -> None:
+    """One request per worker thread-ish, so imports and connections are not measured."""
+    headers = {"Authorization": f"Token {token}"}
+    for _ in range(20):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", f"{API}/campaigns/", headers=headers)
+        conn.getresponse().read()
+        conn.close()
+
+
+# --- figures and checks ---------------------------------------------------------------------
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def report(args, tally: Tally, elapsed: float) -> dict:
+    submitted = len(tally.accepted)
+    figures = {
+        "annotators": args.annotators,
+        "workers": args.workers,
+        "threads": args.threads,
+        "rate_target": args.rate,
+        "settings_file": args.settings_file,
+        "elapsed_s": round(elapsed, 2),
+        "submissions": submitted,
+        "submissions_per_s": round(submitted / elapsed, 1),
+        "errors": len(tally.errors),
+        "statuses": {f"{k} {s}": n for (k, s), n in sorted(tally.statuses.items())},
+        "no_task": dict(tally.no_task),
+    }
+    log("")
+    mode = f"paced to {args.rate:g} submissions/s" if args.rate else "closed loop"
+    log(f"{args.annotators} annotators, gunicorn {args.workers} workers x {args.threads} "
+        f"threads (gthread), {mode}")  # fmt: skip
+    log(f"  elapsed            {elapsed:8.1f} s")
+    log(f"  submissions        {submitted:8d}   ({submitted / elapsed:.1f}/s)")
+    log(f"  requests           {sum(tally.statuses.values()):8d}   "
+        f"({sum(tally.statuses.values()) / elapsed:.1f}/s)")  # fmt: skip
+    log("  latency (ms)          n      p50      p95      p99      max")
+    for kind in ("next", "submit"):
+        values = tally.latencies.get(kind, [])
+        row = [percentile(values, p) * 1000 for p in (50, 95, 99, 100)]
+        figures[f"{kind}_ms"] = {"n": len(values), "p50": round(row[0], 1),
+                                 "p95": round(row[1], 1), "p99": round(row[2], 1),
+                                 "max": round(row[3], 1)}  # fmt: skip
+        log(f"  {kind:<10} {len(values):10d} " + " ".join(f"{v:8.1f}" for v in row))
+    log(f"  statuses           {figures['statuses']}")
+    if tally.no_task:
+        log(f"  204 reasons        {dict(tally.no_task)}")
+    log(f"  errors             {len(tally.errors)}")
+    for line in tally.errors[:10]:
+        log(f"    {line}")
+    return figures
+
+
+def report_cpu(used: dict[str, float], submissions: int) -> dict:
+    cores = os.cpu_count() or 1
+    busy = used["machine_busy"] / used["machine_total"] if used["machine_total"] else 0.0
+    per = 1000 / max(1, submissions)
+    log(f"  CPU ({cores} cores, {busy:.0%} busy)   gunicorn {used['gunicorn']:.1f} s, postgres "
+        f"{used['postgres']:.1f} s, crowd {used['crowd']:.1f} s")  # fmt: skip
+    log(f"  CPU per submission  gunicorn {used['gunicorn'] * per:.1f} ms, postgres "
+        f"{used['postgres'] * per:.1f} ms, crowd {used['crowd'] * per:.1f} ms")  # fmt: skip
+    return {k: round(v, 2) for k, v in used.items()} | {"machine_busy_share": round(busy, 3)}
+
+
+def check_invariants(campaign_id: int, overlap: int, tally: Tally) -> list[str]:
+    """What annotation/locks.py promises, checked on the whole campaign with a few queries."""
+    from django.db.models import Count, F, Q
+
+    from annotation.models import (
+        Assignment,
+        AssignmentKind,
+        AssignmentStatus,
+        HumanScore,
+        Task,
+        TaskKind,
+    )
+
+    problems: list[str] = []
+    tasks = Task.objects.filter(campaign_id=campaign_id, kind=TaskKind.NORMAL)
+    over = tasks.filter(Q(assigned__gt=F("overlap")) | Q(submitted__gt=F("overlap"))).count()
+    if over:
+        problems.append(f"{over} tasks over K")
+    normal = Q(assignments__kind=AssignmentKind.NORMAL)
+    drift = (
+        tasks.annotate(
+            real_held=Count(
+                "assignments",
+                filter=normal
+                & Q(assignments__status__in=[AssignmentStatus.ACTIVE, AssignmentStatus.SUBMITTED]),
+            ),  # fmt: skip
+            real_submitted=Count(
+                "assignments", filter=normal & Q(assignments__status=AssignmentStatus.SUBMITTED)
+            ),
+        )
+        .exclude(assigned=F("real_held"), submitted=F("real_submitted"))
+        .count()
+    )
+    if drift:
+        problems.append(f"{drift} tasks whose counters differ from the real counts")
+    twice = (
+        Assignment.objects.filter(campaign_id=campaign_id, kind=AssignmentKind.NORMAL)
+        .values("task_id", "annotator_id")
+        .annotate(n=Count("pk"))
+        .filter(n__gt=1)
+        .count()
+    )
+    if twice:
+        problems.append(f"{twice} (task, annotator) pairs assigned twice")
+    stored = dict(
+        HumanScore.objects.filter(campaign_id=campaign_id)
+        .values("assignment_id")
+        .annotate(n=Count("pk"))
+        .values_list("assignment_id", "n")
+    )
+    missing = [a for a, n in tally.accepted.items() if stored.get(a) != n]
+    if missing:
+        problems.append(f"{len(missing)} accepted submissions without their scores: {missing[:5]}")
+    phantom = set(stored) - set(tally.accepted)
+    if phantom:
+        problems.append(f"{len(phantom)} assignments with scores no 201 reported")
+    submitted = Assignment.objects.filter(
+        campaign_id=campaign_id, status=AssignmentStatus.SUBMITTED
+    ).count()
+    if submitted != len(tally.accepted):
+        problems.append(f"{submitted} submitted assignments but {len(tally.accepted)} 201s")
+    complete = tasks.filter(submitted=F("overlap")).values("response_id")
+    per_skill = set(
+        HumanScore.objects.filter(campaign_id=campaign_id, response_id__in=complete)
+        .values("response_id", "skill_id")
+        .annotate(n=Count("pk"))
+        .values_list("n", flat=True)
+    )
+    if per_skill - {overlap}:
+        problems.append(f"complete tasks with score counts per skill {sorted(per_skill)}")
+    counts = tasks.aggregate(
+        complete=Count("pk", filter=Q(submitted=F("overlap"))),
+        partial=Count("pk", filter=Q(submitted__gt=0, submitted__lt=F("overlap"))),
+    )
+    log("")
+    verdict = "FAILED" if problems else "OK"
+    log(f"invariants: {verdict}  (tasks complete {counts['complete']:,}, partly done "
+        f"{counts['partial']:,}; scores {sum(stored.values()):,})")  # fmt: skip
+    for problem in problems:
+        log(f"  - {problem}")
+    return problems
+
+
+# --- profile --------------------------------------------------------------------------------
+
+
+def profile(campaign_id: int, token: str) -> dict:
+    """Costs with no contention, in this process: SQL statements and wall time per request
+    (median of 30), and the plan of the claim query at the campaign's current state."""
+    from django.db import connection, transaction
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from django.test.utils import override_settings as override
+
+    from annotation.models import Campaign
+    from annotation.services.assignments import assignment_claim_next
+
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    url = f"{API}/campaigns/{campaign_id}/next/"
+    timings: dict[str, list[float]] = defaultdict(list)
+    queries: dict[str, int] = {}
+    with override(ALLOWED_HOSTS=["testserver"]):
+        for _ in range(30):
+            with CaptureQueriesContext(connection) as ctx:
+                t0 = time.perf_counter()
+                task = client.post(url).json()
+                timings["next"].append(time.perf_counter() - t0)
+            queries["next"] = len(ctx)
+            body = {"scores": [{"skill_id": s["skill_id"], "score": 3} for s in task["skills"]]}
+            path = f"{API}/assignments/{task['assignment_id']}/submit/"
+            with CaptureQueriesContext(connection) as ctx:
+                t0 = time.perf_counter()
+                status = client.post(path, body, content_type="application/json").status_code
+                timings["submit"].append(time.perf_counter() - t0)
+            assert status == 201, status
+            queries["submit"] = len(ctx)
+    log("")
+    log("profile (one client, in process, DEBUG on):")
+    for kind in ("next", "submit"):
+        log(f"  {kind:<7} {queries[kind]:3d} SQL statements (BEGIN, COMMIT included), "
+            f"median {statistics.median(timings[kind]) * 1000:.1f} ms")  # fmt: skip
+    # the claim's SELECT ... FOR UPDATE SKIP LOCKED, as executed, then EXPLAIN ANALYZE'd
+    campaign = Campaign.objects.get(pk=campaign_id)
+    someone = campaign.annotators.order_by("pk").first()
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as ctx:
+            assignment_claim_next(campaign=campaign, annotator=someone)
+        claim_sql = next(q["sql"] for q in ctx.captured_queries if "SKIP LOCKED" in q["sql"])
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql)
+            plan = [row[0] for row in cursor.fetchall()]
+        transaction.set_rollback(True)
+    log("  claim query plan:")
+    for line in plan:
+        log(f"    {line}")
+    return {
+        "queries": queries,
+        "median_ms": {k: round(statistics.median(v) * 1000, 2) for k, v in timings.items()},
+        "claim_plan": plan,
+    }
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--annotators", type=int, default=32)
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
+    parser.add_argument("--max-submissions", type=int, default=0, help="0 = no limit")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="pace the crowd to N submissions/s (0 = closed loop)")  # fmt: skip
+    parser.add_argument("--overlap", type=int, default=3, help="K annotators per response")
+    parser.add_argument("--items", type=int, default=2500)
+    parser.add_argument("--models", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--settings-file", default="",
+                        help="serve with this settings module file (to try a tuning)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--reuse-db", action="store_true",
+                        help="keep flaskweb_loadbench if it already holds the dataset")  # fmt: skip
+    parser.add_argument("--drop-db", action="store_true",
+                        help="drop flaskweb_loadbench at the end (kept by default)")  # fmt: skip
+    parser.add_argument("--profile", action="store_true",
+                        help="also print queries per request and the claim query plan")  # fmt: skip
+    args = parser.parse_args()
+
+    if args.reuse_db and database_ready(args.items, args.models):
+        log(f"database {PG_DB}: reused")
+    else:
+        build_database(args.items, args.models, args.seed)
+    django_setup()
+    campaign, tokens = campaign_setup(args.annotators, args.overlap)
+    from django.db import connection
+
+    connection.close()  # not held open while the server works
+    server = start_server(args.port, args.workers, args.threads, args.settings_file)
+    try:
+        warm_up(args.port, tokens[0])
+        log(f"load: {args.annotators} annotators for {args.duration:g} s ...")
+        before = cpu_snapshot(server.pid)
+        tally, elapsed = run_crowd(args, args.port, campaign.pk, tokens)
+        after = cpu_snapshot(server.pid)
+    finally:
+        stop_server(server)
+    figures = report(args, tally, elapsed)
+    figures["cpu"] = report_cpu(cpu_used(before, after), len(tally.accepted))
+    problems = check_invariants(campaign.pk, args.overlap, tally)
+    if args.profile:
+        figures["profile"] = profile(campaign.pk, tokens[0])
+    figures["invariant_problems"] = problems
+    (OUT / "annotate_load.json").write_text(json.dumps(figures, indent=2) + "\n")
+    log(f"\nfigures written to {(OUT / 'annotate_load.json').relative_to(ROOT)}")
+    if args.drop_db:
+        connection.close()
+        pg(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
+    return 1 if problems or tally.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

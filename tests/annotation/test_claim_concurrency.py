@@ -1,0 +1,269 @@
+"""Claims, submissions, skips and lease expiry racing each other on real PostgreSQL.
+
+Each test starts its threads together behind a barrier; every thread has its own database
+connection (Django's are per thread) and closes it when done. The data is committed
+(transaction=True), so the threads see it. After the race, `assert_invariants` checks what
+annotation/locks.py promises:
+- no normal task with assigned > K or submitted > K;
+- the counters equal the real counts (assigned = active + submitted normal assignments,
+  submitted = submitted ones);
+- no (task, annotator) pair twice;
+- every accepted submission has exactly one score per asked skill, and nothing else does;
+- every completed task has exactly K scores per skill.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from django.db.models import Count, Q
+
+from annotation.models import (
+    Assignment,
+    AssignmentKind,
+    AssignmentStatus,
+    HumanScore,
+    Task,
+    TaskKind,
+)
+from annotation.services.assignments import (
+    AssignmentError,
+    ScoreInput,
+    assignment_claim_next,
+    assignment_next,
+    assignment_skip,
+    assignments_expire_stale,
+    human_score_submit,
+    task_skills,
+)
+from annotation.services.campaigns import campaign_activate, campaign_create
+from tests.annotation.test_annotate_api import make_dataset
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SKILL_COUNT = 3  # every item of make_dataset asks three skills
+
+
+def run_together(jobs: list[Callable[[], object]], *, timeout: float = 60) -> list[object]:
+    """Run each job in its own thread, all released at once; return their results in order.
+    An exception in any thread fails the test."""
+    barrier = threading.Barrier(len(jobs))
+    results: list[object] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def run(index: int, job: Callable[[], object]) -> None:
+        try:
+            barrier.wait()
+            results[index] = job()
+        except BaseException as exc:  # reported in the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, job)) for i, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread hung (deadlock?)"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def scores_for(assignment) -> list[ScoreInput]:
+    return [
+        ScoreInput(s.skill_id, random.randint(1, 5)) for s in task_skills(assignment=assignment)
+    ]
+
+
+def make_campaign(project, tmp_path, people, *, items, overlap, lease_seconds=900):
+    dataset = make_dataset(project, tmp_path, items=items)
+    campaign = campaign_create(
+        project=project,
+        dataset=dataset,
+        name="Race",
+        overlap=overlap,
+        annotators=people,
+        lease_seconds=lease_seconds,
+    )
+    campaign_activate(campaign=campaign)
+    return campaign
+
+
+@pytest.fixture
+def crowd(django_user_model):
+    def make(n: int, prefix: str = "a"):
+        return [
+            django_user_model.objects.create_user(f"{prefix}{i:02d}", password="x")
+            for i in range(n)
+        ]
+
+    return make
+
+
+def assert_invariants(campaign, accepted: list[int]) -> None:
+    """`accepted`: ids of the assignments whose submit call reported a new submission."""
+    normal = Q(kind=AssignmentKind.NORMAL, task__kind=TaskKind.NORMAL)
+    real = {
+        row["task_id"]: row
+        for row in Assignment.objects.filter(normal, campaign=campaign)
+        .values("task_id")
+        .annotate(
+            active=Count("pk", filter=Q(status=AssignmentStatus.ACTIVE)),
+            submitted=Count("pk", filter=Q(status=AssignmentStatus.SUBMITTED)),
+        )
+    }
+    tasks = list(Task.objects.filter(campaign=campaign, kind=TaskKind.NORMAL))
+    for task in tasks:
+        counts = real.get(task.pk, {"active": 0, "submitted": 0})
+        assert task.assigned <= task.overlap and task.submitted <= task.overlap, task
+        assert task.assigned == counts["active"] + counts["submitted"], (task, counts)
+        assert task.submitted == counts["submitted"], (task, counts)
+    # nobody got the same response twice
+    pairs = Counter(
+        Assignment.objects.filter(normal, campaign=campaign).values_list("task_id", "annotator_id")
+    )
+    assert max(pairs.values(), default=1) == 1
+    # accepted submissions have their scores, and only they do
+    assert len(accepted) == len(set(accepted)), "a submission was reported twice"
+    per_assignment = dict(
+        HumanScore.objects.filter(campaign=campaign)
+        .values("assignment_id")
+        .annotate(n=Count("pk"))
+        .values_list("assignment_id", "n")
+    )
+    assert per_assignment == dict.fromkeys(accepted, SKILL_COUNT)
+    submitted = set(
+        Assignment.objects.filter(campaign=campaign, status=AssignmentStatus.SUBMITTED).values_list(
+            "pk", flat=True
+        )
+    )
+    assert submitted == set(accepted)
+    # a complete task has exactly K scores per skill
+    complete = {t.response_id for t in tasks if t.submitted == t.overlap}
+    per_skill = (
+        HumanScore.objects.filter(campaign=campaign, response_id__in=complete)
+        .filter(assignment__kind=AssignmentKind.NORMAL)
+        .values("response_id", "skill_id")
+        .annotate(n=Count("pk"))
+    )
+    assert len(per_skill) == len(complete) * SKILL_COUNT
+    assert {row["n"] for row in per_skill} <= {campaign.overlap}
+
+
+def annotate_until_done(campaign, person, accepted: list[int], *, skip_every: int = 0) -> int:
+    """An annotator's loop: next, then submit (or skip every n-th), until nothing is left."""
+    done = 0
+    while (assignment := assignment_next(campaign=campaign, annotator=person)) is not None:
+        done += 1
+        if skip_every and done % skip_every == 0:
+            assignment_skip(assignment_id=assignment.pk, annotator=person, reason="unclear")
+            continue
+        result = human_score_submit(
+            assignment_id=assignment.pk, annotator=person, scores=scores_for(assignment)
+        )
+        assert result.created
+        accepted.append(assignment.pk)
+    return done
+
+
+def test_many_annotators_at_once_fill_every_task_exactly_k_times(project, tmp_path, crowd):
+    # given 60 responses, K = 3 and 24 annotators, a few of whom skip now and then
+    people = crowd(24)
+    campaign = make_campaign(project, tmp_path, people, items=30, overlap=3)
+    accepted: list[int] = []
+    # when they all work at once until nothing is left
+    run_together(
+        [
+            lambda p=p, i=i: annotate_until_done(
+                campaign, p, accepted, skip_every=5 if i % 3 == 0 else 0
+            )
+            for i, p in enumerate(people)
+        ]
+    )
+    # then every task was completed exactly K times, with nothing lost or doubled
+    assert_invariants(campaign, accepted)
+    assert set(Task.objects.filter(campaign=campaign).values_list("submitted", flat=True)) == {3}
+    assert len(accepted) == 60 * 3
+    assert HumanScore.objects.count() == 60 * 3 * SKILL_COUNT
+
+
+def test_the_same_assignment_submitted_twice_at_once_is_recorded_once(project, tmp_path, crowd):
+    # given 10 annotators with one lease each
+    people = crowd(10)
+    campaign = make_campaign(project, tmp_path, people, items=10, overlap=3)
+    leases = [assignment_claim_next(campaign=campaign, annotator=p) for p in people]
+
+    def submit(assignment, person):
+        return human_score_submit(
+            assignment_id=assignment.pk, annotator=person, scores=scores_for(assignment)
+        ).created
+
+    # when each lease is submitted from two threads at the same moment
+    jobs = [lambda a=a, p=p: submit(a, p) for a, p in zip(leases, people, strict=True)]
+    created = run_together(jobs + jobs)
+    # then exactly one of each pair created the scores
+    per_lease = Counter()
+    for lease, was_created in zip(leases + leases, created, strict=True):
+        per_lease[lease.pk] += was_created
+    assert set(per_lease.values()) == {1}
+    assert_invariants(campaign, [a.pk for a in leases])
+
+
+def test_lease_expiry_racing_late_submissions_keeps_the_counts(project, tmp_path, crowd):
+    # given 12 annotators hold leases that have just lapsed (K = 2, 12 responses: all slots)
+    late_people = crowd(12, prefix="late")
+    fresh_people = crowd(12, prefix="fresh")
+    campaign = make_campaign(project, tmp_path, late_people + fresh_people, items=6, overlap=2)
+    leases = {p.pk: assignment_claim_next(campaign=campaign, annotator=p) for p in late_people}
+    assert Task.objects.filter(campaign=campaign, assigned=2).count() == 6
+    Assignment.objects.filter(pk__in=[a.pk for a in leases.values()]).update(
+        expires_at=campaign.created_at
+    )
+    accepted: list[int] = []
+    lost: list[int] = []
+
+    def late_submit(person, delay):
+        lease = leases[person.pk]
+        # Spread over the sweep and the fresh claims: before expiry, after expiry with the
+        # slot still free, or after someone else took it (fresh claims start ~0.2 s in).
+        time.sleep(delay)
+        try:
+            result = human_score_submit(
+                assignment_id=lease.pk, annotator=person, scores=scores_for(lease)
+            )
+        except AssignmentError as exc:
+            assert exc.code == "lease_lost", exc
+            lost.append(lease.pk)
+            return
+        assert result.created and result.late
+        accepted.append(lease.pk)
+
+    def expire_repeatedly():
+        return sum(assignments_expire_stale(campaign_id=campaign.pk) for _ in range(5))
+
+    # when the late submissions, two expiry sweeps and 12 fresh annotators all run at once
+    run_together(
+        [
+            lambda p=p, i=i: late_submit(p, random.uniform(0, 0.05) + 0.15 * (i % 4))
+            for i, p in enumerate(late_people)
+        ]
+        + [expire_repeatedly, expire_repeatedly]
+        + [lambda p=p: annotate_until_done(campaign, p, accepted) for p in fresh_people]
+    )
+    # then each late submission was either accepted or refused, never both or lost
+    late_ids = {a.pk for a in leases.values()}
+    assert not set(accepted) & set(lost)
+    assert (set(accepted) & late_ids) | set(lost) == late_ids
+    statuses = dict(Assignment.objects.filter(pk__in=late_ids).values_list("pk", "status"))
+    assert all(statuses[pk] == AssignmentStatus.EXPIRED for pk in lost)
+    assert_invariants(campaign, accepted)
+    # and the fresh annotators finished whatever the late ones could not keep
+    assert set(Task.objects.filter(campaign=campaign).values_list("submitted", flat=True)) == {2}
