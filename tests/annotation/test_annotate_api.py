@@ -530,6 +530,6 @@ def test_next_and_submit_use_a_fixed_number_of_queries(
         task = claim(alice_api, campaign)
     # submit: auth, assignment lock, task lock, campaign, skills, pins, slot, assignment,
     # scores
-    with django_assert_num_queries(9 + 2):
+    with django_assert_num_queries(8 + 2):
         done = alice_api.post(submit_url(task["assignment_id"]), scores_for(task), format="json")
     assert done.status_code == 201
