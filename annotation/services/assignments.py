@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
@@ -73,6 +73,15 @@ def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None
     with SKIP LOCKED; the slot and the lease are written in the same transaction.
     """
     now = timezone.now()
+    if connection.vendor == "postgresql":
+        # One claim at a time per (campaign, annotator): two tabs claiming at the same
+        # instant would both miss the resume check below and race for the same task.
+        # (SQLite serialises whole write transactions already.)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)",
+                [_int32(campaign.pk), _int32(annotator.pk)],
+            )
     current = (
         Assignment.objects.filter(
             campaign=campaign,
@@ -112,6 +121,11 @@ def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None
         if repeat is not None:
             return repeat
     return _claim_normal(campaign, annotator, lease)
+
+
+def _int32(value: int) -> int:
+    """Fold an id into the int4 key space of pg_advisory_xact_lock(int, int)."""
+    return (value % 2**32) - 2**31
 
 
 def _every(rate: float, served: int) -> bool:

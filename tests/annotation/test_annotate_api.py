@@ -524,9 +524,10 @@ def test_next_and_submit_use_a_fixed_number_of_queries(
 ):
     # Both run on every task of every annotator (bench/annotate_load.py). Inside the test's
     # transaction each service transaction adds a SAVEPOINT and its RELEASE (2 statements).
-    # next: auth, campaign + pool, expiry sweep, resume check, campaign + pool again (the
-    # service re-reads it), claim (pick, slot, lease), the card, skills, rubric pins
-    with django_assert_num_queries(11 + 2):
+    # next: auth, campaign + pool, expiry sweep, per-annotator claim lock, resume check,
+    # campaign + pool again (the service re-reads it), claim (pick, slot, lease), the card,
+    # skills, rubric pins
+    with django_assert_num_queries(12 + 2):
         task = claim(alice_api, campaign)
     # submit: auth, assignment lock, task lock, campaign, skills, pins, slot, assignment,
     # scores
