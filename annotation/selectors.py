@@ -3,9 +3,15 @@ annotation data only through these functions."""
 
 from __future__ import annotations
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from django.db.models import Count, Prefetch, Q, QuerySet, Subquery
 
 from annotation.models import (
+    Assignment,
+    Campaign,
+    CampaignRubric,
     Dataset,
     DatasetUpload,
     Domain,
@@ -15,6 +21,8 @@ from annotation.models import (
     Response,
     Rubric,
     Skill,
+    SkillMode,
+    Task,
 )
 
 
@@ -150,3 +158,133 @@ def item_ids_for_dataset(*, dataset_id: int, after_id: int = 0, limit: int = 500
 
 def upload_list_for_project(*, project: Project) -> QuerySet[DatasetUpload]:
     return project.uploads.select_related("created_by").order_by("-created_at")
+
+
+# --- the skills a response is scored on (the human form and the judge prompt alike) ----------
+
+
+@dataclass(frozen=True)
+class TaskSkill:
+    skill_id: int
+    name: str
+    rubric_id: int
+    criterion: str
+    anchors: list[str]
+    checklist: list[str]
+
+
+def task_skills(*, assignment: Assignment) -> list[TaskSkill]:
+    """The skills to score for an assignment, ranked, with the pinned rubric and checklist.
+
+    Two statements (three for a fixed-skill campaign) once the assignment's campaign and
+    task are loaded; this runs on every claim and every submission.
+    """
+    task = assignment.task
+    if Task.response.is_cached(task):
+        item_id = task.response.item_id
+    else:
+        item_id = Subquery(Response.objects.filter(pk=task.response_id).values("item_id")[:1])
+    return _skills_for_item(item_id=item_id, campaign=assignment.campaign)
+
+
+def skills_for_response(*, response: Response, campaign: Campaign | None) -> list[TaskSkill]:
+    """What a response is scored on: in a campaign, exactly what its annotators see (the
+    pinned rubric versions); outside one, the item's skills with the rubric in force. Judge
+    prompts are built from this, so people and judges score against the same wording."""
+    if campaign is not None:
+        return _skills_for_item(item_id=response.item_id, campaign=campaign)
+    project = Item.objects.select_related("dataset__project").get(pk=response.item_id)
+    rubrics = rubrics_current_for_project(project=project.dataset.project)
+    result = []
+    for item_skill in ItemSkill.objects.filter(item_id=response.item_id).select_related("skill"):
+        rubric = rubrics.get(item_skill.skill_id)
+        if rubric is None:
+            continue
+        result.append(
+            TaskSkill(
+                skill_id=item_skill.skill_id,
+                name=item_skill.skill.name,
+                rubric_id=rubric.pk,
+                criterion=rubric.criterion,
+                anchors=rubric.anchors,
+                checklist=item_skill.checklist,
+            )
+        )
+    return result
+
+
+def _skills_for_item(*, item_id, campaign: Campaign) -> list[TaskSkill]:
+    item_skills = list(
+        ItemSkill.objects.filter(item_id=item_id)
+        .order_by("rank")
+        .values_list("skill_id", "checklist")
+    )
+    checklists = dict(item_skills)
+    if campaign.skill_mode == SkillMode.FIXED:
+        skill_ids = list(
+            campaign.fixed_skills.order_by("order", "name").values_list("pk", flat=True)
+        )
+    else:
+        skill_ids = [skill_id for skill_id, _ in item_skills]
+    pins = _campaign_pins(campaign)
+    result = []
+    for skill_id in skill_ids:
+        pin = pins.get(skill_id)
+        if pin is None:
+            continue  # a skill added after activation has no pinned rubric: not asked
+        result.append(replace(pin, checklist=checklists.get(skill_id, [])))
+    return result
+
+
+#: (campaign id, campaign.updated_at) -> pinned TaskSkills. Pins are only ever added by
+#: campaign_activate, which also moves updated_at, and Rubric rows never change, so a hit
+#: is always current. Saves a three-table join on every claim and every submission.
+_pins_cache: OrderedDict[tuple[int, object], dict[int, TaskSkill]] = OrderedDict()
+PINS_CACHE_SIZE = 256
+
+
+def _campaign_pins(campaign: Campaign) -> dict[int, TaskSkill]:
+    key = (campaign.pk, campaign.updated_at)
+    pins = _pins_cache.get(key)
+    if pins is not None:
+        _pins_cache.move_to_end(key)
+        return pins
+    pins = {
+        pin.skill_id: TaskSkill(
+            skill_id=pin.skill_id,
+            name=pin.skill.name,
+            rubric_id=pin.rubric_id,
+            criterion=pin.rubric.criterion,
+            anchors=pin.rubric.anchors,
+            checklist=[],
+        )
+        for pin in CampaignRubric.objects.filter(campaign=campaign).select_related(
+            "rubric", "skill"
+        )
+    }
+    _pins_cache[key] = pins
+    while len(_pins_cache) > PINS_CACHE_SIZE:
+        _pins_cache.popitem(last=False)
+    return pins
+
+
+def response_ids_for_run(
+    *, dataset_id: int, model_names: list[str] | None = None, after_id: int = 0, limit: int = 500
+) -> list[int]:
+    """Keyset pagination over a dataset's response ids (judge-run fan-out)."""
+    qs = Response.objects.filter(item__dataset_id=dataset_id, pk__gt=after_id)
+    if model_names:
+        qs = qs.filter(model_name__in=model_names)
+    return list(qs.order_by("pk").values_list("pk", flat=True)[:limit])
+
+
+def response_count_for_run(*, dataset_id: int, model_names: list[str] | None = None) -> int:
+    qs = Response.objects.filter(item__dataset_id=dataset_id)
+    if model_names:
+        qs = qs.filter(model_name__in=model_names)
+    return qs.count()
+
+
+def response_for_judging(*, response_id: int) -> Response:
+    """A response with its item (instruction, reference) loaded."""
+    return Response.objects.select_related("item").get(pk=response_id)

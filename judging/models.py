@@ -1,2 +1,260 @@
-# Models arrive with this app's first feature; the app is wired now so the layer
-# order (annotation <- judging <- analytics) is enforced from the start.
+"""Model judges: prompt templates, judge configurations, runs (job rows), judgments and the
+per-skill scores they give, and the response cache that makes re-runs free.
+
+Invariants the database holds:
+- one judgment per (run, response, sample index) and one score per (judgment, skill), so a
+  redelivered task upserts instead of duplicating;
+- judge scores are 1-5 or N/A, like human scores;
+- prompt templates are append-only versions;
+- a cached LLM answer is keyed by the hash of exactly what was sent.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotation.models import Campaign, Dataset, Project, Response, Rubric, Skill
+from flaskweb.db import TimestampedModel
+
+
+class TemplateSource(models.TextChoices):
+    BUILTIN = "builtin", "Built in"
+    CUSTOM = "custom", "Custom"
+    IMPORT = "import", "Imported"
+
+
+class PromptTemplate(models.Model):
+    """One version of a judge prompt. Rows are never updated: editing adds a version."""
+
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="prompt_templates"
+    )
+    key = models.SlugField(max_length=80)
+    version = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    system_prompt = models.TextField(blank=True)
+    user_template = models.TextField()
+    with_reference = models.BooleanField(default=False)
+    source = models.CharField(max_length=10, choices=TemplateSource.choices)
+    content_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["key", "version"],
+                condition=Q(project__isnull=True),
+                name="template_builtin_version",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "key", "version"],
+                condition=Q(project__isnull=False),
+                name="template_project_version",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} v{self.version}"
+
+
+class JudgeKind(models.TextChoices):
+    LLM = "llm", "LLM over an OpenAI-compatible API"
+    BASELINE = "baseline", "Baseline metric (no model)"
+    IMPORTED = "imported", "Imported judge outputs"
+
+
+class JudgeConfig(TimestampedModel):
+    """How a judge scores. The API key itself is never stored: only the NAME of the
+    environment variable (or secret file, NAME_FILE) that holds it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="judges")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=JudgeKind.choices)
+    base_url = models.URLField(max_length=500, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    api_key_env = models.CharField(max_length=100, blank=True)
+    temperature = models.FloatField(default=0.0)
+    max_tokens = models.PositiveIntegerField(default=1024)
+    extra_params = models.JSONField(default=dict, blank=True)
+    timeout_seconds = models.FloatField(default=60.0)
+    max_attempts = models.PositiveSmallIntegerField(default=5)
+    samples = models.PositiveSmallIntegerField(default=1)  # k samples per response
+    prompt_template = models.ForeignKey(
+        PromptTemplate, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    use_reference = models.BooleanField(default=True)
+    baseline = models.CharField(max_length=40, blank=True)  # e.g. token-f1, rouge-l
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    price_per_1k_prompt = models.DecimalField(max_digits=10, decimal_places=6, default=0)
+    price_per_1k_completion = models.DecimalField(max_digits=10, decimal_places=6, default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="judge_unique_name"),
+            models.CheckConstraint(
+                condition=Q(samples__gte=1, samples__lte=20), name="judge_samples_1_20"
+            ),
+            models.CheckConstraint(
+                condition=Q(temperature__gte=0, temperature__lte=2), name="judge_temperature"
+            ),
+            models.CheckConstraint(condition=Q(kind__in=JudgeKind.values), name="judge_kind_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    PAUSED = "paused", "Paused"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class JudgeRun(TimestampedModel):
+    """A judge scoring a campaign's (or a dataset's) responses: the job row."""
+
+    judge = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="runs")
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="judge_runs")
+    campaign = models.ForeignKey(
+        Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="judge_runs"
+    )
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.PENDING)
+    # the exact configuration the run was started with (judge fields, template version)
+    settings_snapshot = models.JSONField(default=dict)
+    total = models.PositiveIntegerField(default=0)  # judgments to make (responses x samples)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    parse_failed = models.PositiveIntegerField(default=0)
+    cached = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    budget = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    estimate = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="run_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"], name="run_status_updated")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.judge_id} ({self.status})"
+
+
+class JudgmentStatus(models.TextChoices):
+    OK = "ok", "Parsed"
+    PARTIAL = "partial", "Some skills missing"
+    PARSE_FAILED = "parse_failed", "Output not parseable"
+    FAILED = "failed", "Call failed"
+
+
+class Judgment(TimestampedModel):
+    """One judge call (one sample) for one response, with everything needed to reproduce
+    and audit it."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="judgments")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="judgments")
+    sample_index = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=15, choices=JudgmentStatus.choices)
+    request = models.JSONField(default=dict)  # effective request body (no API key)
+    raw_output = models.TextField(blank=True)
+    parse_method = models.CharField(max_length=20, blank=True)
+    error = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    from_cache = models.BooleanField(default=False)
+    cache_key = models.CharField(max_length=64, blank=True)
+    prompt_template = models.ForeignKey(
+        PromptTemplate, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "response", "sample_index"], name="judgment_unique_sample"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=JudgmentStatus.values), name="judgment_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "status"], name="judgment_run_status")]
+
+    def __str__(self) -> str:
+        return f"judgment {self.pk} ({self.status})"
+
+
+class JudgeScore(models.Model):
+    """A judge's score of one response on one skill, from one judgment (sample)."""
+
+    judgment = models.ForeignKey(Judgment, on_delete=models.CASCADE, related_name="scores")
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="+")
+    response = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="judge_scores", db_index=False
+    )
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+")
+    rubric = models.ForeignKey(
+        Rubric, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
+    is_na = models.BooleanField(default=False)
+    raw_value = models.FloatField(null=True, blank=True)  # a baseline metric's own value
+    feedback = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["judgment", "skill"], name="judgescore_unique"),
+            models.CheckConstraint(
+                condition=Q(is_na=True, score__isnull=True)
+                | Q(is_na=False, score__gte=1, score__lte=5),
+                name="judgescore_value_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["run", "skill"], name="judgescore_run_skill"),
+            models.Index(fields=["response", "skill"], name="judgescore_response_skill"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judgment_id}:{self.skill_id}={'N/A' if self.is_na else self.score}"
+
+
+class LLMCacheEntry(models.Model):
+    """A stored answer to an exact request (rendered prompt, model, parameters, sample
+    index): identical requests are answered from here, so re-runs cost nothing."""
+
+    key = models.CharField(max_length=64, unique=True)
+    model = models.CharField(max_length=200)
+    content = models.TextField()
+    finish_reason = models.CharField(max_length=40, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"cache {self.key[:12]}"

@@ -6,12 +6,11 @@ order. Every function here is one short transaction.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection, transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
+from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q
 from django.utils import timezone
 
 from annotation import locks
@@ -21,17 +20,14 @@ from annotation.models import (
     AssignmentKind,
     AssignmentStatus,
     Campaign,
-    CampaignRubric,
     CampaignStatus,
     HumanScore,
     HumanScoreRevision,
     ItemDomain,
-    ItemSkill,
-    Response,
-    SkillMode,
     Task,
     TaskKind,
 )
+from annotation.selectors import TaskSkill, task_skills
 
 MAX_RATIONALE = 2000
 REPEAT_MIN_GAP = 5
@@ -231,84 +227,7 @@ def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     return assignment_claim_next(campaign=campaign, annotator=annotator)
 
 
-# --- what a task asks for -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TaskSkill:
-    skill_id: int
-    name: str
-    rubric_id: int
-    criterion: str
-    anchors: list[str]
-    checklist: list[str]
-
-
-def task_skills(*, assignment: Assignment) -> list[TaskSkill]:
-    """The skills to score for an assignment, ranked, with the pinned rubric and checklist.
-
-    Two statements (three for a fixed-skill campaign) once the assignment's campaign and
-    task are loaded; this runs on every claim and every submission.
-    """
-    campaign = assignment.campaign
-    task = assignment.task
-    if Task.response.is_cached(task):
-        item_id = task.response.item_id
-    else:
-        item_id = Subquery(Response.objects.filter(pk=task.response_id).values("item_id")[:1])
-    item_skills = list(
-        ItemSkill.objects.filter(item_id=item_id)
-        .order_by("rank")
-        .values_list("skill_id", "checklist")
-    )
-    checklists = dict(item_skills)
-    if campaign.skill_mode == SkillMode.FIXED:
-        skill_ids = list(
-            campaign.fixed_skills.order_by("order", "name").values_list("pk", flat=True)
-        )
-    else:
-        skill_ids = [skill_id for skill_id, _ in item_skills]
-    pins = _campaign_pins(campaign)
-    result = []
-    for skill_id in skill_ids:
-        pin = pins.get(skill_id)
-        if pin is None:
-            continue  # a skill added after activation has no pinned rubric: not asked
-        result.append(replace(pin, checklist=checklists.get(skill_id, [])))
-    return result
-
-
-#: (campaign id, campaign.updated_at) -> pinned TaskSkills. Pins are only ever added by
-#: campaign_activate, which also moves updated_at, and Rubric rows never change, so a hit
-#: is always current. Saves a three-table join on every claim and every submission.
-_pins_cache: OrderedDict[tuple[int, object], dict[int, TaskSkill]] = OrderedDict()
-PINS_CACHE_SIZE = 256
-
-
-def _campaign_pins(campaign: Campaign) -> dict[int, TaskSkill]:
-    key = (campaign.pk, campaign.updated_at)
-    pins = _pins_cache.get(key)
-    if pins is not None:
-        _pins_cache.move_to_end(key)
-        return pins
-    pins = {
-        pin.skill_id: TaskSkill(
-            skill_id=pin.skill_id,
-            name=pin.skill.name,
-            rubric_id=pin.rubric_id,
-            criterion=pin.rubric.criterion,
-            anchors=pin.rubric.anchors,
-            checklist=[],
-        )
-        for pin in CampaignRubric.objects.filter(campaign=campaign).select_related(
-            "rubric", "skill"
-        )
-    }
-    _pins_cache[key] = pins
-    while len(_pins_cache) > PINS_CACHE_SIZE:
-        _pins_cache.popitem(last=False)
-    return pins
-
+# --- what a task asks for: a read, in annotation.selectors --------------------------------------
 
 # --- submit ---------------------------------------------------------------------------------------
 
