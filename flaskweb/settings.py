@@ -176,6 +176,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
     },
     # An import whose worker died stays "running" forever; fail it after its time limit.
+    # Judge runs whose every worker died stop looking "running" forever.
+    "judge-runs-health-check": {
+        "task": "judging.tasks.judge_runs_health_check_task",
+        "schedule": crontab(minute="*/10"),
+    },
     "uploads-health-check": {
         "task": "annotation.tasks.uploads_health_check_task",
         "schedule": crontab(minute="*/5"),
@@ -219,6 +224,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FLASKWEB_MAX_UPLOAD_BYTES = env_int("FLASKWEB_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 # Longest single line (JSONL) or record (CSV) accepted in an import file.
 FLASKWEB_MAX_LINE_BYTES = env_int("FLASKWEB_MAX_LINE_BYTES", 4 * 1024 * 1024)
+# A judge run with no progress for this long is marked failed (resume restarts it).
+FLASKWEB_JUDGE_STALE_SECONDS = env_int("FLASKWEB_JUDGE_STALE_SECONDS", 6 * 3600)
 # An upload still "running" after this many seconds is marked failed by the health check.
 FLASKWEB_IMPORT_STALE_SECONDS = env_int("FLASKWEB_IMPORT_STALE_SECONDS", 2 * 3600)
 
@@ -259,4 +266,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "INFO")},
+    # one line per judge HTTP call is noise; failures are recorded on the judgments
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

@@ -1,0 +1,506 @@
+"""Judge configurations and runs: create, estimate, start, pause/cancel/resume, and judge one
+response (the unit of work of a Celery task).
+
+Contract of a run (see docs/JUDGING.md):
+- Idempotent by construction: a judgment is keyed by (run, response, sample index), so a
+  redelivered or duplicated task finds its judgment and does nothing; counters move only in
+  the transaction that inserts the judgment.
+- Every call is accounted for: the effective request (no API key), raw output, tokens,
+  latency, attempts and the prompt template version are stored with the judgment; a call
+  that fails for good is stored as `failed`, an answer that cannot be parsed as
+  `parse_failed` with its raw text — never coerced into a score.
+- Identical requests (same messages, model, parameters, sample index) are answered from
+  LLMCacheEntry, so re-runs and resumed runs cost nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.models import Campaign, Dataset, Project, Response
+from annotation.selectors import (
+    response_count_for_run,
+    response_for_judging,
+    response_ids_for_run,
+    skills_for_response,
+)
+from judging import prompts
+from judging.clients import ChatRequest, JudgeError, OpenAICompatibleClient
+from judging.models import (
+    JudgeConfig,
+    JudgeKind,
+    JudgeRun,
+    JudgeScore,
+    Judgment,
+    JudgmentStatus,
+    LLMCacheEntry,
+    PromptTemplate,
+    RunStatus,
+    TemplateSource,
+)
+
+logger = logging.getLogger(__name__)
+
+DISPATCH_BATCH = 200
+#: Exponential backoff with full jitter for retryable errors without Retry-After.
+BACKOFF_BASE_SECONDS = 2.0
+BACKOFF_CAP_SECONDS = 120.0
+
+
+class RetryLater(Exception):
+    """The call should be tried again after `countdown` seconds (the task re-queues)."""
+
+    def __init__(self, countdown: float, reason: str) -> None:
+        super().__init__(reason)
+        self.countdown = countdown
+
+
+# --- templates and configs ----------------------------------------------------------------------
+
+
+def prompt_template_builtin(*, with_reference: bool) -> PromptTemplate:
+    """The built-in FLASK-style template (project wording) as a versioned row."""
+    text = prompts.builtin_template(with_reference=with_reference)
+    key = "flask-reference" if with_reference else "flask-no-reference"
+    digest = _hash([text.system_prompt, text.user_template, with_reference])
+    existing = PromptTemplate.objects.filter(project__isnull=True, key=key).order_by("-version")
+    latest = existing.first()
+    if latest is not None and latest.content_hash == digest:
+        return latest
+    return PromptTemplate.objects.create(
+        project=None,
+        key=key,
+        version=(latest.version + 1) if latest else 1,
+        name="FLASK judge, " + ("with" if with_reference else "without") + " reference answer",
+        system_prompt=text.system_prompt,
+        user_template=text.user_template,
+        with_reference=with_reference,
+        source=TemplateSource.BUILTIN,
+        content_hash=digest,
+    )
+
+
+@transaction.atomic
+def judge_config_create(*, project: Project, name: str, kind: str, **fields) -> JudgeConfig:
+    """Create a judge. LLM judges need base_url and model (and the NAME of the environment
+    variable with their key, if the API needs one); baselines name their metric."""
+    judge = JudgeConfig(project=project, name=name.strip(), kind=kind, **fields)
+    if kind == JudgeKind.LLM:
+        if not judge.base_url or not judge.model:
+            raise ValidationError("an LLM judge needs a base URL and a model")
+        if judge.prompt_template_id is None:
+            judge.prompt_template = prompt_template_builtin(with_reference=judge.use_reference)
+    elif kind == JudgeKind.BASELINE:
+        from judging.baselines import BASELINES
+
+        if judge.baseline not in BASELINES:
+            raise ValidationError(f"baseline must be one of: {', '.join(sorted(BASELINES))}")
+    judge.full_clean()
+    judge.save()
+    return judge
+
+
+def judge_api_key(judge: JudgeConfig) -> str:
+    """The key from the environment (NAME or NAME_FILE); never stored, never logged."""
+    if not judge.api_key_env:
+        return ""
+    file_path = os.environ.get(f"{judge.api_key_env}_FILE")
+    if file_path:
+        return Path(file_path).read_text().strip()
+    value = os.environ.get(judge.api_key_env, "")
+    if not value:
+        raise JudgeError(
+            f"the environment variable {judge.api_key_env} is not set", retryable=False
+        )
+    return value
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+
+
+def judge_run_estimate(*, judge: JudgeConfig, dataset: Dataset, campaign: Campaign | None):
+    """Calls, tokens and cost before starting: prompt tokens from rendering a sample of the
+    responses, completion tokens from the judge's max_tokens (an upper bound)."""
+    models = campaign.model_names if campaign else None
+    responses = response_count_for_run(dataset_id=dataset.pk, model_names=models)
+    calls = responses * judge.samples
+    if judge.kind != JudgeKind.LLM or responses == 0:
+        return RunEstimate(calls, 0, 0, Decimal(0))
+    sample_ids = response_ids_for_run(dataset_id=dataset.pk, model_names=models, limit=20)
+    tokens = [
+        prompts.estimate_tokens(_messages(judge, response_for_judging(response_id=rid), campaign))
+        for rid in sample_ids
+    ]
+    prompt_tokens = int(sum(tokens) / len(tokens) * calls)
+    completion_tokens = judge.max_tokens * calls
+    return RunEstimate(
+        calls, prompt_tokens, completion_tokens, _cost(judge, prompt_tokens, completion_tokens)
+    )
+
+
+def _cost(judge: JudgeConfig, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    return (
+        judge.price_per_1k_prompt * Decimal(prompt_tokens)
+        + judge.price_per_1k_completion * Decimal(completion_tokens)
+    ) / Decimal(1000)
+
+
+@transaction.atomic
+def judge_run_create(
+    *,
+    judge: JudgeConfig,
+    dataset: Dataset | None = None,
+    campaign: Campaign | None = None,
+    budget: Decimal | None = None,
+    created_by=None,
+) -> JudgeRun:
+    """A pending run over a campaign's responses (same items and skills the people score)
+    or a whole dataset's, with its estimate."""
+    if campaign is not None:
+        dataset = campaign.dataset
+    if dataset is None:
+        raise ValidationError("a run needs a dataset or a campaign")
+    if dataset.project_id != judge.project_id:
+        raise ValidationError("the judge and the dataset belong to different projects")
+    estimate = judge_run_estimate(judge=judge, dataset=dataset, campaign=campaign)
+    run = JudgeRun.objects.create(
+        judge=judge,
+        dataset=dataset,
+        campaign=campaign,
+        total=estimate.calls,
+        budget=budget,
+        estimate={
+            "calls": estimate.calls,
+            "prompt_tokens": estimate.prompt_tokens,
+            "completion_tokens": estimate.completion_tokens,
+            "cost": str(estimate.cost),
+        },
+        settings_snapshot=_snapshot(judge),
+        created_by=created_by,
+    )
+    return run
+
+
+def _snapshot(judge: JudgeConfig) -> dict:
+    return {
+        "kind": judge.kind,
+        "base_url": judge.base_url,
+        "model": judge.model,
+        "temperature": judge.temperature,
+        "max_tokens": judge.max_tokens,
+        "extra_params": judge.extra_params,
+        "samples": judge.samples,
+        "prompt_template": judge.prompt_template_id,
+        "use_reference": judge.use_reference,
+        "baseline": judge.baseline,
+    }
+
+
+def judge_run_start(*, run: JudgeRun) -> bool:
+    """pending/paused -> running, then fan out on commit. False if it was not startable."""
+    won = JudgeRun.objects.filter(
+        pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.PAUSED]
+    ).update(status=RunStatus.RUNNING, started_at=timezone.now(), error="")
+    if won:
+        from judging.tasks import judge_run_dispatch_task
+
+        transaction.on_commit(lambda: judge_run_dispatch_task.delay(run.pk, 0))
+    return bool(won)
+
+
+def judge_run_set_status(*, run: JudgeRun, status: str) -> bool:
+    """Pause or cancel a running run (queued tasks then do nothing); resume = start."""
+    allowed = {
+        RunStatus.PAUSED: [RunStatus.RUNNING],
+        RunStatus.CANCELLED: [RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.PENDING],
+    }
+    if status not in allowed:
+        raise ValidationError(f"a run cannot be set to {status!r}")
+    return bool(
+        JudgeRun.objects.filter(pk=run.pk, status__in=allowed[status]).update(
+            status=status, finished_at=timezone.now() if status == RunStatus.CANCELLED else None
+        )
+    )
+
+
+def judge_run_dispatch(*, run_id: int, after_id: int) -> int | None:
+    """Enqueue judge tasks for the next batch of responses; return the cursor to continue
+    from, or None when the fan-out is complete (or the run stopped)."""
+    from judging.tasks import judge_response_task
+
+    run = JudgeRun.objects.select_related("campaign").get(pk=run_id)
+    if run.status != RunStatus.RUNNING:
+        return None
+    models = run.campaign.model_names if run.campaign else None
+    ids = response_ids_for_run(
+        dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=DISPATCH_BATCH
+    )
+    for response_id in ids:
+        judge_response_task.delay(run_id, response_id)
+    if len(ids) < DISPATCH_BATCH:
+        _finish_if_complete(run_id)
+        return None
+    return ids[-1]
+
+
+def _finish_if_complete(run_id: int) -> None:
+    run = JudgeRun.objects.get(pk=run_id)
+    if Judgment.objects.filter(run_id=run_id).count() >= run.total:
+        JudgeRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+            status=RunStatus.DONE, finished_at=timezone.now()
+        )
+
+
+# --- judging one response -----------------------------------------------------------------------
+
+_client: OpenAICompatibleClient | None = None
+
+
+def _http() -> OpenAICompatibleClient:
+    global _client
+    if _client is None:
+        _client = OpenAICompatibleClient()
+    return _client
+
+
+def _messages(judge: JudgeConfig, response: Response, campaign: Campaign | None) -> list[dict]:
+    skills = skills_for_response(response=response, campaign=campaign)
+    template = judge.prompt_template
+    prompt_template = prompts.PromptTemplate(
+        key=template.key,
+        version=str(template.version),
+        system_prompt=template.system_prompt,
+        user_template=template.user_template,
+        with_reference=template.with_reference,
+    )
+    item = response.item
+    return prompts.render(
+        prompt_template,
+        instruction=item.instruction,
+        response=response.text,
+        skills=skills,
+        reference=item.reference_answer if template.with_reference else None,
+    )
+
+
+def _hash(value) -> str:
+    return hashlib.sha256(
+        json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()
+    ).hexdigest()
+
+
+def judge_response(*, run_id: int, response_id: int, attempt: int = 1) -> None:
+    """Make the missing judgments (samples) of one response in one run.
+
+    Raises RetryLater for a retryable failure while attempts remain; records a `failed`
+    judgment once they are used up, or at once for a permanent error.
+    """
+    run = JudgeRun.objects.select_related("judge__prompt_template", "campaign").get(pk=run_id)
+    if run.status != RunStatus.RUNNING:
+        return
+    response = response_for_judging(response_id=response_id)
+    done = set(
+        Judgment.objects.filter(run=run, response=response).values_list("sample_index", flat=True)
+    )
+    for sample in range(run.judge.samples):
+        if sample in done:
+            continue
+        if run.budget is not None and _run_cost(run.pk) >= run.budget:
+            JudgeRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                status=RunStatus.PAUSED, error="budget reached; raise it and resume to go on"
+            )
+            return
+        if run.judge.kind == JudgeKind.BASELINE:
+            _judge_baseline(run, response, sample)
+        else:
+            _judge_llm(run, response, sample, attempt)
+    _finish_if_complete(run.pk)
+
+
+def _run_cost(run_id: int) -> Decimal:
+    return JudgeRun.objects.values_list("cost", flat=True).get(pk=run_id)
+
+
+def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> None:
+    judge = run.judge
+    messages = _messages(judge, response, run.campaign)
+    skills = [s.name for s in skills_for_response(response=response, campaign=run.campaign)]
+    params = {
+        "temperature": judge.temperature,
+        "max_tokens": judge.max_tokens,
+        **judge.extra_params,
+    }
+    if judge.samples > 1:
+        params.setdefault("seed", sample)
+    request = ChatRequest(
+        base_url=judge.base_url,
+        model=judge.model,
+        messages=messages,
+        params=params,
+        timeout=judge.timeout_seconds,
+    )
+    key = _hash([judge.base_url, request.body(), sample])
+    cached = LLMCacheEntry.objects.filter(key=key).first()
+    if cached is not None:
+        _record(
+            run, response, sample, skills, request.body(), key,
+            content=cached.content, prompt_tokens=0, completion_tokens=0,
+            latency_ms=None, attempts=0, from_cache=True,
+        )  # fmt: skip
+        return
+    try:
+        result = _http().chat(ChatRequest(**{**request.__dict__, "api_key": judge_api_key(judge)}))
+    except JudgeError as exc:
+        if exc.retryable and attempt < judge.max_attempts:
+            countdown = exc.retry_after if exc.retry_after is not None else _backoff(attempt)
+            raise RetryLater(countdown, str(exc)) from None
+        _record(
+            run, response, sample, skills, request.body(), key, content="",
+            prompt_tokens=0, completion_tokens=0, latency_ms=exc.latency_ms,
+            attempts=attempt, error=str(exc),
+        )  # fmt: skip
+        return
+    LLMCacheEntry.objects.get_or_create(
+        key=key,
+        defaults={
+            "model": judge.model,
+            "content": result.content,
+            "finish_reason": result.finish_reason,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+        },
+    )
+    _record(
+        run, response, sample, skills, request.body(), key, content=result.content,
+        prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+        latency_ms=result.latency_ms, attempts=attempt,
+    )  # fmt: skip
+
+
+def _backoff(attempt: int) -> float:
+    """Full jitter (AWS architecture blog): uniform in [0, min(cap, base * 2**attempt)]."""
+    return random.uniform(0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2**attempt))
+
+
+def _record(
+    run, response, sample, skills, body, key, *, content, prompt_tokens, completion_tokens,
+    latency_ms, attempts, from_cache=False, error="",
+) -> None:  # fmt: skip
+    """Insert the judgment and its scores, and move the run's counters, in one transaction.
+    A judgment that already exists (a duplicate task got there first) changes nothing."""
+    if error:
+        status, parsed = JudgmentStatus.FAILED, None
+    else:
+        parsed = prompts.parse_judgment(content, skills)
+        status = {
+            "ok": JudgmentStatus.OK,
+            "partial": JudgmentStatus.PARTIAL,
+        }.get(parsed.status, JudgmentStatus.PARSE_FAILED)
+    by_name = {s.name: s for s in skills_for_response(response=response, campaign=run.campaign)}
+    cost = Decimal(0) if from_cache else _cost(run.judge, prompt_tokens, completion_tokens)
+    try:
+        with transaction.atomic():
+            judgment = Judgment.objects.create(
+                run=run, response=response, sample_index=sample, status=status, request=body,
+                raw_output=content, parse_method=getattr(parsed, "method", "") or "",
+                error=error or (getattr(parsed, "error", "") or ""),
+                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                latency_ms=latency_ms, attempts=attempts, from_cache=from_cache,
+                cache_key=key, prompt_template=run.judge.prompt_template,
+            )  # fmt: skip
+            if parsed is not None:
+                JudgeScore.objects.bulk_create(
+                    JudgeScore(
+                        judgment=judgment,
+                        run=run,
+                        response=response,
+                        skill_id=by_name[name].skill_id,
+                        rubric_id=by_name[name].rubric_id,
+                        score=value,
+                        is_na=value is None,
+                        feedback=(parsed.feedback or {}).get(name, ""),
+                    )  # fmt: skip
+                    for name, value in parsed.scores.items()
+                    if name in by_name
+                )
+            JudgeRun.objects.filter(pk=run.pk).update(
+                done=F("done")
+                + (1 if status in (JudgmentStatus.OK, JudgmentStatus.PARTIAL) else 0),
+                failed=F("failed") + (1 if status == JudgmentStatus.FAILED else 0),
+                parse_failed=F("parse_failed")
+                + (1 if status == JudgmentStatus.PARSE_FAILED else 0),
+                cached=F("cached") + (1 if from_cache else 0),
+                prompt_tokens=F("prompt_tokens") + prompt_tokens,
+                completion_tokens=F("completion_tokens") + completion_tokens,
+                cost=F("cost") + cost,
+                updated_at=timezone.now(),
+            )
+    except IntegrityError:
+        logger.info("judgment (%s, %s, %s) exists already", run.pk, response.pk, sample)
+
+
+def _judge_baseline(run: JudgeRun, response: Response, sample: int) -> None:
+    from judging.baselines import BASELINES
+
+    judge = BASELINES[run.judge.baseline]
+    skills = skills_for_response(response=response, campaign=run.campaign)
+    item = response.item
+    result = judge.score(
+        instruction=item.instruction,
+        response=response.text,
+        reference=item.reference_answer,
+        skills=[s.name for s in skills],
+    )
+    body = {"baseline": run.judge.baseline}
+    try:
+        with transaction.atomic():
+            judgment = Judgment.objects.create(
+                run=run, response=response, sample_index=sample, status=JudgmentStatus.OK,
+                request=body, raw_output=json.dumps(result.raw), parse_method="baseline",
+                error=result.note if all(v is None for v in result.scores.values()) else "",
+            )  # fmt: skip
+            JudgeScore.objects.bulk_create(
+                JudgeScore(
+                    judgment=judgment,
+                    run=run,
+                    response=response,
+                    skill_id=s.skill_id,
+                    rubric_id=s.rubric_id,
+                    score=result.scores.get(s.name),
+                    is_na=result.scores.get(s.name) is None,
+                    raw_value=result.raw.get(s.name),
+                    feedback=result.note,
+                )  # fmt: skip
+                for s in skills
+            )
+            JudgeRun.objects.filter(pk=run.pk).update(done=F("done") + 1, updated_at=timezone.now())
+    except IntegrityError:
+        logger.info("baseline judgment (%s, %s) exists already", run.pk, response.pk)
+
+
+def judge_runs_fail_stale(*, older_than_seconds: int) -> int:
+    """Fail runs stuck in running with no progress for a long time (all workers lost)."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    return JudgeRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=cutoff).update(
+        status=RunStatus.FAILED, error="no progress for a long time; resume to go on"
+    )

@@ -1,0 +1,59 @@
+"""Celery tasks of the judging app (queue `judging`): thin adapters over judging.services."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(soft_time_limit=120, time_limit=150)
+def judge_run_dispatch_task(run_id: int, after_id: int) -> None:
+    """Enqueue one batch of judge_response_task for run `run_id` after response `after_id`,
+    then re-enqueue itself with the new cursor. Idempotent: enqueuing a response twice is
+    harmless (judgments are unique per run, response and sample)."""
+    from judging.models import JudgeRun
+    from judging.services import judge_run_dispatch
+
+    try:
+        cursor = judge_run_dispatch(run_id=run_id, after_id=after_id)
+    except JudgeRun.DoesNotExist:
+        logger.info("judge run %s is gone", run_id)
+        return
+    if cursor is not None:
+        judge_run_dispatch_task.delay(run_id, cursor)
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+    soft_time_limit=300,
+    time_limit=360,
+)
+def judge_response_task(self, run_id: int, response_id: int) -> None:
+    """Judge one response (all its samples) in run `run_id`. Idempotent (missing
+    judgments only), so it acks late and is redelivered if its worker dies. Retryable API
+    errors re-queue it after the server's Retry-After or a jittered backoff; the service
+    records a failure once the judge's max_attempts are used."""
+    from judging.models import JudgeRun
+    from judging.services import RetryLater, judge_response
+
+    try:
+        judge_response(run_id=run_id, response_id=response_id, attempt=self.request.retries + 1)
+    except RetryLater as exc:
+        raise self.retry(countdown=exc.countdown) from None
+    except JudgeRun.DoesNotExist:
+        logger.info("judge run %s is gone", run_id)
+
+
+@shared_task
+def judge_runs_health_check_task() -> int:
+    """Fail runs with no progress for FLASKWEB_JUDGE_STALE_SECONDS. Idempotent; beat."""
+    from judging.services import judge_runs_fail_stale
+
+    return judge_runs_fail_stale(older_than_seconds=settings.FLASKWEB_JUDGE_STALE_SECONDS)

@@ -1,0 +1,197 @@
+"""Judge runs against the project's local OpenAI-compatible server (real HTTP on 127.0.0.1):
+idempotent judgments, accounting, cache, retries, permanent failures, parse failures,
+budget, baselines; and a run end to end through a real Celery worker on Redis."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from annotation.selectors import skills_for_response
+from annotation.services.campaigns import campaign_activate, campaign_create
+from judging import prompts
+from judging.models import JudgeKind, JudgeRun, JudgeScore, Judgment, JudgmentStatus, RunStatus
+from judging.openai_server import FakeOpenAIServer, expected_scores
+from judging.services import (
+    RetryLater,
+    judge_config_create,
+    judge_response,
+    judge_run_create,
+    judge_run_start,
+)
+from tests.annotation.test_assignments import make_dataset
+from tests.conftest import wait_for
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(style="python_dict") as srv:
+        yield srv
+
+
+@pytest.fixture
+def dataset(project, tmp_path):
+    return make_dataset(project, tmp_path, items=3, models=("m1", "m2"))
+
+
+def llm_judge(project, server, **extra):
+    fields = {"base_url": server.url, "model": "fake-judge", "use_reference": False}
+    fields.update(extra)
+    return judge_config_create(
+        project=project, name=extra.pop("name", "J"), kind=JudgeKind.LLM, **fields
+    )
+
+
+def running(run):
+    JudgeRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    run.refresh_from_db()
+    return run
+
+
+def response_ids(run):
+    return list(run.dataset.items.values_list("responses__pk", flat=True).order_by("responses__pk"))
+
+
+def test_a_judge_needs_an_endpoint_and_baselines_a_known_metric(project):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match="base URL"):
+        judge_config_create(project=project, name="x", kind=JudgeKind.LLM)
+    with pytest.raises(ValidationError, match="baseline must be"):
+        judge_config_create(project=project, name="y", kind=JudgeKind.BASELINE, baseline="bleu9")
+
+
+def test_a_run_scores_every_response_like_the_server_says_and_accounts_for_it(
+    project, dataset, server
+):
+    # given
+    judge = llm_judge(project, server)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    assert run.total == 6 and run.estimate["calls"] == 6
+    # when
+    for rid in response_ids(run):
+        judge_response(run_id=run.pk, response_id=rid)
+    # then every judgment holds exactly what the server computed from the prompt it got
+    run.refresh_from_db()
+    assert (run.done, run.failed, run.parse_failed, run.status) == (6, 0, 0, RunStatus.DONE)
+    assert run.prompt_tokens > 0 and run.completion_tokens > 0
+    for judgment in Judgment.objects.filter(run=run).select_related("response__item"):
+        prompt = judgment.request["messages"][-1]["content"]
+        skills = [s.name for s in skills_for_response(response=judgment.response, campaign=None)]
+        assert prompts.skill_names_from_prompt(prompt) == skills
+        want = expected_scores(prompt, skills)
+        got = {s.skill.name: s.score for s in JudgeScore.objects.filter(judgment=judgment)}
+        assert got == {k: (None if v == "N/A" else v) for k, v in want.items()}
+        assert judgment.status == JudgmentStatus.OK and judgment.attempts == 1
+        assert "api_key" not in str(judgment.request).lower()
+        assert judgment.request["model"] == "fake-judge"
+
+
+def test_judging_twice_changes_nothing_and_a_rerun_comes_from_the_cache(project, dataset, server):
+    judge = llm_judge(project, server)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    for rid in response_ids(run):
+        judge_response(run_id=run.pk, response_id=rid)
+        judge_response(run_id=run.pk, response_id=rid)  # redelivered
+    assert Judgment.objects.filter(run=run).count() == 6
+    calls = server.stats()["completions"]
+    # a second run of the same judge: identical requests, answered from the cache
+    rerun = running(judge_run_create(judge=judge, dataset=dataset))
+    for rid in response_ids(rerun):
+        judge_response(run_id=rerun.pk, response_id=rid)
+    rerun.refresh_from_db()
+    assert rerun.cached == 6 and rerun.prompt_tokens == 0 and rerun.cost == 0
+    assert server.stats()["completions"] == calls == 6
+
+
+def test_retryable_errors_ask_for_a_retry_then_are_recorded_as_failed(project, dataset, server):
+    server.configure(fail_first=100, fail_first_kind="http_503")
+    judge = llm_judge(project, server, max_attempts=2)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    rid = response_ids(run)[0]
+    with pytest.raises(RetryLater):
+        judge_response(run_id=run.pk, response_id=rid, attempt=1)
+    assert not Judgment.objects.filter(run=run).exists()
+    judge_response(run_id=run.pk, response_id=rid, attempt=2)
+    judgment = Judgment.objects.get(run=run)
+    assert judgment.status == JudgmentStatus.FAILED and "503" in judgment.error
+    assert judgment.attempts == 2
+    assert JudgeRun.objects.get(pk=run.pk).failed == 1
+
+
+def test_permanent_errors_are_recorded_without_retry(project, dataset, server):
+    server.configure(api_key="right-key")
+    judge = llm_judge(project, server, api_key_env="FLASKWEB_TEST_JUDGE_KEY")
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    import os
+
+    os.environ["FLASKWEB_TEST_JUDGE_KEY"] = "wrong-key"
+    try:
+        judge_response(run_id=run.pk, response_id=response_ids(run)[0], attempt=1)
+    finally:
+        del os.environ["FLASKWEB_TEST_JUDGE_KEY"]
+    judgment = Judgment.objects.get(run=run)
+    assert judgment.status == JudgmentStatus.FAILED and "401" in judgment.error
+    assert "wrong-key" not in judgment.error and "wrong-key" not in str(judgment.request)
+
+
+def test_unparseable_answers_are_kept_raw_and_never_coerced(project, dataset, server):
+    server.configure(faults={"garbage": 1.0})
+    judge = llm_judge(project, server)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    judge_response(run_id=run.pk, response_id=response_ids(run)[0])
+    judgment = Judgment.objects.get(run=run)
+    assert judgment.status == JudgmentStatus.PARSE_FAILED
+    assert judgment.raw_output and not JudgeScore.objects.filter(judgment=judgment).exists()
+    assert JudgeRun.objects.get(pk=run.pk).parse_failed == 1
+
+
+def test_a_budget_stops_the_run_cleanly(project, dataset, server):
+    judge = llm_judge(project, server, price_per_1k_prompt=Decimal("1.0"))
+    run = running(judge_run_create(judge=judge, dataset=dataset, budget=Decimal("0.000001")))
+    for rid in response_ids(run):
+        judge_response(run_id=run.pk, response_id=rid)
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED and "budget" in run.error
+    assert Judgment.objects.filter(run=run).count() == 1
+
+
+def test_a_baseline_judge_scores_offline(project, dataset):
+    judge = judge_config_create(
+        project=project, name="F1", kind=JudgeKind.BASELINE, baseline="token-f1"
+    )
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    for rid in response_ids(run):
+        judge_response(run_id=run.pk, response_id=rid)
+    run.refresh_from_db()
+    assert run.done == 6 and run.status == RunStatus.DONE
+    # make_dataset items have no reference answer: every skill is N/A, with the reason
+    scores = JudgeScore.objects.filter(run=run)
+    assert scores.count() == 18 and all(s.is_na for s in scores)
+
+
+def test_a_campaign_run_prompts_with_the_campaigns_pinned_rubrics(project, dataset, server):
+    campaign = campaign_create(project=project, dataset=dataset, name="C", overlap=1)
+    campaign_activate(campaign=campaign)
+    judge = llm_judge(project, server)
+    run = running(judge_run_create(judge=judge, campaign=campaign))
+    judge_response(run_id=run.pk, response_id=response_ids(run)[0])
+    score = JudgeScore.objects.filter(run=run).first()
+    pins = dict(campaign.rubrics.values_list("skill_id", "rubric_id"))
+    assert score.rubric_id == pins[score.skill_id]
+
+
+@pytest.mark.slow
+def test_a_run_completes_through_a_real_worker(celery_worker_process, project, tmp_path):
+    # given a judge with some injected faults behind the local server
+    dataset = make_dataset(project, tmp_path, items=4, models=("m1", "m2", "m3"))
+    with FakeOpenAIServer(style="json", faults={"http_500": 0.2}, fault_seed=7) as srv:
+        judge = llm_judge(project, srv, max_attempts=6)
+        run = judge_run_create(judge=judge, dataset=dataset)
+        # when
+        assert judge_run_start(run=run)
+        # then every response ends judged or recorded, exactly once
+        wait_for(lambda: JudgeRun.objects.get(pk=run.pk).status == RunStatus.DONE, timeout=60)
+    assert Judgment.objects.filter(run=run).count() == 12
+    assert Judgment.objects.filter(run=run).values("response").distinct().count() == 12
