@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -60,11 +61,13 @@ BACKOFF_CAP_SECONDS = 120.0
 
 
 class RetryLater(Exception):
-    """The call should be tried again after `countdown` seconds (the task re-queues)."""
+    """The call should be tried again after `countdown` seconds (the task re-queues).
+    `counts`: whether this used up an attempt (a failed call) or not (waiting for quota)."""
 
-    def __init__(self, countdown: float, reason: str) -> None:
+    def __init__(self, countdown: float, reason: str, *, counts: bool = True) -> None:
         super().__init__(reason)
         self.countdown = countdown
+        self.counts = counts
 
 
 # --- templates and configs ----------------------------------------------------------------------
@@ -369,8 +372,25 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
         )  # fmt: skip
         return
     try:
-        result = _http().chat(ChatRequest(**{**request.__dict__, "api_key": judge_api_key(judge)}))
+        api_key = judge_api_key(judge)
     except JudgeError as exc:
+        _record(
+            run, response, sample, skills, request.body(), key, content="",
+            prompt_tokens=0, completion_tokens=0, latency_ms=None, attempts=0, error=str(exc),
+        )  # fmt: skip
+        return
+    limiter = _limiter(judge, api_key)
+    estimated = prompts.estimate_tokens(messages) + judge.max_tokens
+    if limiter is not None:
+        wait = limiter.try_acquire(tokens=estimated)
+        if wait > 0:
+            # Shared quota exhausted: come back when it refills; not a failed attempt.
+            raise RetryLater(wait + random.uniform(0, 0.5), "rate limit", counts=False)
+    try:
+        result = _http().chat(ChatRequest(**{**request.__dict__, "api_key": api_key}))
+    except JudgeError as exc:
+        if limiter is not None and exc.status == 429 and exc.retry_after:
+            limiter.penalize(exc.retry_after)  # every worker sharing this key waits
         if exc.retryable and attempt < judge.max_attempts:
             countdown = exc.retry_after if exc.retry_after is not None else _backoff(attempt)
             raise RetryLater(countdown, str(exc)) from None
@@ -380,6 +400,8 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
             attempts=attempt, error=str(exc),
         )  # fmt: skip
         return
+    if limiter is not None:
+        limiter.adjust(result.prompt_tokens + result.completion_tokens - estimated)
     LLMCacheEntry.objects.get_or_create(
         key=key,
         defaults={
@@ -395,6 +417,22 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
         prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
         latency_ms=result.latency_ms, attempts=attempt,
     )  # fmt: skip
+
+
+def _limiter(judge: JudgeConfig, api_key: str):
+    """The rate limit shared by every worker using this endpoint and key (Redis), or None
+    when the judge has no limits or there is no Redis (the embedded single worker)."""
+    if not (judge.requests_per_minute or judge.tokens_per_minute) or not settings.REDIS_URL:
+        return None
+    from judging.ratelimit import RateLimiter
+
+    return RateLimiter.for_api_key(
+        settings.REDIS_URL,
+        judge.base_url,
+        api_key,
+        rpm=judge.requests_per_minute,
+        tpm=judge.tokens_per_minute,
+    )
 
 
 def _backoff(attempt: int) -> float:

@@ -35,7 +35,7 @@ def judge_run_dispatch_task(run_id: int, after_id: int) -> None:
     soft_time_limit=300,
     time_limit=360,
 )
-def judge_response_task(self, run_id: int, response_id: int) -> None:
+def judge_response_task(self, run_id: int, response_id: int, attempt: int = 1) -> None:
     """Judge one response (all its samples) in run `run_id`. Idempotent (missing
     judgments only), so it acks late and is redelivered if its worker dies. Retryable API
     errors re-queue it after the server's Retry-After or a jittered backoff; the service
@@ -44,9 +44,12 @@ def judge_response_task(self, run_id: int, response_id: int) -> None:
     from judging.services import RetryLater, judge_response
 
     try:
-        judge_response(run_id=run_id, response_id=response_id, attempt=self.request.retries + 1)
+        judge_response(run_id=run_id, response_id=response_id, attempt=attempt)
     except RetryLater as exc:
-        raise self.retry(countdown=exc.countdown) from None
+        next_attempt = attempt + 1 if exc.counts else attempt
+        raise self.retry(
+            args=(run_id, response_id, next_attempt), countdown=exc.countdown
+        ) from None
     except JudgeRun.DoesNotExist:
         logger.info("judge run %s is gone", run_id)
 

@@ -195,3 +195,20 @@ def test_a_run_completes_through_a_real_worker(celery_worker_process, project, t
         wait_for(lambda: JudgeRun.objects.get(pk=run.pk).status == RunStatus.DONE, timeout=60)
     assert Judgment.objects.filter(run=run).count() == 12
     assert Judgment.objects.filter(run=run).values("response").distinct().count() == 12
+
+
+def test_a_shared_rate_limit_defers_calls_without_using_attempts(project, dataset, server):
+    # given a judge allowed 2 requests per minute (a Redis bucket shared by all workers)
+    judge = llm_judge(project, server, requests_per_minute=2)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    ids = response_ids(run)
+    # when three responses are judged at once
+    judge_response(run_id=run.pk, response_id=ids[0])
+    judge_response(run_id=run.pk, response_id=ids[1])
+    with pytest.raises(RetryLater) as deferred:
+        judge_response(run_id=run.pk, response_id=ids[2])
+    # then the third waits for the bucket to refill (~30 s at 2/min), not as a failure
+    assert deferred.value.counts is False
+    assert 10 < deferred.value.countdown < 60
+    assert server.stats()["completions"] == 2
+    assert Judgment.objects.filter(run=run).count() == 2
