@@ -381,6 +381,9 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
         return
     limiter = _limiter(judge, api_key)
     estimated = prompts.estimate_tokens(messages) + judge.max_tokens
+    if judge.tokens_per_minute:
+        # a single call larger than the whole minute's budget would wait forever
+        estimated = min(estimated, judge.tokens_per_minute)
     if limiter is not None:
         wait = limiter.try_acquire(tokens=estimated)
         if wait > 0:
