@@ -6,12 +6,15 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from annotation.urls import api_urlpatterns as annotation_api
+from judging.urls import api_urlpatterns as judging_api_urlpatterns
 
 urlpatterns = [
     path("", include("annotation.urls")),
+    path("", include("judging.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/annotation/", include((annotation_api, "annotation-api"))),
+    path("api/v1/judging/", include((judging_api_urlpatterns, "judging-api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]

@@ -95,6 +95,88 @@ def prompt_template_builtin(*, with_reference: bool) -> PromptTemplate:
     )
 
 
+def prompt_template_save(
+    *,
+    project: Project,
+    template: prompts.PromptTemplate,
+    name: str,
+    source: str,
+    created_by=None,
+) -> tuple[PromptTemplate, bool]:
+    """Save `template` as a version of the project's template `template.key`. Append-only:
+    when the latest version has the same content hash it is returned (created=False);
+    otherwise the text becomes version latest + 1. Two saves racing for one version number
+    meet on the unique constraint, and the loser retries on top of the winner's row."""
+    for _ in range(3):
+        latest = (
+            PromptTemplate.objects.filter(project=project, key=template.key)
+            .order_by("-version")
+            .first()
+        )
+        if latest is not None and latest.content_hash == template.content_hash:
+            return latest, False
+        row = PromptTemplate(
+            project=project,
+            key=template.key,
+            version=(latest.version + 1) if latest else 1,
+            name=(name or template.key)[:200],
+            system_prompt=template.system_prompt,
+            user_template=template.user_template,
+            with_reference=template.with_reference,
+            source=source,
+            content_hash=template.content_hash,
+            created_by=created_by,
+        )
+        row.full_clean(validate_constraints=False)
+        try:
+            with transaction.atomic():
+                row.save()
+        except IntegrityError:
+            continue
+        return row, True
+    raise ValidationError("the template was saved by someone else meanwhile; try again")
+
+
+def prompt_template_create(
+    *,
+    project: Project,
+    key: str,
+    name: str,
+    user_template: str,
+    system_prompt: str | None = None,
+    created_by=None,
+) -> tuple[PromptTemplate, bool]:
+    """A custom template (see prompt_template_save for versioning). Raises
+    prompts.TemplateError, naming the line of every bad placeholder."""
+    template = prompts.PromptTemplate.from_text(user_template, key=key, system_prompt=system_prompt)
+    return prompt_template_save(
+        project=project,
+        template=template,
+        name=name,
+        source=TemplateSource.CUSTOM,
+        created_by=created_by,
+    )
+
+
+@transaction.atomic
+def prompt_template_import(
+    *, project: Project, text: str, created_by=None
+) -> list[tuple[PromptTemplate, bool]]:
+    """Every prompt of a FLASK review-prompt file (judging.prompts.import_flask_prompt_file),
+    keyed flask-file-<prompt_id>, or none: raises prompts.PromptFileError listing the bad
+    lines. Unchanged prompts keep their version."""
+    return [
+        prompt_template_save(
+            project=project,
+            template=template,
+            name=template.description or template.key,
+            source=TemplateSource.IMPORT,
+            created_by=created_by,
+        )
+        for template in prompts.import_flask_prompt_file(text)
+    ]
+
+
 @transaction.atomic
 def judge_config_create(*, project: Project, name: str, kind: str, **fields) -> JudgeConfig:
     """Create a judge. LLM judges need base_url and model (and the NAME of the environment
@@ -219,11 +301,21 @@ def _snapshot(judge: JudgeConfig) -> dict:
     }
 
 
-def judge_run_start(*, run: JudgeRun) -> bool:
-    """pending/paused -> running, then fan out on commit. False if it was not startable."""
+#: judge_run_start(budget=KEEP_BUDGET) leaves the run's budget as it is.
+KEEP_BUDGET = object()
+
+
+def judge_run_start(*, run: JudgeRun, budget: Decimal | None | object = KEEP_BUDGET) -> bool:
+    """pending/paused/failed -> running, then fan out on commit. False if it was not
+    startable. Resuming a run paused by its budget needs a higher `budget` (None = no limit);
+    a failed run (no progress for a long time) resumes where it stopped, as judgments are
+    idempotent."""
+    changes: dict = {"status": RunStatus.RUNNING, "started_at": timezone.now(), "error": ""}
+    if budget is not KEEP_BUDGET:
+        changes["budget"] = budget
     won = JudgeRun.objects.filter(
-        pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.PAUSED]
-    ).update(status=RunStatus.RUNNING, started_at=timezone.now(), error="")
+        pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.PAUSED, RunStatus.FAILED]
+    ).update(**changes)
     if won:
         from judging.tasks import judge_run_dispatch_task
 
@@ -346,8 +438,17 @@ def _run_cost(run_id: int) -> Decimal:
 
 def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> None:
     judge = run.judge
-    messages = _messages(judge, response, run.campaign)
     skills = [s.name for s in skills_for_response(response=response, campaign=run.campaign)]
+    try:
+        messages = _messages(judge, response, run.campaign)
+    except prompts.PromptError as exc:
+        # e.g. a reference template on an item without a reference answer: recorded, so
+        # the run still completes and the reason is on the judgment.
+        _record(
+            run, response, sample, skills, {}, "", content="", prompt_tokens=0,
+            completion_tokens=0, latency_ms=None, attempts=0, error=f"prompt: {exc}",
+        )  # fmt: skip
+        return
     params = {
         "temperature": judge.temperature,
         "max_tokens": judge.max_tokens,

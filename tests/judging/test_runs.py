@@ -212,3 +212,20 @@ def test_a_shared_rate_limit_defers_calls_without_using_attempts(project, datase
     assert 10 < deferred.value.countdown < 60
     assert server.stats()["completions"] == 2
     assert Judgment.objects.filter(run=run).count() == 2
+
+
+def test_a_prompt_that_cannot_be_built_is_refused_up_front_and_recorded_at_run_time(
+    project, dataset, server
+):
+    # make_dataset items have no reference answer; this judge's template needs one
+    judge = llm_judge(project, server, use_reference=True)
+    with pytest.raises(prompts.PromptError, match="reference"):
+        judge_run_create(judge=judge, dataset=dataset)
+    # a run that exists anyway (e.g. created before the template changed) still completes
+    run = JudgeRun.objects.create(judge=judge, dataset=dataset, total=6, status=RunStatus.RUNNING)
+    for rid in response_ids(run):
+        judge_response(run_id=run.pk, response_id=rid)
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE and run.failed == 6
+    assert server.stats()["completions"] == 0
+    assert all("reference" in j.error for j in Judgment.objects.filter(run=run))

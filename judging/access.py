@@ -1,0 +1,71 @@
+"""View access helpers of the judging pages and API: fetch an object and enforce who may see
+it. Judges, runs, judgments and prompt templates belong to a project; its admins and
+researchers may see and drive them, annotators get 403 (they must not see model judgments
+of what they score), everyone else 404 (they may not know the object exists)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+
+from annotation.access import STAFF_ROLES, project_get_for_user, project_role
+from annotation.models import Project
+from judging.models import JudgeConfig, JudgeRun, JudgeScore, Judgment, PromptTemplate
+
+
+def _require_staff(user, project: Project, what: str) -> None:
+    role = project_role(user, project)
+    if role is None:
+        raise Http404(f"no such {what}")
+    if role not in STAFF_ROLES:
+        raise PermissionDenied("your role in this project does not allow this page")
+
+
+def project_get_for_staff(user, slug: str) -> Project:
+    return project_get_for_user(user, slug, roles=STAFF_ROLES)[0]
+
+
+def judge_get_for_staff(user, pk: int) -> JudgeConfig:
+    judge = get_object_or_404(
+        JudgeConfig.objects.select_related("project", "prompt_template"), pk=pk
+    )
+    _require_staff(user, judge.project, "judge")
+    return judge
+
+
+def run_get_for_staff(user, pk: int) -> JudgeRun:
+    """The run with its judge, project, dataset and campaign (the run page shows them all)."""
+    run = get_object_or_404(
+        JudgeRun.objects.select_related(
+            "judge__project", "judge__prompt_template", "dataset", "campaign"
+        ),
+        pk=pk,
+    )
+    _require_staff(user, run.judge.project, "run")
+    return run
+
+
+def judgment_get_for_staff(user, pk: int) -> Judgment:
+    """The judgment with what its page shows: run, judge, response and item, template
+    version, and its scores with their skill names."""
+    judgment = get_object_or_404(
+        Judgment.objects.select_related(
+            "run__judge__project", "response__item", "prompt_template"
+        ).prefetch_related(
+            Prefetch("scores", queryset=JudgeScore.objects.select_related("skill").order_by("pk"))
+        ),
+        pk=pk,
+    )
+    _require_staff(user, judgment.run.judge.project, "judgment")
+    return judgment
+
+
+def template_get_for_staff(user, slug: str, pk: int) -> tuple[Project, PromptTemplate]:
+    """A built-in template, or one of this project's, seen from the project `slug`."""
+    project = project_get_for_staff(user, slug)
+    template = get_object_or_404(PromptTemplate.objects.select_related("created_by"), pk=pk)
+    if template.project_id not in (None, project.pk):
+        raise Http404("no such template")
+    return project, template

@@ -1,0 +1,491 @@
+"""REST API of the judging app (machine clients, token or session auth): judges, run
+estimates, runs and their lifecycle, and a run's judgments with per-skill scores. The same
+services as the pages; the same access rules (non-members 404, annotators 403). API keys are
+never accepted nor shown: a judge names the environment variable that holds its key."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotation.models import Project
+from annotation.selectors import dataset_list_for_project
+from judging import access, prompts, selectors, services
+from judging.baselines import BASELINES
+from judging.forms import (
+    API_KEY_ENV_HELP,
+    judge_fields,
+    judge_settings_errors,
+    validate_env_var_name,
+    validate_extra_params,
+)
+from judging.models import JudgeConfig, JudgeKind, JudgeRun, JudgmentStatus, RunStatus
+
+#: Input keys that would carry a secret; refused outright rather than silently ignored.
+SECRET_INPUT_KEYS = ("api_key", "key", "token", "authorization")
+#: A judgment's scores: skill name -> 1..5 or "N/A".
+SCORES_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {
+        "oneOf": [
+            {"type": "integer", "minimum": 1, "maximum": 5},
+            {"type": "string", "enum": ["N/A"]},
+        ]
+    },
+}
+
+
+def _service_error(exc: ValidationError) -> serializers.ValidationError:
+    if hasattr(exc, "error_dict"):
+        return serializers.ValidationError(exc.message_dict)
+    return serializers.ValidationError({"non_field_errors": exc.messages})
+
+
+def _conflict(run: JudgeRun, action: str) -> ApiResponse:
+    return ApiResponse(
+        {"detail": f"a {run.status} run cannot be {action}", "status": run.status},
+        status=status.HTTP_409_CONFLICT,
+    )
+
+
+# --- output shapes --------------------------------------------------------------------------------
+
+
+class TemplateRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    key = serializers.CharField()
+    version = serializers.IntegerField()
+    name = serializers.CharField()
+    with_reference = serializers.BooleanField()
+
+    class Meta:
+        ref_name = "JudgingPromptTemplateRef"
+
+
+class JudgeOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    baseline = serializers.CharField()
+    base_url = serializers.CharField()
+    model = serializers.CharField()
+    api_key_env = serializers.CharField(help_text="The NAME of the variable; never the key.")
+    temperature = serializers.FloatField()
+    max_tokens = serializers.IntegerField()
+    extra_params = serializers.JSONField()
+    timeout_seconds = serializers.FloatField()
+    max_attempts = serializers.IntegerField()
+    samples = serializers.IntegerField()
+    use_reference = serializers.BooleanField()
+    prompt_template = TemplateRefSerializer(allow_null=True)
+    requests_per_minute = serializers.IntegerField(allow_null=True)
+    tokens_per_minute = serializers.IntegerField(allow_null=True)
+    price_per_1k_prompt = serializers.DecimalField(max_digits=10, decimal_places=6)
+    price_per_1k_completion = serializers.DecimalField(max_digits=10, decimal_places=6)
+    created_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "JudgingJudge"
+
+
+class RunOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    judge = serializers.IntegerField(source="judge_id")
+    judge_name = serializers.CharField(source="judge.name")
+    dataset = serializers.IntegerField(source="dataset_id")
+    campaign = serializers.IntegerField(source="campaign_id", allow_null=True)
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    total = serializers.IntegerField()
+    finished = serializers.SerializerMethodField()
+    percent = serializers.SerializerMethodField()
+    ok = serializers.SerializerMethodField()
+    partial = serializers.SerializerMethodField()
+    parse_failed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    cached = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
+    budget = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    estimate = serializers.JSONField()
+    error = serializers.CharField()
+    settings_snapshot = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    class Meta:
+        ref_name = "JudgingRun"
+
+    def _progress(self, run: JudgeRun) -> selectors.RunProgress:
+        cache = self.context.setdefault("progress", {})
+        if run.pk not in cache:
+            cache[run.pk] = selectors.run_progress(run=run)
+        return cache[run.pk]
+
+    def get_finished(self, run: JudgeRun) -> int:
+        return self._progress(run).finished
+
+    def get_percent(self, run: JudgeRun) -> int:
+        return self._progress(run).percent
+
+    def get_ok(self, run: JudgeRun) -> int:
+        return self._progress(run).ok
+
+    def get_partial(self, run: JudgeRun) -> int:
+        return self._progress(run).partial
+
+
+def _run_data(run: JudgeRun) -> dict[str, Any]:
+    return RunOutputSerializer(run, context={}).data
+
+
+# --- judges ---------------------------------------------------------------------------------------
+
+
+class JudgeListApi(APIView):
+    @extend_schema(responses=JudgeOutputSerializer(many=True))
+    def get(self, request, slug: str):
+        project = access.project_get_for_staff(request.user, slug)
+        judges = selectors.judge_list_for_project(project=project)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(judges, request, view=self)
+        return paginator.get_paginated_response(JudgeOutputSerializer(page, many=True).data)
+
+
+class JudgeCreateApi(APIView):
+    """Create an LLM judge (base_url, model, and the NAME of its key's environment variable)
+    or a baseline judge (baseline: token-f1 or rouge-l)."""
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+        kind = serializers.ChoiceField(choices=[JudgeKind.LLM, JudgeKind.BASELINE])
+        baseline = serializers.ChoiceField(choices=sorted(BASELINES), required=False)
+        base_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+        model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        api_key_env = serializers.CharField(
+            max_length=100,
+            required=False,
+            allow_blank=True,
+            validators=[validate_env_var_name],
+            help_text=API_KEY_ENV_HELP,
+        )
+        temperature = serializers.FloatField(min_value=0, max_value=2, default=0.0)
+        max_tokens = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1024)
+        extra_params = serializers.JSONField(default=dict, validators=[validate_extra_params])
+        timeout_seconds = serializers.FloatField(min_value=1, max_value=900, default=60.0)
+        max_attempts = serializers.IntegerField(min_value=1, max_value=20, default=5)
+        samples = serializers.IntegerField(min_value=1, max_value=20, default=1)
+        use_reference = serializers.BooleanField(default=True)
+        prompt_template = serializers.IntegerField(
+            required=False, allow_null=True, help_text="Id of one of the project's templates."
+        )
+        requests_per_minute = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+        tokens_per_minute = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+        price_per_1k_prompt = serializers.DecimalField(
+            max_digits=10, decimal_places=6, min_value=Decimal(0), default=Decimal(0)
+        )
+        price_per_1k_completion = serializers.DecimalField(
+            max_digits=10, decimal_places=6, min_value=Decimal(0), default=Decimal(0)
+        )
+
+        class Meta:
+            ref_name = "JudgingJudgeCreate"
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            sent = [k for k in SECRET_INPUT_KEYS if k in self.initial_data]
+            if sent:
+                raise serializers.ValidationError(
+                    {k: ["Never send an API key: name its environment variable in api_key_env."]
+                     for k in sent}
+                )  # fmt: skip
+            project: Project = self.context["project"]
+            name = attrs["name"].strip()
+            if JudgeConfig.objects.filter(project=project, name=name).exists():
+                raise serializers.ValidationError(
+                    {"name": ["This project has a judge of that name."]}
+                )
+            template_id = attrs.get("prompt_template")
+            if template_id is not None:
+                attrs["prompt_template"] = (
+                    selectors.template_choices_for_project(project=project)
+                    .filter(pk=template_id)
+                    .first()
+                )
+                if attrs["prompt_template"] is None:
+                    raise serializers.ValidationError(
+                        {"prompt_template": ["No such template in this project."]}
+                    )
+            errors = judge_settings_errors(attrs)
+            if errors:
+                raise serializers.ValidationError({k: [v] for k, v in errors.items()})
+            return attrs
+
+    @extend_schema(request=InputSerializer, responses={201: JudgeOutputSerializer})
+    def post(self, request, slug: str):
+        project = access.project_get_for_staff(request.user, slug)
+        serializer = self.InputSerializer(data=request.data, context={"project": project})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            judge = services.judge_config_create(
+                project=project,
+                name=data["name"],
+                kind=data["kind"],
+                created_by=request.user,
+                **judge_fields(data),
+            )
+        except ValidationError as exc:
+            raise _service_error(exc) from None
+        return ApiResponse(JudgeOutputSerializer(judge).data, status=status.HTTP_201_CREATED)
+
+
+class JudgeDetailApi(APIView):
+    @extend_schema(responses=JudgeOutputSerializer)
+    def get(self, request, pk: int):
+        judge = access.judge_get_for_staff(request.user, pk)
+        return ApiResponse(JudgeOutputSerializer(judge).data)
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+class _RunScopeSerializer(serializers.Serializer):
+    """A dataset of the judge's project, or one of its campaigns (which names its dataset)."""
+
+    dataset = serializers.IntegerField(required=False, allow_null=True)
+    campaign = serializers.IntegerField(required=False, allow_null=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        project: Project = self.context["project"]
+        dataset = campaign = None
+        if attrs.get("dataset") is not None:
+            dataset = dataset_list_for_project(project=project).filter(pk=attrs["dataset"]).first()
+            if dataset is None:
+                raise serializers.ValidationError({"dataset": ["No such dataset in this project."]})
+        if attrs.get("campaign") is not None:
+            campaigns = selectors.campaign_choices_for_project(project=project)
+            campaign = campaigns.filter(pk=attrs["campaign"]).first()
+            if campaign is None:
+                raise serializers.ValidationError(
+                    {"campaign": ["No activated campaign of that id in this project."]}
+                )
+            if dataset is not None and campaign.dataset_id != dataset.pk:
+                raise serializers.ValidationError(
+                    {"campaign": ["This campaign scores another dataset."]}
+                )
+            dataset = campaign.dataset
+        if dataset is None:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["Give a dataset or a campaign."]}
+            )
+        attrs.update(dataset=dataset, campaign=campaign)
+        return attrs
+
+
+class EstimateOutputSerializer(serializers.Serializer):
+    calls = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField(help_text="An upper bound: max_tokens a call.")
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
+
+    class Meta:
+        ref_name = "JudgingRunEstimate"
+
+
+class JudgeRunEstimateApi(APIView):
+    """What a run of this judge would take (calls, tokens, cost). Creates nothing."""
+
+    class InputSerializer(_RunScopeSerializer):
+        class Meta:
+            ref_name = "JudgingRunEstimateInput"
+
+    @extend_schema(request=InputSerializer, responses=EstimateOutputSerializer)
+    def post(self, request, pk: int):
+        judge = access.judge_get_for_staff(request.user, pk)
+        serializer = self.InputSerializer(data=request.data, context={"project": judge.project})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            estimate = services.judge_run_estimate(
+                judge=judge, dataset=data["dataset"], campaign=data["campaign"]
+            )
+        except prompts.PromptError as exc:
+            raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from None
+        return ApiResponse(EstimateOutputSerializer(estimate).data)
+
+
+class JudgeRunCreateApi(APIView):
+    """A pending run with its estimate; POST runs/<id>/start/ to start it."""
+
+    class InputSerializer(_RunScopeSerializer):
+        budget = serializers.DecimalField(
+            max_digits=14,
+            decimal_places=6,
+            min_value=Decimal("0.000001"),
+            required=False,
+            allow_null=True,
+        )
+
+        class Meta:
+            ref_name = "JudgingRunCreate"
+
+    @extend_schema(request=InputSerializer, responses={201: RunOutputSerializer})
+    def post(self, request, pk: int):
+        judge = access.judge_get_for_staff(request.user, pk)
+        serializer = self.InputSerializer(data=request.data, context={"project": judge.project})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            run = services.judge_run_create(
+                judge=judge,
+                dataset=data["dataset"],
+                campaign=data["campaign"],
+                budget=data.get("budget"),
+                created_by=request.user,
+            )
+        except ValidationError as exc:
+            raise _service_error(exc) from None
+        except prompts.PromptError as exc:
+            raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from None
+        return ApiResponse(_run_data(run), status=status.HTTP_201_CREATED)
+
+
+class JudgeRunDetailApi(APIView):
+    @extend_schema(responses=RunOutputSerializer)
+    def get(self, request, pk: int):
+        run = access.run_get_for_staff(request.user, pk)
+        return ApiResponse(_run_data(run))
+
+
+class _RunStartInputSerializer(serializers.Serializer):
+    budget = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        min_value=Decimal("0.000001"),
+        required=False,
+        allow_null=True,
+        help_text="A new budget (null: no limit); leave it out to keep the run's budget.",
+    )
+
+
+def _start(request, pk: int, input_class: type[serializers.Serializer], action: str):
+    run = access.run_get_for_staff(request.user, pk)
+    serializer = input_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    budget = serializer.validated_data.get("budget", services.KEEP_BUDGET)
+    if not services.judge_run_start(run=run, budget=budget):
+        return _conflict(run, action)
+    run.refresh_from_db()
+    return ApiResponse(_run_data(run))
+
+
+class JudgeRunStartApi(APIView):
+    """pending -> running: the fan-out is enqueued once the request commits. 409 otherwise."""
+
+    class InputSerializer(_RunStartInputSerializer):
+        class Meta:
+            ref_name = "JudgingRunStart"
+
+    @extend_schema(request=InputSerializer, responses={200: RunOutputSerializer, 409: None})
+    def post(self, request, pk: int):
+        return _start(request, pk, self.InputSerializer, "started")
+
+
+class JudgeRunResumeApi(APIView):
+    """paused or failed -> running (judgments already made are kept). A run paused by its
+    budget needs a higher one. 409 otherwise."""
+
+    class InputSerializer(_RunStartInputSerializer):
+        class Meta:
+            ref_name = "JudgingRunResume"
+
+    @extend_schema(request=InputSerializer, responses={200: RunOutputSerializer, 409: None})
+    def post(self, request, pk: int):
+        return _start(request, pk, self.InputSerializer, "resumed")
+
+
+def _set_status(request, pk: int, run_status: str, action: str):
+    run = access.run_get_for_staff(request.user, pk)
+    if not services.judge_run_set_status(run=run, status=run_status):
+        return _conflict(run, action)
+    run.refresh_from_db()
+    return ApiResponse(_run_data(run))
+
+
+class JudgeRunPauseApi(APIView):
+    """running -> paused: queued calls do nothing until the run is resumed. 409 otherwise."""
+
+    @extend_schema(request=None, responses={200: RunOutputSerializer, 409: None})
+    def post(self, request, pk: int):
+        return _set_status(request, pk, RunStatus.PAUSED, "paused")
+
+
+class JudgeRunCancelApi(APIView):
+    """pending, running or paused -> cancelled, for good. 409 otherwise."""
+
+    @extend_schema(request=None, responses={200: RunOutputSerializer, 409: None})
+    def post(self, request, pk: int):
+        return _set_status(request, pk, RunStatus.CANCELLED, "cancelled")
+
+
+# --- judgments ------------------------------------------------------------------------------------
+
+
+class JudgmentListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        response = serializers.IntegerField(source="response_id")
+        item = serializers.CharField(source="response.item.external_id")
+        model_name = serializers.CharField(source="response.model_name")
+        sample_index = serializers.IntegerField()
+        status = serializers.ChoiceField(choices=JudgmentStatus.choices)
+        scores = serializers.SerializerMethodField()
+        feedback = serializers.SerializerMethodField()
+        parse_method = serializers.CharField()
+        error = serializers.CharField()
+        raw_output = serializers.CharField()
+        prompt_tokens = serializers.IntegerField()
+        completion_tokens = serializers.IntegerField()
+        latency_ms = serializers.IntegerField(allow_null=True)
+        attempts = serializers.IntegerField()
+        from_cache = serializers.BooleanField()
+        prompt_template = serializers.IntegerField(source="prompt_template_id", allow_null=True)
+        created_at = serializers.DateTimeField()
+
+        class Meta:
+            ref_name = "JudgingJudgment"
+
+        @extend_schema_field(SCORES_SCHEMA)
+        def get_scores(self, judgment) -> dict:
+            return {s.skill.name: "N/A" if s.is_na else s.score for s in judgment.scores.all()}
+
+        @extend_schema_field(OpenApiTypes.OBJECT)
+        def get_feedback(self, judgment) -> dict:
+            return {s.skill.name: s.feedback for s in judgment.scores.all() if s.feedback}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, enum=JudgmentStatus.values, required=False),
+        ],
+        responses=OutputSerializer(many=True),
+    )
+    def get(self, request, pk: int):
+        run = access.run_get_for_staff(request.user, pk)
+        wanted = request.query_params.get("status") or None
+        if wanted is not None and wanted not in JudgmentStatus.values:
+            raise serializers.ValidationError(
+                {"status": [f"one of {', '.join(JudgmentStatus.values)}"]}
+            )
+        judgments = selectors.judgment_list_for_run(run=run, status=wanted)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(judgments, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)

@@ -1,0 +1,262 @@
+"""Reads of the judging app: judge and run lists, run progress, judgments, prompt templates
+and their previews. Pages and the API read through here; nothing here writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
+
+from annotation.models import Campaign, CampaignStatus, Project, Response
+from annotation.selectors import response_for_judging, response_ids_for_run, skills_for_response
+from judging import prompts
+from judging.models import (
+    JudgeConfig,
+    JudgeRun,
+    JudgeScore,
+    Judgment,
+    JudgmentStatus,
+    PromptTemplate,
+    RunStatus,
+)
+
+# --- judges and runs ------------------------------------------------------------------------------
+
+
+def judge_list_for_project(*, project: Project) -> QuerySet[JudgeConfig]:
+    return (
+        JudgeConfig.objects.filter(project=project)
+        .select_related("prompt_template")
+        .annotate(run_count=Count("runs"), last_run_at=Max("runs__created_at"))
+        .order_by("name")
+    )
+
+
+def _run_rows(runs: QuerySet[JudgeRun]) -> QuerySet[JudgeRun]:
+    return (
+        runs.select_related("judge", "dataset", "campaign")
+        .annotate(finished=F("done") + F("failed") + F("parse_failed"))
+        .order_by("-created_at", "-pk")
+    )
+
+
+def run_list_for_project(*, project: Project, limit: int = 50) -> QuerySet[JudgeRun]:
+    """The project's latest runs, each with `finished` (judgments made)."""
+    return _run_rows(JudgeRun.objects.filter(judge__project=project))[:limit]
+
+
+def run_list_for_judge(*, judge: JudgeConfig, limit: int = 100) -> QuerySet[JudgeRun]:
+    return _run_rows(JudgeRun.objects.filter(judge=judge))[:limit]
+
+
+def campaign_choices_for_project(*, project: Project) -> QuerySet[Campaign]:
+    """Campaigns a run can score: activated ones, since a draft has no pinned rubric yet
+    (and so no skills to put in a prompt). Read through the project's FK."""
+    return (
+        project.campaigns.exclude(status=CampaignStatus.DRAFT)
+        .select_related("dataset")
+        .order_by("name")
+    )
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What the run page and the API show about a run's progress and spending."""
+
+    status: str
+    total: int
+    finished: int  # judgments made: done + parse_failed + failed
+    percent: int
+    ok: int
+    partial: int
+    parse_failed: int
+    failed: int
+    cached: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+    budget: Decimal | None
+    budget_percent: int | None
+    estimate: dict
+    # Only a running run moves by itself: done, failed and cancelled ones are final, and
+    # pending and paused ones wait for a person (whose click swaps the panel back in).
+    polling: bool
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def run_progress(*, run: JudgeRun) -> RunProgress:
+    """From the run row (counters moved by the service in the judgment's own transaction)
+    plus one grouped count to split `done` into ok and partial."""
+    by_status = dict(
+        Judgment.objects.filter(run=run)
+        .filter(status__in=[JudgmentStatus.OK, JudgmentStatus.PARTIAL])
+        .values_list("status")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    finished = run.done + run.failed + run.parse_failed
+    if run.total:
+        percent = min(100, round(100 * finished / run.total))
+    else:  # nothing to judge: done at once
+        percent = 100 if run.status == RunStatus.DONE else 0
+    budget_percent = None
+    if run.budget:
+        budget_percent = min(100, round(100 * run.cost / run.budget))
+    return RunProgress(
+        status=run.status,
+        total=run.total,
+        finished=finished,
+        percent=percent,
+        ok=by_status.get(JudgmentStatus.OK, 0),
+        partial=by_status.get(JudgmentStatus.PARTIAL, 0),
+        parse_failed=run.parse_failed,
+        failed=run.failed,
+        cached=run.cached,
+        prompt_tokens=run.prompt_tokens,
+        completion_tokens=run.completion_tokens,
+        cost=run.cost,
+        budget=run.budget,
+        budget_percent=budget_percent,
+        estimate=run.estimate or {},
+        polling=run.status == RunStatus.RUNNING,
+    )
+
+
+def run_problem_list(*, run: JudgeRun, limit: int = 20) -> list[dict]:
+    """The latest failed and unparseable judgments, newest first, as plain rows."""
+    return list(
+        Judgment.objects.filter(
+            run=run, status__in=[JudgmentStatus.FAILED, JudgmentStatus.PARSE_FAILED]
+        )
+        .order_by("-updated_at", "-pk")
+        .values(
+            "pk",
+            "status",
+            "error",
+            "attempts",
+            "sample_index",
+            "updated_at",
+            "response_id",
+            "response__model_name",
+            "response__item__external_id",
+        )[:limit]
+    )
+
+
+def judgment_list_for_run(*, run: JudgeRun, status: str | None = None) -> QuerySet[Judgment]:
+    """A run's judgments in a stable order, with their scores' skill names prefetched."""
+    qs = Judgment.objects.filter(run=run)
+    if status:
+        qs = qs.filter(status=status)
+    return (
+        qs.select_related("response__item")
+        .prefetch_related(
+            Prefetch("scores", queryset=JudgeScore.objects.select_related("skill").order_by("pk"))
+        )
+        .order_by("pk")
+    )
+
+
+# --- prompt templates -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TemplateRow:
+    latest: PromptTemplate
+    versions: int
+
+    @property
+    def builtin(self) -> bool:
+        return self.latest.project_id is None
+
+
+def template_list_for_project(*, project: Project) -> list[TemplateRow]:
+    """Built-in templates first, then the project's; one row per key with its latest
+    version and the number of versions."""
+    rows = PromptTemplate.objects.filter(Q(project__isnull=True) | Q(project=project))
+    latest: dict[tuple[bool, str], PromptTemplate] = {}
+    counts: dict[tuple[bool, str], int] = {}
+    for row in rows.order_by("key", "-version"):
+        group = (row.project_id is not None, row.key)
+        latest.setdefault(group, row)
+        counts[group] = counts.get(group, 0) + 1
+    return [TemplateRow(latest[group], counts[group]) for group in sorted(latest)]
+
+
+def template_versions(*, template: PromptTemplate) -> QuerySet[PromptTemplate]:
+    return PromptTemplate.objects.filter(project_id=template.project_id, key=template.key).order_by(
+        "-version"
+    )
+
+
+def template_choices_for_project(*, project: Project) -> QuerySet[PromptTemplate]:
+    """Every version of the project's own templates (a judge pins one version)."""
+    return PromptTemplate.objects.filter(project=project).order_by("key", "-version")
+
+
+def prompt_of(template: PromptTemplate) -> prompts.PromptTemplate:
+    return prompts.PromptTemplate(
+        key=template.key,
+        version=str(template.version),
+        system_prompt=template.system_prompt,
+        user_template=template.user_template,
+        with_reference=template.with_reference,
+    )
+
+
+@dataclass(frozen=True)
+class PromptPreview:
+    response_id: int
+    item_external_id: str
+    model_name: str
+    next_response_id: int | None
+    messages: list[dict] | None
+    error: str  # why the template cannot be rendered on this response, if it cannot
+
+
+def prompt_preview(
+    *,
+    template: PromptTemplate,
+    dataset_id: int,
+    response_id: int | None = None,
+    campaign: Campaign | None = None,
+) -> PromptPreview | None:
+    """The messages a judge using `template` gets for one response of the dataset (its first
+    one by default): the same skills, rubric wording and checklist as the annotators' card.
+    None when the dataset has no response (or `response_id` is not one of its responses)."""
+    if response_id is None:
+        first = response_ids_for_run(dataset_id=dataset_id, limit=1)
+        if not first:
+            return None
+        response_id = first[0]
+    try:
+        response = response_for_judging(response_id=response_id)
+    except Response.DoesNotExist:
+        return None
+    if response.item.dataset_id != dataset_id:
+        return None
+    after = response_ids_for_run(dataset_id=dataset_id, after_id=response.pk, limit=1)
+    item = response.item
+    messages, error = None, ""
+    try:
+        messages = prompts.render(
+            prompt_of(template),
+            instruction=item.instruction,
+            response=response.text,
+            skills=skills_for_response(response=response, campaign=campaign),
+            reference=item.reference_answer if template.with_reference else None,
+        )
+    except prompts.PromptError as exc:
+        error = str(exc)
+    return PromptPreview(
+        response_id=response.pk,
+        item_external_id=item.external_id,
+        model_name=response.model_name,
+        next_response_id=after[0] if after else None,
+        messages=messages,
+        error=error,
+    )

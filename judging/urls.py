@@ -1,0 +1,46 @@
+from django.urls import path
+
+from judging import apis, views
+
+app_name = "judging"
+
+urlpatterns = [
+    path("projects/<slug:slug>/judges/", views.judge_list, name="judge-list"),
+    path("projects/<slug:slug>/judges/new/", views.judge_create, name="judge-create"),
+    path("projects/<slug:slug>/judge-templates/", views.template_list, name="template-list"),
+    path(
+        "projects/<slug:slug>/judge-templates/new/", views.template_create, name="template-create"
+    ),
+    path(
+        "projects/<slug:slug>/judge-templates/import/",
+        views.template_import,
+        name="template-import",
+    ),
+    path(
+        "projects/<slug:slug>/judge-templates/<int:pk>/",
+        views.template_detail,
+        name="template-detail",
+    ),
+    path("judges/<int:pk>/", views.judge_detail, name="judge-detail"),
+    path("judges/<int:pk>/runs/new/", views.run_create, name="run-create"),
+    path("judge-runs/<int:pk>/", views.run_detail, name="run-detail"),
+    path("judge-runs/<int:pk>/start/", views.run_start, name="run-start"),
+    path("judge-runs/<int:pk>/pause/", views.run_pause, name="run-pause"),
+    path("judge-runs/<int:pk>/resume/", views.run_resume, name="run-resume"),
+    path("judge-runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
+    path("judgments/<int:pk>/", views.judgment_detail, name="judgment-detail"),
+]
+
+api_urlpatterns = [
+    path("projects/<slug:slug>/judges/", apis.JudgeListApi.as_view(), name="judge-list"),
+    path("projects/<slug:slug>/judges/create/", apis.JudgeCreateApi.as_view(), name="judge-create"),
+    path("judges/<int:pk>/", apis.JudgeDetailApi.as_view(), name="judge-detail"),
+    path("judges/<int:pk>/estimate/", apis.JudgeRunEstimateApi.as_view(), name="run-estimate"),
+    path("judges/<int:pk>/runs/create/", apis.JudgeRunCreateApi.as_view(), name="run-create"),
+    path("runs/<int:pk>/", apis.JudgeRunDetailApi.as_view(), name="run-detail"),
+    path("runs/<int:pk>/start/", apis.JudgeRunStartApi.as_view(), name="run-start"),
+    path("runs/<int:pk>/pause/", apis.JudgeRunPauseApi.as_view(), name="run-pause"),
+    path("runs/<int:pk>/resume/", apis.JudgeRunResumeApi.as_view(), name="run-resume"),
+    path("runs/<int:pk>/cancel/", apis.JudgeRunCancelApi.as_view(), name="run-cancel"),
+    path("runs/<int:pk>/judgments/", apis.JudgmentListApi.as_view(), name="judgment-list"),
+]
