@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "annotation",
     "judging",
     "analytics",
+    "flaskweb",  # the composition root's commands: seed_demo, rundemo
 ]
 
 MIDDLEWARE = [
@@ -129,7 +130,9 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 3600)
+    }
 else:
     # Embedded mode: a cache and a broker on the local file system, shared by the web
     # process and the separate worker process that `manage.py rundemo` starts.

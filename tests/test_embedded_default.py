@@ -114,6 +114,20 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
         result = wait_for(finished, timeout=60, interval=0.5)
         assert result["status"] == "succeeded", result
         assert result["responses_created"] == 1
+        # and the demo's offline baseline judge run was done by the worker in the background
+
+        def judge_run_status():
+            out = subprocess.run(
+                [sys.executable, "manage.py", "shell", "-c",
+                 "from judging.models import JudgeRun; r = JudgeRun.objects.get(); "
+                 "print(r.status, r.done, r.total)"],
+                cwd=REPO, env=env, capture_output=True, text=True, check=True,
+            ).stdout.strip().splitlines()[-1:]  # fmt: skip
+            fields = out[0].split() if out else []
+            return fields if fields and fields[0] == "done" else None
+
+        status, done, total = wait_for(judge_run_status, timeout=60, interval=1)
+        assert int(done) == int(total) == 64
     finally:
         os.killpg(server.pid, signal.SIGINT)
         try:

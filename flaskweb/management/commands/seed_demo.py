@@ -1,4 +1,5 @@
-"""python manage.py seed_demo — demo users, a demo project and the demo dataset (idempotent)."""
+"""python manage.py seed_demo: demo users, project, dataset, campaign and a baseline judge run
+(idempotent). It lives in the composition root because it sets up every app."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from annotation.services.catalogue import catalogue_sync_builtins
 from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set, project_get_or_create
 
-DEMO_FILE = Path(__file__).resolve().parents[2] / "demo" / "demo_dataset.jsonl"
+DEMO_FILE = Path(__file__).resolve().parents[3] / "annotation" / "demo" / "demo_dataset.jsonl"
 # Demo-only logins, printed on start; never use these outside a local demo.
 DEMO_USERS = [
     ("admin", "admin-demo", ProjectRole.ADMIN, True),
@@ -55,6 +56,7 @@ class Command(BaseCommand):
                 f"{upload.responses_created} responses"
             )
         self._campaign(project)
+        self._baseline_judge(project)
         self.stdout.write("Demo logins (local demo only):")
         for username, password, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<11} / {password:<16} ({role})")
@@ -98,3 +100,19 @@ class Command(BaseCommand):
             )
         campaign_activate(campaign=campaign)
         self.stdout.write(f"demo campaign: {campaign.tasks.count()} tasks, K=3")
+
+    def _baseline_judge(self, project):
+        """An offline baseline judge run over the demo campaign, so the demo shows judge
+        scores beside human ones without any model API (runs in the demo's worker)."""
+        from judging.models import JudgeConfig, JudgeKind
+        from judging.services import judge_config_create, judge_run_create, judge_run_start
+
+        if JudgeConfig.objects.filter(project=project, name="ROUGE-L baseline").exists():
+            return
+        judge = judge_config_create(
+            project=project, name="ROUGE-L baseline", kind=JudgeKind.BASELINE, baseline="rouge-l"
+        )
+        campaign = Campaign.objects.get(project=project, name="Demo campaign")
+        run = judge_run_create(judge=judge, campaign=campaign)
+        judge_run_start(run=run)
+        self.stdout.write(f"demo judge run: {run.total} baseline judgments queued")
