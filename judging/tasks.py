@@ -10,11 +10,12 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 
-@shared_task(soft_time_limit=120, time_limit=150)
+@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=120, time_limit=150)
 def judge_run_dispatch_task(run_id: int, after_id: int) -> None:
     """Enqueue one batch of judge_response_task for run `run_id` after response `after_id`,
     then re-enqueue itself with the new cursor. Idempotent: enqueuing a response twice is
-    harmless (judgments are unique per run, response and sample)."""
+    harmless (judgments are unique per run, response and sample), so it acks late: if its
+    worker dies mid-batch the message comes back instead of the rest of the run being lost."""
     from judging.models import JudgeRun
     from judging.services import judge_run_dispatch
 
