@@ -359,11 +359,14 @@ def judge_run_dispatch(*, run_id: int, after_id: int) -> int | None:
 
 
 def _finish_if_complete(run_id: int) -> None:
-    run = JudgeRun.objects.get(pk=run_id)
-    if Judgment.objects.filter(run_id=run_id).count() >= run.total:
-        JudgeRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
-            status=RunStatus.DONE, finished_at=timezone.now()
-        )
+    """running -> done once every judgment is recorded. The counters move in the transaction
+    that inserts each judgment, so their sum is the count of the run's rows: one UPDATE,
+    whatever the run's size (counting the rows on every task grew with the run)."""
+    JudgeRun.objects.filter(
+        pk=run_id,
+        status=RunStatus.RUNNING,
+        total__lte=F("done") + F("failed") + F("parse_failed"),
+    ).update(status=RunStatus.DONE, finished_at=timezone.now())
 
 
 # --- judging one response -----------------------------------------------------------------------
@@ -378,8 +381,17 @@ def _http() -> OpenAICompatibleClient:
     return _client
 
 
+def _skills(response: Response, campaign: Campaign | None) -> list:
+    """The response's skills and rubrics, read once per task: the prompt and the recorded
+    scores use the same read (and 8 queries fewer per judgment than reading it 3 times)."""
+    cached = getattr(response, "_judge_skills", None)
+    if cached is None:
+        cached = response._judge_skills = skills_for_response(response=response, campaign=campaign)
+    return cached
+
+
 def _messages(judge: JudgeConfig, response: Response, campaign: Campaign | None) -> list[dict]:
-    skills = skills_for_response(response=response, campaign=campaign)
+    skills = _skills(response, campaign)
     template = judge.prompt_template
     prompt_template = prompts.PromptTemplate(
         key=template.key,
@@ -438,7 +450,7 @@ def _run_cost(run_id: int) -> Decimal:
 
 def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> None:
     judge = run.judge
-    skills = [s.name for s in skills_for_response(response=response, campaign=run.campaign)]
+    skills = [s.name for s in _skills(response, run.campaign)]
     try:
         messages = _messages(judge, response, run.campaign)
     except prompts.PromptError as exc:
@@ -531,12 +543,26 @@ def _limiter(judge: JudgeConfig, api_key: str):
     from judging.ratelimit import RateLimiter
 
     return RateLimiter.for_api_key(
-        settings.REDIS_URL,
+        _redis(settings.REDIS_URL),
         judge.base_url,
         api_key,
         rpm=judge.requests_per_minute,
         tpm=judge.tokens_per_minute,
     )
+
+
+_redis_clients: dict = {}
+
+
+def _redis(url: str):
+    """One redis-py client (a thread-safe connection pool) per process and URL: a client per
+    call opened a new connection for every judgment."""
+    client = _redis_clients.get(url)
+    if client is None:
+        import redis
+
+        client = _redis_clients[url] = redis.Redis.from_url(url)
+    return client
 
 
 def _backoff(attempt: int) -> float:
@@ -558,7 +584,7 @@ def _record(
             "ok": JudgmentStatus.OK,
             "partial": JudgmentStatus.PARTIAL,
         }.get(parsed.status, JudgmentStatus.PARSE_FAILED)
-    by_name = {s.name: s for s in skills_for_response(response=response, campaign=run.campaign)}
+    by_name = {s.name: s for s in _skills(response, run.campaign)}
     cost = Decimal(0) if from_cache else _cost(run.judge, prompt_tokens, completion_tokens)
     try:
         with transaction.atomic():

@@ -1,0 +1,376 @@
+"""Judge runs survive their workers, on the production path: the run's tasks go through Redis
+to real `celery worker -Q judging -P threads -c 8` subprocesses, which call the local
+OpenAI-compatible server over HTTP and write to the test database.
+
+- a worker SIGKILLed mid-run: its unacknowledged (late-ack) messages are delivered again
+  after the broker's visibility timeout, and a new worker finishes the run with exactly one
+  judgment per (response, sample) and counters equal to the rows;
+- a worker killed while it fans the run out: the dispatch message comes back too;
+- messages lost altogether (Redis lost its data): the health check fails the run and
+  resuming it finishes it, calling the judge only for what was missing;
+- cancel: queued tasks do nothing, only the calls in flight are still recorded;
+- 30 % injected faults (5xx, hangs past the judge's timeout, truncated, garbage, wrong
+  JSON, 429 with Retry-After): every response ends judged, parse_failed or failed.
+
+Isolation: these workers consume the `judging` queue, so they use their own Redis database
+(TEST_RECOVERY_REDIS_URL, default db 12) instead of the suite's db 14, where another test
+session's worker would take their messages (and they its). The visibility timeout is
+shortened for the workers through CELERY_BROKER_VISIBILITY_TIMEOUT (3 s instead of 1 h);
+it matters only to consumers, so the enqueuing test process keeps its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+from django.db import connection
+from django.db.models import Sum
+
+from judging.models import JudgeRun, JudgeScore, Judgment, JudgmentStatus, RunStatus
+from judging.openai_server import FakeOpenAIServer
+from judging.services import (
+    judge_run_create,
+    judge_run_set_status,
+    judge_run_start,
+    judge_runs_fail_stale,
+)
+from tests.annotation.test_assignments import SKILLS, make_dataset
+from tests.conftest import REPO, wait_for
+from tests.judging.test_runs import llm_judge
+
+pytestmark = pytest.mark.slow
+
+REDIS_URL = os.environ.get("TEST_RECOVERY_REDIS_URL", "redis://127.0.0.1:6379/12")
+QUEUE = "judging"
+CONCURRENCY = 8
+VISIBILITY_TIMEOUT = 3  # seconds, for the workers of these tests
+RESPONSES = 40  # 10 items x 4 models
+
+
+class Workers:
+    """Celery worker subprocesses on the test database and the private Redis database."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, *, visibility_timeout: int = VISIBILITY_TIMEOUT) -> subprocess.Popen:
+        """Start one worker and wait until it consumes (it logs "ready.")."""
+        n = len(self.procs)
+        log_path = self.log_dir / f"worker-{n}.log"
+        env = {**self.env, "CELERY_BROKER_VISIBILITY_TIMEOUT": str(visibility_timeout)}
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "flaskweb", "worker",
+                 "-Q", QUEUE, "-n", f"recovery{n}@%h", "-P", "threads", "-c", str(CONCURRENCY),
+                 "--without-heartbeat", "--without-mingle", "--without-gossip",
+                 "--loglevel", "INFO"],
+                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        self.procs.append(proc)
+        wait_for(lambda: proc.poll() is not None or b" ready." in log_path.read_bytes(), timeout=60)
+        assert proc.poll() is None, f"worker {n} exited at start:\n{self.log(n)}"
+        return proc
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        """SIGKILL: no warm shutdown, no acknowledgements, no requeue by the worker."""
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def log(self, n: int) -> str:
+        return (self.log_dir / f"worker-{n}.log").read_text(errors="replace")[-4000:]
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _purge(client: redis.Redis) -> None:
+    """Drop the judging queue and every unacknowledged message of this Redis database."""
+    keys = [k for k in client.scan_iter(match=f"{QUEUE}*")]
+    keys += [b"unacked", b"unacked_index", b"unacked_mutex"]
+    client.delete(*keys)
+
+
+def _use_broker(app, url: str | None) -> None:
+    """Point this process's Celery app at another broker (None: back to the settings').
+    The connection and producer pools are kombu's, per broker URL: dropped, not closed."""
+    app._pool = None
+    app.amqp._producer_pool = None
+    if url is None:
+        app.conf.pop("broker_url", None)
+    else:
+        app.conf.broker_url = url
+
+
+@pytest.fixture
+def broker(transactional_db, settings):
+    """This process publishes to the private Redis database, empty at start and at the end."""
+    from flaskweb.celery import app
+
+    client = redis.Redis.from_url(REDIS_URL)
+    _purge(client)
+    settings.REDIS_URL = REDIS_URL
+    _use_broker(app, REDIS_URL)
+    yield client
+    _use_broker(app, None)
+    _purge(client)
+    client.close()
+
+
+@pytest.fixture
+def workers(broker, settings, tmp_path):
+    db = connection.settings_dict
+    env = os.environ.copy()
+    env.update(
+        DJANGO_SETTINGS_MODULE="flaskweb.settings_test",
+        DATABASE_URL=(
+            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        ),
+        REDIS_URL=REDIS_URL,
+        CELERY_BROKER_URL=REDIS_URL,
+        DJANGO_MEDIA_ROOT=str(settings.MEDIA_ROOT),
+        FLASKWEB_CACHE_PREFIX=settings.CACHES["default"].get("KEY_PREFIX", ""),
+    )
+    pool = Workers(env, tmp_path)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def dataset(project, tmp_path):
+    return make_dataset(project, tmp_path, items=10, models=("m1", "m2", "m3", "m4"))
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def judgments(run) -> int:
+    return Judgment.objects.filter(run_id=run.pk).count()
+
+
+def status(run) -> str:
+    return JudgeRun.objects.values_list("status", flat=True).get(pk=run.pk)
+
+
+def queued(client: redis.Redis) -> int:
+    """Messages waiting in the judging queue or delivered and not yet acknowledged."""
+    waiting = sum(client.llen(k) for k in client.scan_iter(match=f"{QUEUE}*"))
+    return waiting + client.hlen("unacked")
+
+
+def _waiting_for_a_lock() -> int:
+    with connection.cursor() as cursor:  # autocommit: a fresh statistics snapshot each time
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def assert_recorded_exactly_once(run, dataset) -> Counter:
+    """One judgment per response (1 sample), no more; the run's counters are the rows'."""
+    rows = Judgment.objects.filter(run_id=run.pk)
+    response_ids = set(dataset.items.values_list("responses__pk", flat=True))
+    assert len(response_ids) == RESPONSES
+    assert rows.count() == RESPONSES
+    assert set(rows.values_list("response_id", flat=True)) == response_ids
+    assert rows.values("response_id", "sample_index").distinct().count() == RESPONSES
+    by_status = Counter(rows.values_list("status", flat=True))
+    run = JudgeRun.objects.get(pk=run.pk)
+    assert run.done == by_status[JudgmentStatus.OK] + by_status[JudgmentStatus.PARTIAL]
+    assert run.failed == by_status[JudgmentStatus.FAILED]
+    assert run.parse_failed == by_status[JudgmentStatus.PARSE_FAILED]
+    assert run.cached == rows.filter(from_cache=True).count()
+    tokens = rows.aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"))
+    assert (run.prompt_tokens, run.completion_tokens) == (tokens["p"], tokens["c"])
+    # scores: the item's skills, once each, for every parsed judgment
+    ok = rows.filter(status=JudgmentStatus.OK)
+    assert JudgeScore.objects.filter(judgment__in=ok).count() == ok.count() * len(SKILLS)
+    assert not JudgeScore.objects.filter(run_id=run.pk).exclude(judgment__run_id=run.pk).exists()
+    return by_status
+
+
+def worker_logs(workers):
+    """On failure, the workers' logs are the first thing to read."""
+    return "\n".join(f"--- worker {n}\n{workers.log(n)}" for n in range(len(workers.procs)))
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(workers, project, dataset):
+    # given a run in progress on one worker (8 calls at a time, 0.5 s each)
+    with FakeOpenAIServer(style="json", latency=0.5) as srv:
+        judge = llm_judge(project, srv)
+        run = judge_run_create(judge=judge, dataset=dataset)
+        first = workers.start()
+        assert judge_run_start(run=run)
+        wait_for(
+            lambda: judgments(run) >= CONCURRENCY and srv.stats()["in_flight"] == CONCURRENCY,
+            timeout=30,
+            interval=0.01,
+        )
+        # when the worker is SIGKILLed with a call in flight in each of its 8 slots.
+        # Not at any instant: kombu's Redis transport pops a message (BRPOP) and records it
+        # as unacknowledged in a second round trip, so a worker killed in between loses that
+        # message, late ack or not (seen once in six runs when the kill came right after 8
+        # acks, while the worker fetched the next 8: 39 of 40 judgments, run left running).
+        # With every slot busy (prefetch = 8) it fetches nothing. Such a lost message is
+        # recovered like any other: pause + resume, or the health check's fail + resume
+        # (test_a_run_whose_messages_were_lost_is_failed_then_resumed).
+        workers.kill(first)
+        at_kill = judgments(run)
+        assert 0 < at_kill < RESPONSES
+        assert status(run) == RunStatus.RUNNING
+        # its unacknowledged messages become visible again after the visibility timeout;
+        # a worker that starts after that restores them at once
+        time.sleep(VISIBILITY_TIMEOUT + 0.5)
+        workers.start()
+        # then the run completes, every response judged exactly once
+        try:
+            wait_for(lambda: status(run) == RunStatus.DONE, timeout=45)
+        except AssertionError:
+            pytest.fail(f"run not done: {judgments(run)} judgments\n{worker_logs(workers)}")
+        by_status = assert_recorded_exactly_once(run, dataset)
+        assert by_status == {JudgmentStatus.OK: RESPONSES}
+        # a call cut short by the kill is made again (or answered from the cache)
+        assert srv.stats()["completions"] + JudgeRun.objects.get(pk=run.pk).cached >= RESPONSES
+
+
+def test_a_worker_killed_while_dispatching_the_run_loses_nothing(workers, project, dataset):
+    # given the fan-out blocked inside its first batch (the responses table is locked)
+    with FakeOpenAIServer(style="json", latency=0.05) as srv:
+        run = judge_run_create(judge=llm_judge(project, srv), dataset=dataset)
+        db = connection.settings_dict
+        lock = psycopg.connect(
+            f"postgresql://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+            f"/{db['NAME']}"
+        )
+        try:
+            lock.execute("LOCK TABLE annotation_response IN ACCESS EXCLUSIVE MODE")
+            first = workers.start()
+            assert judge_run_start(run=run)
+            wait_for(lambda: _waiting_for_a_lock() > 0, timeout=30)
+            # when the worker is killed in the middle of the dispatch task
+            workers.kill(first)
+        finally:
+            lock.rollback()
+            lock.close()
+        assert judgments(run) == 0
+        time.sleep(VISIBILITY_TIMEOUT + 0.5)
+        workers.start()
+        # then the dispatch message is delivered again and the run completes
+        try:
+            wait_for(lambda: status(run) == RunStatus.DONE, timeout=30)
+        except AssertionError:
+            pytest.fail(f"run not done: {judgments(run)} judgments\n{worker_logs(workers)}")
+        assert_recorded_exactly_once(run, dataset)
+        assert srv.stats()["completions"] == RESPONSES
+
+
+def test_a_run_whose_messages_were_lost_is_failed_then_resumed(workers, broker, project, dataset):
+    # given a run half done when its worker died and Redis lost every message
+    with FakeOpenAIServer(style="json", latency=0.5) as srv:
+        run = judge_run_create(judge=llm_judge(project, srv), dataset=dataset)
+        first = workers.start()
+        assert judge_run_start(run=run)
+        wait_for(lambda: judgments(run) >= CONCURRENCY, timeout=30, interval=0.01)
+        workers.kill(first)
+        _purge(broker)
+        wait_for(lambda: srv.stats()["in_flight"] == 0, timeout=10)  # the killed calls end
+        before = judgments(run)
+        calls_before = srv.stats()["completions"]
+        # when the health check gives up on it and someone resumes it
+        assert judge_runs_fail_stale(older_than_seconds=0) == 1
+        assert status(run) == RunStatus.FAILED
+        workers.start()
+        assert judge_run_start(run=run)
+        # then it completes, calling the judge only for the responses without a judgment
+        try:
+            wait_for(lambda: status(run) == RunStatus.DONE, timeout=30)
+        except AssertionError:
+            pytest.fail(f"run not done: {judgments(run)} judgments\n{worker_logs(workers)}")
+        assert_recorded_exactly_once(run, dataset)
+        cached = JudgeRun.objects.get(pk=run.pk).cached  # killed calls that wrote the cache
+        assert srv.stats()["completions"] - calls_before == RESPONSES - before - cached
+
+
+def test_cancel_stops_the_queued_tasks_and_records_only_the_calls_in_flight(
+    workers, broker, project, dataset
+):
+    # given a run in progress
+    with FakeOpenAIServer(style="json", latency=0.5) as srv:
+        run = judge_run_create(judge=llm_judge(project, srv), dataset=dataset)
+        workers.start()
+        assert judge_run_start(run=run)
+        wait_for(lambda: judgments(run) >= CONCURRENCY, timeout=30, interval=0.01)
+        # when it is cancelled
+        assert judge_run_set_status(run=run, status=RunStatus.CANCELLED)
+        at_cancel = judgments(run)
+        # then the queue drains without calls; only those in flight end and are recorded
+        wait_for(lambda: queued(broker) == 0, timeout=30)
+        time.sleep(1.0)  # longer than a call in flight (0.5 s)
+        after = judgments(run)
+        assert at_cancel <= after <= at_cancel + CONCURRENCY
+        assert after < RESPONSES
+        assert srv.stats()["completions"] == after  # no call started after the cancel
+        time.sleep(0.5)
+        assert judgments(run) == after
+    run = JudgeRun.objects.get(pk=run.pk)
+    assert run.status == RunStatus.CANCELLED and run.finished_at is not None
+    assert run.done == after and run.failed == run.parse_failed == 0
+
+
+def test_a_run_with_30_percent_faults_records_every_response_once(workers, project, dataset):
+    # given a server failing 30 % of the calls in six ways (5 % each)
+    kinds = ["http_500", "timeout", "truncated", "garbage", "wrong_json", "http_429"]
+    with FakeOpenAIServer(
+        style="json", latency=0.2, fault_rate=0.3, fault_kinds=kinds, fault_seed=11,
+        hang_seconds=2.0,
+    ) as srv:  # fmt: skip
+        # a short timeout (hangs fail after 0.5 s), 3 attempts, and a shared Redis limiter
+        # that every 429 pauses for its Retry-After
+        judge = llm_judge(
+            project, srv, timeout_seconds=0.5, max_attempts=3, requests_per_minute=6000
+        )
+        run = judge_run_create(judge=judge, dataset=dataset)
+        # retries wait up to 8 s before their next attempt: keep the usual visibility
+        # timeout, or waiting messages would be delivered twice
+        workers.start(visibility_timeout=3600)
+        # when
+        assert judge_run_start(run=run)
+        try:
+            wait_for(lambda: status(run) == RunStatus.DONE, timeout=50)
+        except AssertionError:
+            pytest.fail(f"run not done: {judgments(run)} judgments\n{worker_logs(workers)}")
+        stats = srv.stats()
+    # then every response is recorded once: judged, unparseable or failed
+    by_status = assert_recorded_exactly_once(run, dataset)
+    assert sum(by_status.values()) == RESPONSES
+    assert set(stats["by_fault"]) >= {"http_500", "http_429", "garbage"}, stats["by_fault"]
+    assert stats["requests"] > RESPONSES  # retries happened
+    assert Judgment.objects.filter(run_id=run.pk, attempts__gte=2).exists()  # retried, then ok
+    failed = Judgment.objects.filter(run_id=run.pk, status=JudgmentStatus.FAILED)
+    # every injected error is retryable: a failure has used all its attempts
+    assert all(j.attempts == 3 and j.error for j in failed)
+    unparsed = Judgment.objects.filter(run_id=run.pk, status=JudgmentStatus.PARSE_FAILED)
+    assert all(j.raw_output or j.error for j in unparsed)
+    assert not JudgeScore.objects.filter(judgment__in=unparsed).exists()
