@@ -15,6 +15,9 @@ os.environ.setdefault(
 )
 os.environ.setdefault("REDIS_URL", os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
 os.environ.setdefault("FLASKWEB_CACHE_PREFIX", f"flaskweb-test-{os.getpid()}")
+# Broker keys (queues included) carry a per-run prefix, so two test runs on one machine
+# never consume each other's messages. Worker subprocesses inherit it through os.environ.
+os.environ.setdefault("FLASKWEB_TEST_BROKER_PREFIX", f"flaskweb-test-{os.getpid()}:")
 
 from flaskweb.settings import *  # noqa: E402,F403
 from flaskweb.settings import BASE_DIR  # noqa: E402
@@ -22,3 +25,7 @@ from flaskweb.settings import BASE_DIR  # noqa: E402
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 MEDIA_ROOT = Path(os.environ.get("DJANGO_MEDIA_ROOT", str(BASE_DIR / "var" / "test-media")))
 CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    **CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
+    "global_keyprefix": os.environ["FLASKWEB_TEST_BROKER_PREFIX"],
+}
