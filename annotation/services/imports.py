@@ -303,12 +303,10 @@ def dataset_import_run(
             counts = _import_in_transaction(upload, file_rows, problems, progress, summary)
             if problems.rejected:
                 raise _Rejected
-            # The success is committed with the data: if the job was meanwhile failed by the
-            # stale-job check (its worker looked dead), the rows are rolled back too.
-            won = DatasetUpload.objects.filter(pk=upload.pk, status=UploadStatus.RUNNING).update(
-                status=UploadStatus.SUCCEEDED, finished_at=timezone.now()
-            )
-            if not won:
+            # The success — status, counts, summary and problem report together — commits
+            # with the data: a poller never sees "succeeded" without its numbers, and if the
+            # stale-job check failed the job meanwhile, the rows are rolled back too.
+            if not _finish_write(upload, UploadStatus.SUCCEEDED, problems, summary, counts):
                 raise _ClaimLost
     except _ClaimLost:
         logger.warning("import %s was finished elsewhere; its rows were rolled back", upload.pk)
@@ -320,12 +318,31 @@ def dataset_import_run(
         logger.exception("import %s failed", upload.pk)
         upload.error = f"{type(exc).__name__}: {exc}"[:5000]
         return _finish(upload, UploadStatus.FAILED, problems, summary, {})
-    return _finish(upload, UploadStatus.SUCCEEDED, problems, summary, counts)
+    return _finish_done(upload)
 
 
 def _finish(upload, status, problems: _Problems, summary: dict, counts: dict) -> DatasetUpload:
+    _finish_write(upload, status, problems, summary, counts)
+    return _finish_done(upload)
+
+
+def _finish_write(upload, status, problems: _Problems, summary: dict, counts: dict) -> bool:
+    """Record the outcome, conditional on the job still running (a late worker never
+    overwrites a result already recorded). Returns whether it was recorded."""
     summary["problems"] = dict(problems.counts)
     summary["actions"] = dict(problems.actions)
+    fields = {
+        "status": status,
+        "summary": summary,
+        "problem_count": sum(problems.counts.values()),
+        "rows_skipped": problems.rows_skipped,
+        "finished_at": timezone.now(),
+        "error": upload.error,
+        **counts,
+    }
+    won = DatasetUpload.objects.filter(pk=upload.pk, status=UploadStatus.RUNNING).update(**fields)
+    if not won:
+        return False
     ImportProblem.objects.filter(upload=upload).delete()  # a retried job reports afresh
     ImportProblem.objects.bulk_create(
         ImportProblem(
@@ -339,19 +356,10 @@ def _finish(upload, status, problems: _Problems, summary: dict, counts: dict) ->
         )
         for p, action in problems.stored
     )
-    fields = {
-        "status": status,
-        "summary": summary,
-        "problem_count": sum(problems.counts.values()),
-        "rows_skipped": problems.rows_skipped,
-        "finished_at": timezone.now(),
-        "error": upload.error,
-        **counts,
-    }
-    # Conditional finish: a late worker never overwrites a result already recorded. A
-    # success was already marked inside the import's transaction; here it gets its counts.
-    expected = UploadStatus.SUCCEEDED if status == UploadStatus.SUCCEEDED else UploadStatus.RUNNING
-    DatasetUpload.objects.filter(pk=upload.pk, status=expected).update(**fields)
+    return True
+
+
+def _finish_done(upload) -> DatasetUpload:
     upload.refresh_from_db()
     with contextlib.suppress(Exception):
         cache.set(

@@ -1226,3 +1226,24 @@ def test_presets_start_the_policies_and_explicit_pairs_override_them():
     assert policies_parse([], preset="strict") == {}
     with pytest.raises(ImportOptionsError, match="unknown preset"):
         policies_parse([], preset="sloppy")
+
+
+def test_success_is_recorded_with_its_counts_and_problems_in_one_step(project, tmp_path):
+    # A poller that sees "succeeded" stops polling, so by then the counts and the problem
+    # report must already be there (they are written in the import's own transaction).
+    path = write_jsonl(tmp_path / "e.jsonl", eval_rows(i1={"difficulty": -1}))
+    seen = {}
+    real_done = imports._finish_done
+
+    def check_then_done(upload):
+        row = DatasetUpload.objects.get(pk=upload.pk)
+        seen.update(
+            status=row.status,
+            items=row.items_created,
+            problems=ImportProblem.objects.filter(upload=row).count(),
+        )
+        return real_done(upload)
+
+    with mock.patch.object(imports, "_finish_done", check_then_done):
+        run_import(project, path, policies={"invalid_difficulty": "accept"})
+    assert seen == {"status": UploadStatus.SUCCEEDED, "items": 3, "problems": 1}
