@@ -54,6 +54,16 @@ PROJECT = "judgebench"
 TARGET = 0.95  # of the bound
 FAULT_KINDS = "http_500,http_503,http_429,timeout,disconnect,truncated,garbage,wrong_json,empty"
 
+#: --db-reuse-max: Celery's Django fix-up closes the task thread's database connection
+#: before and after every task (CONN_MAX_AGE is not used by workers), unless the Celery
+#: setting CELERY_DB_REUSE_MAX is set; this starts the worker with it, to measure the cost.
+REUSE_WORKER = (
+    "import os, sys\n"
+    "from flaskweb.celery import app\n"
+    "app.conf.CELERY_DB_REUSE_MAX = int(os.environ['JUDGEBENCH_DB_REUSE_MAX'])\n"
+    "app.worker_main(sys.argv[3:])\n"
+)
+
 sys.path.insert(0, str(ROOT))
 
 
@@ -80,6 +90,8 @@ def child_env(args) -> dict[str, str]:
         FLASKWEB_VAR_DIR=str(WORK / "var"),
         PYTHONDONTWRITEBYTECODE="1",
     )
+    if args.db_reuse_max:
+        env["JUDGEBENCH_DB_REUSE_MAX"] = str(args.db_reuse_max)
     return env
 
 
@@ -279,8 +291,10 @@ def start_workers(args, name: str) -> list[subprocess.Popen]:
         old.unlink()
     for n in range(args.workers):
         log_path = WORK / f"worker-{name}-{n}.log"
+        # `celery -A flaskweb worker`, or the same through app.worker_main to try a setting
+        start = [PYTHON, "-c", REUSE_WORKER] if args.db_reuse_max else [PYTHON, "-m", "celery"]
         proc = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "flaskweb", "worker", "-Q", "judging",
+            [*start, "-A", "flaskweb", "worker", "-Q", "judging",
              "-n", f"judgebench{n}@%h", "-P", "threads", "-c", str(per_worker),
              "--without-heartbeat", "--without-mingle", "--without-gossip",
              "--loglevel", "INFO"],
@@ -328,8 +342,10 @@ def queue_depth(client) -> int:
 
 
 def cpu_snapshot(groups: dict[str, set[int]]) -> dict:
-    """CPU seconds so far of each group's processes, of every PostgreSQL process, of this
-    process, and of the whole machine (busy and total)."""
+    """CPU seconds so far of each group's processes, of PostgreSQL, of this process, and of
+    the whole machine (busy and total). PostgreSQL counts every database on the server (the
+    workers' backends live for one task, so they cannot be told apart by database): the live
+    processes plus the postmaster's exited children."""
     tick = os.sysconf("SC_CLK_TCK")
     used: dict = {name: {} for name in groups} | {"postgres": {}}
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -344,6 +360,8 @@ def cpu_snapshot(groups: dict[str, set[int]]) -> dict:
             if int(pid) in pids:
                 used[name][pid] = cpu
         if comm == "postgres":
+            if fields[1] == "1":  # the postmaster: add its exited backends' CPU
+                cpu += (int(fields[13]) + int(fields[14])) / tick
             used["postgres"][pid] = cpu
     me = resource.getrusage(resource.RUSAGE_SELF)
     used["bench"] = me.ru_utime + me.ru_stime
@@ -685,6 +703,12 @@ def main() -> int:
         "--redis-url",
         default="redis://127.0.0.1:6379/11",
         help="private Redis database: broker, cache, rate limiter",
+    )
+    parser.add_argument(
+        "--db-reuse-max",
+        type=int,
+        default=0,
+        help="experiment: workers keep a database connection for N tasks (CELERY_DB_REUSE_MAX)",
     )
     parser.add_argument(
         "--reuse-db",

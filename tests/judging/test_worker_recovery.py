@@ -12,11 +12,13 @@ OpenAI-compatible server over HTTP and write to the test database.
 - 30 % injected faults (5xx, hangs past the judge's timeout, truncated, garbage, wrong
   JSON, 429 with Retry-After): every response ends judged, parse_failed or failed.
 
-Isolation: these workers consume the `judging` queue, so they use their own Redis database
-(TEST_RECOVERY_REDIS_URL, default db 12) instead of the suite's db 14, where another test
-session's worker would take their messages (and they its). The visibility timeout is
-shortened for the workers through CELERY_BROKER_VISIBILITY_TIMEOUT (3 s instead of 1 h);
-it matters only to consumers, so the enqueuing test process keeps its own.
+Isolation: another test session (a CI clone, pytest-xdist, conftest's
+`celery_worker_process`) may run workers on the same Redis database and the same `judging`
+queue, which would take these tests' messages and purge them. So every test gets its own
+kombu key prefix (transport option `global_keyprefix`): this process publishes under it and
+its workers (the real `celery worker`, started through `app.worker_main` to set the prefix)
+consume under it. The visibility timeout is shortened for the workers through
+CELERY_BROKER_VISIBILITY_TIMEOUT (3 s instead of 1 h); it matters only to consumers.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -49,8 +53,17 @@ from tests.judging.test_runs import llm_judge
 
 pytestmark = pytest.mark.slow
 
-REDIS_URL = os.environ.get("TEST_RECOVERY_REDIS_URL", "redis://127.0.0.1:6379/12")
 QUEUE = "judging"
+PREFIX_ENV = "FLASKWEB_TEST_BROKER_PREFIX"
+#: `celery worker` with the app's broker transport options plus this test's key prefix
+WORKER = (
+    "import os, sys\n"
+    "from flaskweb.celery import app\n"
+    "app.conf.broker_transport_options = {\n"
+    f"    **app.conf.broker_transport_options, 'global_keyprefix': os.environ[{PREFIX_ENV!r}]\n"
+    "}\n"
+    "app.worker_main(['worker', *sys.argv[1:]])\n"
+)
 CONCURRENCY = 8
 VISIBILITY_TIMEOUT = 3  # seconds, for the workers of these tests
 RESPONSES = 40  # 10 items x 4 models
@@ -71,7 +84,7 @@ class Workers:
         env = {**self.env, "CELERY_BROKER_VISIBILITY_TIMEOUT": str(visibility_timeout)}
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "flaskweb", "worker",
+                [sys.executable, "-c", WORKER,
                  "-Q", QUEUE, "-n", f"recovery{n}@%h", "-P", "threads", "-c", str(CONCURRENCY),
                  "--without-heartbeat", "--without-mingle", "--without-gossip",
                  "--loglevel", "INFO"],
@@ -102,41 +115,54 @@ class Workers:
                 proc.wait()
 
 
-def _purge(client: redis.Redis) -> None:
-    """Drop the judging queue and every unacknowledged message of this Redis database."""
-    keys = [k for k in client.scan_iter(match=f"{QUEUE}*")]
-    keys += [b"unacked", b"unacked_index", b"unacked_mutex"]
-    client.delete(*keys)
+@dataclass
+class Broker:
+    """This test's corner of the Redis broker: every kombu key starts with `prefix`."""
+
+    client: redis.Redis
+    prefix: str
+
+    def purge(self) -> None:
+        """Drop every message of this test: queued, delivered and not acknowledged, all."""
+        keys = list(self.client.scan_iter(match=f"{self.prefix}*"))
+        if keys:
+            self.client.delete(*keys)
+
+    def queued(self) -> int:
+        """Messages waiting in the judging queue or delivered and not yet acknowledged."""
+        waiting = sum(
+            self.client.llen(k) for k in self.client.scan_iter(match=f"{self.prefix}{QUEUE}*")
+        )
+        return waiting + self.client.hlen(f"{self.prefix}unacked")
 
 
-def _use_broker(app, url: str | None) -> None:
-    """Point this process's Celery app at another broker (None: back to the settings').
-    The connection and producer pools are kombu's, per broker URL: dropped, not closed."""
+def _set_transport_options(app, options: dict) -> None:
+    """Change this process's broker transport options. kombu pools connections per URL and
+    options, so the app's pools are dropped (not closed) and made again on the next send."""
+    app.conf.broker_transport_options = options
     app._pool = None
     app.amqp._producer_pool = None
-    if url is None:
-        app.conf.pop("broker_url", None)
-    else:
-        app.conf.broker_url = url
 
 
 @pytest.fixture
 def broker(transactional_db, settings):
-    """This process publishes to the private Redis database, empty at start and at the end."""
+    """This process publishes under a key prefix of its own, removed at the end."""
     from flaskweb.celery import app
 
-    client = redis.Redis.from_url(REDIS_URL)
-    _purge(client)
-    settings.REDIS_URL = REDIS_URL
-    _use_broker(app, REDIS_URL)
-    yield client
-    _use_broker(app, None)
-    _purge(client)
-    client.close()
+    options = dict(app.conf.broker_transport_options)
+    prefix = f"recovery-{os.getpid()}-{uuid.uuid4().hex[:8]}:"
+    _set_transport_options(app, {**options, "global_keyprefix": prefix})
+    state = Broker(redis.Redis.from_url(app.conf.broker_url), prefix)
+    yield state
+    _set_transport_options(app, options)
+    state.purge()
+    state.client.close()
 
 
 @pytest.fixture
 def workers(broker, settings, tmp_path):
+    from flaskweb.celery import app
+
     db = connection.settings_dict
     env = os.environ.copy()
     env.update(
@@ -144,8 +170,9 @@ def workers(broker, settings, tmp_path):
         DATABASE_URL=(
             f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
         ),
-        REDIS_URL=REDIS_URL,
-        CELERY_BROKER_URL=REDIS_URL,
+        REDIS_URL=settings.REDIS_URL,
+        CELERY_BROKER_URL=app.conf.broker_url,
+        **{PREFIX_ENV: broker.prefix},
         DJANGO_MEDIA_ROOT=str(settings.MEDIA_ROOT),
         FLASKWEB_CACHE_PREFIX=settings.CACHES["default"].get("KEY_PREFIX", ""),
     )
@@ -168,12 +195,6 @@ def judgments(run) -> int:
 
 def status(run) -> str:
     return JudgeRun.objects.values_list("status", flat=True).get(pk=run.pk)
-
-
-def queued(client: redis.Redis) -> int:
-    """Messages waiting in the judging queue or delivered and not yet acknowledged."""
-    waiting = sum(client.llen(k) for k in client.scan_iter(match=f"{QUEUE}*"))
-    return waiting + client.hlen("unacked")
 
 
 def _waiting_for_a_lock() -> int:
@@ -294,7 +315,7 @@ def test_a_run_whose_messages_were_lost_is_failed_then_resumed(workers, broker, 
         assert judge_run_start(run=run)
         wait_for(lambda: judgments(run) >= CONCURRENCY, timeout=30, interval=0.01)
         workers.kill(first)
-        _purge(broker)
+        broker.purge()
         wait_for(lambda: srv.stats()["in_flight"] == 0, timeout=10)  # the killed calls end
         before = judgments(run)
         calls_before = srv.stats()["completions"]
@@ -326,7 +347,7 @@ def test_cancel_stops_the_queued_tasks_and_records_only_the_calls_in_flight(
         assert judge_run_set_status(run=run, status=RunStatus.CANCELLED)
         at_cancel = judgments(run)
         # then the queue drains without calls; only those in flight end and are recorded
-        wait_for(lambda: queued(broker) == 0, timeout=30)
+        wait_for(lambda: broker.queued() == 0, timeout=30)
         time.sleep(1.0)  # longer than a call in flight (0.5 s)
         after = judgments(run)
         assert at_cancel <= after <= at_cancel + CONCURRENCY
