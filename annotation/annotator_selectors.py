@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
 from django.db.models import (
     Case,
     Count,
@@ -33,12 +34,27 @@ from annotation.models import (
     CampaignStatus,
     GoldScore,
     HumanScore,
+    Item,
     ItemDomain,
+    Response,
     Task,
     TaskKind,
 )
+from annotation.selectors import skills_for_item
+from flaskweb.db import aware, fetch_one, instance_from
 
 VISIBLE_STATUSES = (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
+
+_POOL_USERS = Campaign.annotators.through._meta.db_table
+_POOL_GROUPS = Campaign.groups.through._meta.db_table
+_USER_GROUPS = get_user_model().groups.through._meta.db_table
+
+#: SQL for "the pool of campaign `c` holds the user" (directly or through a group), for the
+#: raw statements of the hot path; takes the user id twice as parameters.
+IN_POOL_SQL = f"""(
+ EXISTS (SELECT 1 FROM {_POOL_USERS} p WHERE p.campaign_id = c.id AND p.user_id = %s)
+ OR EXISTS (SELECT 1 FROM {_POOL_GROUPS} g JOIN {_USER_GROUPS} ug ON ug.group_id = g.group_id
+            WHERE g.campaign_id = c.id AND ug.user_id = %s))"""
 
 
 def campaign_pool_for_user(*, user) -> QuerySet[Campaign]:
@@ -55,6 +71,61 @@ def campaign_pool_for_user(*, user) -> QuerySet[Campaign]:
 def campaign_get_for_annotator(*, user, campaign_id: int) -> Campaign:
     """The campaign if the user is in its pool; raises Campaign.DoesNotExist otherwise."""
     return campaign_pool_for_user(user=user).get(pk=campaign_id)
+
+
+_IN_POOL = f"SELECT c.id FROM {Campaign._meta.db_table} c WHERE c.id = %s AND {IN_POOL_SQL}"
+
+
+def campaign_in_pool(*, user, campaign_id: int) -> bool:
+    """Whether the campaign exists and its pool holds the user (one raw statement: this
+    guards every API claim)."""
+    return fetch_one(_IN_POOL, [campaign_id, user.pk, user.pk]) is not None
+
+
+@dataclass(frozen=True)
+class TaskCard:
+    """What the annotator is shown for an assignment: no model name, task kind or other
+    people's scores."""
+
+    assignment_id: int
+    expires_at: object
+    instruction: str
+    reference: str | None  # None when the campaign hides references
+    response: str
+    skills: list  # annotation.selectors.TaskSkill, ranked
+
+
+_CARD = f"""
+SELECT a.expires_at, c.id, c.updated_at, c.skill_mode, c.show_reference,
+       r.item_id, r.text, i.instruction, i.reference_answer
+FROM {Assignment._meta.db_table} a
+JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
+JOIN {Task._meta.db_table} t ON t.id = a.task_id
+JOIN {Response._meta.db_table} r ON r.id = t.response_id
+JOIN {Item._meta.db_table} i ON i.id = r.item_id
+WHERE a.id = %s AND a.annotator_id = %s
+"""
+
+
+def task_card_for_annotator(*, user, assignment_id: int) -> TaskCard | None:
+    """The user's own assignment as a card; None for anyone else's. Two raw statements once
+    the campaign's pinned rubrics are cached."""
+    row = fetch_one(_CARD, [assignment_id, user.pk])
+    if row is None:
+        return None
+    expires_at, campaign_id, updated_at, skill_mode, show_reference = row[:5]
+    item_id, text, instruction, reference = row[5:]
+    campaign = instance_from(
+        Campaign, {"id": campaign_id, "updated_at": aware(updated_at), "skill_mode": skill_mode}
+    )
+    return TaskCard(
+        assignment_id=assignment_id,
+        expires_at=aware(expires_at),
+        instruction=instruction,
+        reference=reference if show_reference else None,
+        response=text,
+        skills=skills_for_item(item_id=item_id, campaign=campaign),
+    )
 
 
 @dataclass(frozen=True)

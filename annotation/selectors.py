@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-from django.db.models import Count, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from annotation.models import (
     Assignment,
@@ -24,6 +24,7 @@ from annotation.models import (
     SkillMode,
     Task,
 )
+from flaskweb.db import fetch_all, fetch_one, json_value
 
 
 def skill_list_for_project(*, project: Project | None) -> QuerySet[Skill]:
@@ -176,15 +177,22 @@ class TaskSkill:
 def task_skills(*, assignment: Assignment) -> list[TaskSkill]:
     """The skills to score for an assignment, ranked, with the pinned rubric and checklist.
 
-    Two statements (three for a fixed-skill campaign) once the assignment's campaign and
-    task are loaded; this runs on every claim and every submission.
+    One raw statement once the campaign's pins are cached (two if the item is not loaded);
+    this runs on every claim and every submission.
     """
     task = assignment.task
     if Task.response.is_cached(task):
         item_id = task.response.item_id
     else:
-        item_id = Subquery(Response.objects.filter(pk=task.response_id).values("item_id")[:1])
-    return _skills_for_item(item_id=item_id, campaign=assignment.campaign)
+        row = fetch_one(_ITEM_OF_RESPONSE, [task.response_id])
+        item_id = row[0]
+    return skills_for_item(item_id=item_id, campaign=assignment.campaign)
+
+
+_ITEM_OF_RESPONSE = f"SELECT item_id FROM {Response._meta.db_table} WHERE id = %s"
+_ITEM_SKILLS = (
+    f"SELECT skill_id, checklist FROM {ItemSkill._meta.db_table} WHERE item_id = %s ORDER BY rank"
+)
 
 
 def skills_for_response(*, response: Response, campaign: Campaign | None) -> list[TaskSkill]:
@@ -192,7 +200,7 @@ def skills_for_response(*, response: Response, campaign: Campaign | None) -> lis
     pinned rubric versions); outside one, the item's skills with the rubric in force. Judge
     prompts are built from this, so people and judges score against the same wording."""
     if campaign is not None:
-        return _skills_for_item(item_id=response.item_id, campaign=campaign)
+        return skills_for_item(item_id=response.item_id, campaign=campaign)
     project = Item.objects.select_related("dataset__project").get(pk=response.item_id)
     rubrics = rubrics_current_for_project(project=project.dataset.project)
     result = []
@@ -213,42 +221,51 @@ def skills_for_response(*, response: Response, campaign: Campaign | None) -> lis
     return result
 
 
-def _skills_for_item(*, item_id, campaign: Campaign) -> list[TaskSkill]:
-    item_skills = list(
-        ItemSkill.objects.filter(item_id=item_id)
-        .order_by("rank")
-        .values_list("skill_id", "checklist")
-    )
+def skills_for_item(*, item_id: int, campaign: Campaign) -> list[TaskSkill]:
+    """What a campaign asks of an item's responses. `campaign` needs only its pk,
+    updated_at and skill_mode loaded (the submit path builds such a stub)."""
+    item_skills = [(skill_id, json_value(checklist)) for skill_id, checklist in fetch_all(
+        _ITEM_SKILLS, [item_id]
+    )]  # fmt: skip
     checklists = dict(item_skills)
+    pinned = _campaign_pins(campaign)
     if campaign.skill_mode == SkillMode.FIXED:
-        skill_ids = list(
-            campaign.fixed_skills.order_by("order", "name").values_list("pk", flat=True)
-        )
+        skill_ids = pinned.fixed_order
     else:
         skill_ids = [skill_id for skill_id, _ in item_skills]
-    pins = _campaign_pins(campaign)
     result = []
     for skill_id in skill_ids:
-        pin = pins.get(skill_id)
+        pin = pinned.pins.get(skill_id)
         if pin is None:
             continue  # a skill added after activation has no pinned rubric: not asked
         result.append(replace(pin, checklist=checklists.get(skill_id, [])))
     return result
 
 
+@dataclass(frozen=True)
+class _Pinned:
+    pins: dict[int, TaskSkill]  # skill id -> the pinned rubric's wording (empty checklist)
+    fixed_order: list[int]  # a fixed-skill campaign's skills, in order (frozen at activation)
+
+
 #: (campaign id, campaign.updated_at) -> pinned TaskSkills. Pins are only ever added by
 #: campaign_activate, which also moves updated_at, and Rubric rows never change, so a hit
 #: is always current. Saves a three-table join on every claim and every submission.
-_pins_cache: OrderedDict[tuple[int, object], dict[int, TaskSkill]] = OrderedDict()
+_pins_cache: OrderedDict[tuple[int, object], _Pinned] = OrderedDict()
 PINS_CACHE_SIZE = 256
 
 
-def _campaign_pins(campaign: Campaign) -> dict[int, TaskSkill]:
+def pins_cache_clear() -> None:
+    """Forget every cached pin set (tests that count queries start from a cold cache)."""
+    _pins_cache.clear()
+
+
+def _campaign_pins(campaign: Campaign) -> _Pinned:
     key = (campaign.pk, campaign.updated_at)
-    pins = _pins_cache.get(key)
-    if pins is not None:
+    pinned = _pins_cache.get(key)
+    if pinned is not None:
         _pins_cache.move_to_end(key)
-        return pins
+        return pinned
     pins = {
         pin.skill_id: TaskSkill(
             skill_id=pin.skill_id,
@@ -258,14 +275,22 @@ def _campaign_pins(campaign: Campaign) -> dict[int, TaskSkill]:
             anchors=pin.rubric.anchors,
             checklist=[],
         )
-        for pin in CampaignRubric.objects.filter(campaign=campaign).select_related(
+        for pin in CampaignRubric.objects.filter(campaign_id=campaign.pk).select_related(
             "rubric", "skill"
         )
     }
-    _pins_cache[key] = pins
+    fixed_order = []
+    if campaign.skill_mode == SkillMode.FIXED:
+        fixed_order = list(
+            Campaign.fixed_skills.through.objects.filter(campaign_id=campaign.pk)
+            .order_by("skill__order", "skill__name")
+            .values_list("skill_id", flat=True)
+        )
+    pinned = _Pinned(pins=pins, fixed_order=fixed_order)
+    _pins_cache[key] = pinned
     while len(_pins_cache) > PINS_CACHE_SIZE:
         _pins_cache.popitem(last=False)
-    return pins
+    return pinned
 
 
 def response_ids_for_run(

@@ -1,6 +1,10 @@
 """Leaf helpers shared by every app (imports no app)."""
 
-from django.db import models
+import json
+from datetime import UTC
+
+from django.db import connection, models
+from django.utils.dateparse import parse_datetime
 
 
 class TimestampedModel(models.Model):
@@ -11,5 +15,80 @@ class TimestampedModel(models.Model):
         abstract = True
 
 
-def is_postgres(connection) -> bool:
-    return connection.vendor == "postgresql"
+def is_postgres(conn=None) -> bool:
+    return (conn or connection).vendor == "postgresql"
+
+
+# --- raw SQL on hot paths --------------------------------------------------------------------
+#
+# Building a query with the ORM costs about 0.4 ms of Python per statement on the 2-core
+# development machine (a raw statement: about 0.07 ms). The annotation hot path (claim and
+# submit, a few hundred per second) therefore runs fixed SQL through these helpers; every
+# such statement is written to run on PostgreSQL and SQLite alike, with `for_update()` as
+# the only vendor-specific clause.
+
+
+def fetch_one(sql: str, params=()) -> tuple | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def fetch_all(sql: str, params=()) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def execute(sql: str, params=()) -> int:
+    """Run one statement; returns the number of rows it changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def for_update(*, of: str = "", skip_locked: bool = False) -> str:
+    """`FOR UPDATE [OF alias] [SKIP LOCKED]` on PostgreSQL; nothing on SQLite, which
+    serialises write transactions as a whole."""
+    if not is_postgres():
+        return ""
+    clause = " FOR UPDATE"
+    if of:
+        clause += f" OF {of}"
+    if skip_locked:
+        clause += " SKIP LOCKED"
+    return clause
+
+
+def db_datetime(value):
+    """A timezone-aware datetime as the backend stores it (SQLite: naive UTC text)."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def aware(value):
+    """A datetime read by a raw statement, made aware (SQLite returns naive UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+def json_value(value):
+    """A JSON column read by a raw statement (both backends hand the text to Django)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return json.loads(value)
+    return value
+
+
+def instance_from(model, fields: dict):
+    """A model instance from values a raw statement read, keyed by attname (`task_id`);
+    fields not given are deferred and load on first access. (Model.from_db expects the
+    values in the model's field order; this puts them there.)"""
+    names = [f.attname for f in model._meta.concrete_fields if f.attname in fields]
+    if len(names) != len(fields):
+        unknown = set(fields) - set(names)
+        raise ValueError(f"{model.__name__} has no field {sorted(unknown)}")
+    return model.from_db("default", names, [fields[name] for name in names])

@@ -269,16 +269,12 @@ def test_lease_expiry_racing_late_submissions_keeps_the_counts(project, tmp_path
     assert set(Task.objects.filter(campaign=campaign).values_list("submitted", flat=True)) == {2}
 
 
-def test_one_annotator_claiming_from_several_tabs_at_once_gets_one_lease(
-    project, tmp_path, crowd
-):
+def test_one_annotator_claiming_from_several_tabs_at_once_gets_one_lease(project, tmp_path, crowd):
     # given one annotator with 8 tabs open
     (person,) = crowd(1, prefix="tabs")
     campaign = make_campaign(project, tmp_path, [person], items=4, overlap=1)
     # when every tab asks for a task at the same instant
-    results = run_together(
-        [lambda: assignment_claim_next(campaign=campaign, annotator=person)] * 8
-    )
+    results = run_together([lambda: assignment_claim_next(campaign=campaign, annotator=person)] * 8)
     # then they all resume the same lease: one slot taken, no error
     assert len({a.pk for a in results}) == 1
     assert Assignment.objects.filter(campaign=campaign, annotator=person).count() == 1
