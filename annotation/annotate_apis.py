@@ -148,13 +148,14 @@ class AssignmentNextApi(APIView):
         },
     )
     def post(self, request, campaign_id: int):
-        # This and submit are the hot path (bench/annotate_load.py): each read here is one
-        # fixed SQL statement, and the payload is built without a serializer pass.
-        if not selectors.campaign_in_pool(user=request.user, campaign_id=campaign_id):
-            return _error(404, "no such campaign", "not_found")
+        # This and submit are the hot path (bench/annotate_load.py): each read is one fixed
+        # SQL statement, and the payload is built without a serializer pass. The claim
+        # checks the pool itself; only an empty claim asks why.
         campaign = instance_from(Campaign, {"id": campaign_id})
         claimed = assignment_next(campaign=campaign, annotator=request.user)
         if claimed is None:
+            if not selectors.campaign_in_pool(user=request.user, campaign_id=campaign_id):
+                return _error(404, "no such campaign", "not_found")
             response = ApiResponse(status=status.HTTP_204_NO_CONTENT)
             response[NO_TASK_HEADER] = _no_task_reason(campaign, request.user)
             return response

@@ -40,7 +40,7 @@ from annotation.models import (
     Task,
     TaskKind,
 )
-from annotation.selectors import skills_for_item
+from annotation.selectors import item_skills_sql, skills_for_item
 from flaskweb.db import aware, fetch_one, instance_from
 
 VISIBLE_STATUSES = (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
@@ -97,7 +97,7 @@ class TaskCard:
 
 _CARD = f"""
 SELECT a.expires_at, c.id, c.updated_at, c.skill_mode, c.show_reference,
-       r.item_id, r.text, i.instruction, i.reference_answer
+       r.item_id, r.text, i.instruction, i.reference_answer, {{skills}}
 FROM {Assignment._meta.db_table} a
 JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
 JOIN {Task._meta.db_table} t ON t.id = a.task_id
@@ -108,13 +108,14 @@ WHERE a.id = %s AND a.annotator_id = %s
 
 
 def task_card_for_annotator(*, user, assignment_id: int) -> TaskCard | None:
-    """The user's own assignment as a card; None for anyone else's. Two raw statements once
-    the campaign's pinned rubrics are cached."""
-    row = fetch_one(_CARD, [assignment_id, user.pk])
+    """The user's own assignment as a card; None for anyone else's. One raw statement on
+    PostgreSQL (two on SQLite) once the campaign's pinned rubrics are cached."""
+    sql = _CARD.format(skills=item_skills_sql("r.item_id"))
+    row = fetch_one(sql, [assignment_id, user.pk])
     if row is None:
         return None
     expires_at, campaign_id, updated_at, skill_mode, show_reference = row[:5]
-    item_id, text, instruction, reference = row[5:]
+    item_id, text, instruction, reference, item_skills = row[5:]
     campaign = instance_from(
         Campaign, {"id": campaign_id, "updated_at": aware(updated_at), "skill_mode": skill_mode}
     )
@@ -124,7 +125,7 @@ def task_card_for_annotator(*, user, assignment_id: int) -> TaskCard | None:
         instruction=instruction,
         reference=reference if show_reference else None,
         response=text,
-        skills=skills_for_item(item_id=item_id, campaign=campaign),
+        skills=skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills),
     )
 
 

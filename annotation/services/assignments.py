@@ -29,7 +29,13 @@ from annotation.models import (
     Task,
     TaskKind,
 )
-from annotation.selectors import TaskSkill, pins_cache_clear, skills_for_item, task_skills
+from annotation.selectors import (
+    TaskSkill,
+    item_skills_sql,
+    pins_cache_clear,
+    skills_for_item,
+    task_skills,
+)
 from flaskweb.db import (
     aware,
     db_datetime,
@@ -113,22 +119,25 @@ _ROUTING = f"""
 # index: pulled up into an anti-join, the planner may materialise all of the annotator's
 # assignments and compare each candidate with each (seen: 49 ms instead of 2.8 ms when the
 # statistics predated the annotator's work).
-_CLAIM_NORMAL = f"""
-UPDATE {_T} SET assigned = assigned + 1
-WHERE id = (
+_PICK_NORMAL = f"""
   SELECT t.id FROM {_T} t
   WHERE t.campaign_id = %s AND t.kind = 'normal' AND t.assigned < t.overlap AND t.assigned < %s
     AND NOT EXISTS (SELECT 1 FROM {_A} u
                     WHERE u.task_id = t.id AND u.annotator_id = %s AND u.kind = 'normal'{{fence}})
     {{routing}}
-  ORDER BY t.assigned DESC, t.id LIMIT 1{{lock}})
-RETURNING id
-"""
-_INSERT_ASSIGNMENT = f"""
-INSERT INTO {_A} (task_id, campaign_id, annotator_id, kind, status, expires_at, submitted_at,
-                  active_ms, skip_reason, flagged, flag_reason, created_at, updated_at)
-VALUES (%s, %s, %s, 'normal', 'active', %s, NULL, NULL, '', %s, '', %s, %s)
-RETURNING id
+  ORDER BY t.assigned DESC, t.id LIMIT 1{{lock}}"""
+_TAKE_SLOT = f"UPDATE {_T} SET assigned = assigned + 1 WHERE id = ({_PICK_NORMAL}) RETURNING id"
+_LEASE_COLUMNS = """task_id, campaign_id, annotator_id, kind, status, expires_at, submitted_at,
+                    active_ms, skip_reason, flagged, flag_reason, created_at, updated_at"""
+_LEASE_VALUES = "%s, %s, 'normal', 'active', %s, NULL, NULL, '', %s, '', %s, %s"
+_INSERT_ASSIGNMENT = (
+    f"INSERT INTO {_A} ({_LEASE_COLUMNS}) VALUES (%s, {_LEASE_VALUES}) RETURNING id, task_id"
+)
+# PostgreSQL: slot and lease in one statement (a data-modifying CTE; SQLite has none).
+_CLAIM_NORMAL_PG = f"""
+WITH picked AS ({_TAKE_SLOT})
+INSERT INTO {_A} ({_LEASE_COLUMNS}) SELECT picked.id, {_LEASE_VALUES} FROM picked
+RETURNING id, task_id
 """
 
 
@@ -168,9 +177,11 @@ def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None
     if row is None:
         return None
     state = _ClaimState(*row[:7], in_pool=bool(row[7]), current_id=row[8])
+    if not state.in_pool:
+        return None
     if state.current_id is not None:
         return _assignment_stub(state.current_id, campaign.pk, annotator.pk)
-    if state.status != CampaignStatus.ACTIVE or not state.in_pool:
+    if state.status != CampaignStatus.ACTIVE:
         return None
     if state.quota is not None:
         (done,) = fetch_one(_SUBMITTED_NORMAL, [campaign.pk, annotator.pk])
@@ -221,25 +232,24 @@ def _not_mine(annotator, kind: str = AssignmentKind.NORMAL):
 def _claim_normal(
     campaign_id: int, annotator_id: int, state: _ClaimState, now, lease
 ) -> Assignment | None:
-    params = [campaign_id, state.overlap, annotator_id]
+    pick = [campaign_id, state.overlap, annotator_id]
     routing = ""
     if state.route_by_domain:
         routing = _ROUTING
-        params += [annotator_id, annotator_id]
-    sql = _CLAIM_NORMAL.format(
-        routing=routing,
-        fence=" OFFSET 0" if is_postgres() else "",
-        lock=for_update(of="t", skip_locked=True),
-    )
-    row = fetch_one(sql, params)
+        pick += [annotator_id, annotator_id]
+    stamp = db_datetime(now)
+    lease_values = [campaign_id, annotator_id, db_datetime(lease), False, stamp, stamp]
+    if is_postgres():
+        sql = _CLAIM_NORMAL_PG.format(
+            routing=routing, fence=" OFFSET 0", lock=" FOR UPDATE OF t SKIP LOCKED"
+        )
+        row = fetch_one(sql, pick + lease_values)
+    else:
+        taken = fetch_one(_TAKE_SLOT.format(routing=routing, fence="", lock=""), pick)
+        row = None if taken is None else fetch_one(_INSERT_ASSIGNMENT, [*taken, *lease_values])
     if row is None:
         return None
-    (task_id,) = row
-    stamp = db_datetime(now)
-    (assignment_id,) = fetch_one(
-        _INSERT_ASSIGNMENT,
-        [task_id, campaign_id, annotator_id, db_datetime(lease), False, stamp, stamp],
-    )
+    assignment_id, task_id = row
     fields = {
         "id": assignment_id,
         "task_id": task_id,
@@ -356,11 +366,11 @@ FROM {_A} a JOIN {_C} c ON c.id = a.campaign_id
 WHERE a.id = %s{{lock}}
 """
 _LOCK_TASK = f"""
-SELECT t.kind, t.overlap, t.assigned, t.submitted, t.response_id, r.item_id
+SELECT t.kind, t.overlap, t.assigned, t.submitted, t.response_id, r.item_id, {{skills}}
 FROM {_T} t JOIN {Response._meta.db_table} r ON r.id = t.response_id
 WHERE t.id = %s{{lock}}
 """
-_TASK_COUNTS = f"UPDATE {_T} SET assigned = %s, submitted = %s WHERE id = %s"
+_TASK_COUNTS = f"UPDATE {_T} SET assigned = %s, submitted = %s WHERE id = %s AND %s"
 _ASSIGNMENT_SUBMITTED = f"""
 UPDATE {_A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s
 WHERE id = %s
@@ -371,6 +381,10 @@ _SCORE_COLUMNS = (
 )  # fmt: skip
 _INSERT_SCORES = f"INSERT INTO {HumanScore._meta.db_table} ({', '.join(_SCORE_COLUMNS)}) VALUES "
 _SCORE_ROW = "(" + ", ".join(["%s"] * len(_SCORE_COLUMNS)) + ")"
+# PostgreSQL: the three writes of a submission in one statement.
+_RECORD_PG = f"""
+WITH counts AS ({_TASK_COUNTS}), submitted AS ({_ASSIGNMENT_SUBMITTED})
+{_INSERT_SCORES}"""
 
 
 @transaction.atomic(durable=True)
@@ -387,8 +401,8 @@ def human_score_submit(
     created=False. A late submission on an expired lease is accepted only while the task
     still has a free slot. Raises AssignmentError with a clear message otherwise.
 
-    Fixed SQL (flaskweb/db.py says why): seven statements with BEGIN and COMMIT once the
-    campaign's pinned rubrics are cached.
+    Fixed SQL (flaskweb/db.py says why): on PostgreSQL, BEGIN, the two locks (the second
+    brings the item's skills), one statement for the three writes, COMMIT.
     """
     row = fetch_one(_LOCK_ASSIGNMENT.format(lock=for_update(of="a")), [assignment_id])
     if row is None or row[0] != annotator.pk:
@@ -409,14 +423,14 @@ def human_score_submit(
     if status == AssignmentStatus.SKIPPED:
         raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
     # Locked before the skills are read so the task row is fetched once.
-    task_kind, overlap, assigned, submitted, response_id, item_id = fetch_one(
-        _LOCK_TASK.format(lock=for_update(of="t")), [task_id]
+    task_kind, overlap, assigned, submitted, response_id, item_id, item_skills = fetch_one(
+        _LOCK_TASK.format(skills=item_skills_sql("r.item_id"), lock=for_update(of="t")), [task_id]
     )
     campaign = instance_from(
         Campaign,
         {"id": campaign_id, "updated_at": aware(campaign_updated_at), "skill_mode": skill_mode},
     )
-    asked = skills_for_item(item_id=item_id, campaign=campaign)
+    asked = skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills)
     rows = _validate_scores(asked, scores)
     now = timezone.now()
     late = status == AssignmentStatus.EXPIRED or expires_at <= now
@@ -430,18 +444,24 @@ def human_score_submit(
                 code="lease_lost",
             )
         assigned += 1
-    if counts:
-        execute(_TASK_COUNTS, [assigned, submitted + 1, task_id])
     stamp = db_datetime(now)
-    execute(_ASSIGNMENT_SUBMITTED, [stamp, active_ms, stamp, assignment_id])
-    params = []
+    task_update = [assigned, submitted + (1 if counts else 0), task_id, counts]
+    assignment_update = [stamp, active_ms, stamp, assignment_id]
+    values_sql = ", ".join([_SCORE_ROW] * len(rows))
+    score_values = []
     for skill, value in rows:
-        params += [
+        score_values += [
             assignment_id, campaign_id, response_id, annotator.pk, skill.skill_id,
             skill.rubric_id, value.score, value.score is None, value.rationale, value.time_ms,
             stamp, stamp,
         ]  # fmt: skip
-    execute(_INSERT_SCORES + ", ".join([_SCORE_ROW] * len(rows)), params)
+    if rows and is_postgres():
+        execute(_RECORD_PG + values_sql, task_update + assignment_update + score_values)
+    else:
+        execute(_TASK_COUNTS, task_update)
+        execute(_ASSIGNMENT_SUBMITTED, assignment_update)
+        if rows:  # a task whose item has no pinned skill asks nothing
+            execute(_INSERT_SCORES + values_sql, score_values)
     fields.update(status=AssignmentStatus.SUBMITTED, submitted_at=now, active_ms=active_ms,
                   updated_at=now)  # fmt: skip
     return SubmitResult(_assignment(fields), created=True, late=late)
