@@ -602,6 +602,12 @@ class Assignment(TimestampedModel):
             models.UniqueConstraint(
                 fields=["task", "annotator", "kind"], name="assignment_once_per_annotator"
             ),
+            # one lease at a time per annotator and campaign (several tabs share it)
+            models.UniqueConstraint(
+                fields=["campaign", "annotator"],
+                condition=Q(status="active"),
+                name="assignment_one_active_lease",
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"
             ),

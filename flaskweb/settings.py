@@ -117,6 +117,10 @@ else:
     )
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The annotation hot path's fixed SQL (flaskweb/db.py) is prepared on the server. Turn this
+# off behind a pooler that cannot keep prepared statements (PgBouncer in transaction mode
+# before 1.21, or without max_prepared_statements).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache and Celery -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
@@ -87,13 +87,10 @@ _C = Campaign._meta.db_table
 # user, now, campaign.
 _CLAIM_STATE = f"""
 SELECT c.status, c.quota_per_annotator, c.lease_seconds, c.gold_rate, c.repeat_rate,
-       c.overlap, c.route_by_domain,
-       {IN_POOL_SQL},
-       (SELECT a.id FROM {_A} a
-        WHERE a.campaign_id = c.id AND a.annotator_id = %s AND a.status = 'active'
-          AND a.expires_at > %s
-        ORDER BY a.id LIMIT 1)
-FROM {_C} c WHERE c.id = %s
+       c.overlap, c.route_by_domain, {IN_POOL_SQL}, a.id, a.expires_at
+FROM {_C} c
+LEFT JOIN {_A} a ON a.campaign_id = c.id AND a.annotator_id = %s AND a.status = 'active'
+WHERE c.id = %s
 """
 _ASSIGNMENT_FIELDS = ("id", "task_id", "kind", "status", "expires_at")
 _ASSIGNMENT_GET = f"SELECT {', '.join(_ASSIGNMENT_FIELDS)} FROM {_A} WHERE id = %s"
@@ -151,36 +148,44 @@ class _ClaimState:
     overlap: int
     route_by_domain: bool
     in_pool: bool
-    current_id: int | None
+    lease_id: int | None  # the annotator's active lease here, if any (at most one)
+    lease_expires_at: object
 
 
-@transaction.atomic
 def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None:
     """The annotator's current or next task as an active lease; None when there is none.
 
     Policy: annotation/ASSIGNMENT.md. Concurrency: the normal-task pick locks one Task row
     with SKIP LOCKED; the slot and the lease are written in the same transaction. The
     campaign's status and pool are read here, inside the claim, whatever `campaign` holds.
+
+    An annotator holds at most one active lease per campaign (a partial UNIQUE index).
+    Two tabs claiming at the same instant both find none and both claim; the second one's
+    lease waits on the index for the first to commit, then fails, and that claim is run
+    again: it resumes the first tab's task. No lock is taken for the common case.
     """
+    try:
+        return _claim(campaign, annotator)
+    except IntegrityError:
+        return _claim(campaign, annotator)
+
+
+@transaction.atomic
+def _claim(campaign: Campaign, annotator) -> Assignment | None:
     now = timezone.now()
-    if is_postgres():
-        # One claim at a time per (campaign, annotator): two tabs claiming at the same
-        # instant would both miss the resume check below and race for the same task.
-        # (SQLite serialises whole write transactions already.)
-        fetch_one(
-            "SELECT pg_advisory_xact_lock(%s, %s)", [_int32(campaign.pk), _int32(annotator.pk)]
-        )
-    row = fetch_one(
-        _CLAIM_STATE,
-        [annotator.pk, annotator.pk, annotator.pk, db_datetime(now), campaign.pk],
-    )
+    row = fetch_one(_CLAIM_STATE, [annotator.pk, annotator.pk, annotator.pk, campaign.pk])
     if row is None:
         return None
-    state = _ClaimState(*row[:7], in_pool=bool(row[7]), current_id=row[8])
+    state = _ClaimState(
+        *row[:7], in_pool=bool(row[7]), lease_id=row[8], lease_expires_at=aware(row[9])
+    )
     if not state.in_pool:
         return None
-    if state.current_id is not None:
-        return _assignment_stub(state.current_id, campaign.pk, annotator.pk)
+    if state.lease_id is not None:
+        if state.lease_expires_at > now:
+            return _assignment_stub(state.lease_id, campaign.pk, annotator.pk)
+        # Lapsed but not yet swept: expire it now, so it frees its slot and the new lease.
+        _expire_one(state.lease_id)
     if state.status != CampaignStatus.ACTIVE:
         return None
     if state.quota is not None:
@@ -210,11 +215,6 @@ def _assignment_stub(assignment_id: int, campaign_id: int, annotator_id: int) ->
     fields["expires_at"] = aware(fields["expires_at"])
     fields.update(campaign_id=campaign_id, annotator_id=annotator_id)
     return _assignment(fields)
-
-
-def _int32(value: int) -> int:
-    """Fold an id into the int4 key space of pg_advisory_xact_lock(int, int)."""
-    return (value % 2**32) - 2**31
 
 
 def _every(rate: float, served: int) -> bool:
@@ -579,18 +579,23 @@ def assignments_expire_stale(*, campaign_id: int | None = None, limit: int = 100
         stale = stale.filter(campaign_id=campaign_id)
     expired = 0
     for assignment_id in stale.order_by("pk").values_list("pk", flat=True)[:limit]:
-        with transaction.atomic():
-            won = Assignment.objects.filter(
-                pk=assignment_id, status=AssignmentStatus.ACTIVE, expires_at__lte=timezone.now()
-            ).update(status=AssignmentStatus.EXPIRED, updated_at=timezone.now())
-            if not won:
-                continue
-            assignment = Assignment.objects.select_related("task").get(pk=assignment_id)
-            if assignment.task.kind == TaskKind.NORMAL and assignment.kind == AssignmentKind.NORMAL:
-                locks.task_lock(task_id=assignment.task_id)
-                Task.objects.filter(pk=assignment.task_id).update(assigned=F("assigned") - 1)
-            expired += 1
+        expired += _expire_one(assignment_id)
     return expired
+
+
+@transaction.atomic
+def _expire_one(assignment_id: int) -> bool:
+    """Expire one lease if it is still active and past its time, freeing its slot."""
+    won = Assignment.objects.filter(
+        pk=assignment_id, status=AssignmentStatus.ACTIVE, expires_at__lte=timezone.now()
+    ).update(status=AssignmentStatus.EXPIRED, updated_at=timezone.now())
+    if not won:
+        return False
+    assignment = Assignment.objects.select_related("task").get(pk=assignment_id)
+    if assignment.task.kind == TaskKind.NORMAL and assignment.kind == AssignmentKind.NORMAL:
+        locks.task_lock(task_id=assignment.task_id)
+        Task.objects.filter(pk=assignment.task_id).update(assigned=F("assigned") - 1)
+    return True
 
 
 __all__ = [

@@ -525,12 +525,11 @@ def test_next_and_submit_use_a_fixed_number_of_queries(
 ):
     # Both run on every task of every annotator (bench/annotate_load.py). Inside the test's
     # transaction each service transaction adds a SAVEPOINT and its RELEASE (2 statements).
-    # next: auth, expiry sweep, per-annotator claim lock (PostgreSQL only), claim state
-    # (campaign, pool and resume check in one), claim (slot and lease: one statement on
-    # PostgreSQL, two on SQLite), the card (with the item's skills on PostgreSQL; SQLite
-    # reads them apart), rubric pins
+    # next: auth, expiry sweep, claim state (campaign, pool and the current lease in one),
+    # claim (slot and lease: one statement on PostgreSQL, two on SQLite), the card (with the
+    # item's skills on PostgreSQL; SQLite reads them apart), rubric pins
     process_caches_clear()
-    with django_assert_num_queries((7 if is_postgres() else 8) + 2):
+    with django_assert_num_queries((6 if is_postgres() else 8) + 2):
         task = claim(alice_api, campaign)
     # submit: auth, assignment lock (with its campaign), task lock (with its item and, on
     # PostgreSQL, the item's skills), the writes (slot, assignment, scores: one statement on

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import (
@@ -93,6 +94,31 @@ def test_a_claim_resumes_the_open_lease(campaign, annotator):
     again = assignment_claim_next(campaign=campaign, annotator=annotator)
     assert first.pk == again.pk
     assert Task.objects.get(pk=first.task_id).assigned == 1
+
+
+def test_a_lapsed_lease_not_yet_swept_is_expired_by_the_next_claim(campaign, annotator):
+    # given alice's lease lapsed and no sweep has run since (claim called directly)
+    first = assignment_claim_next(campaign=campaign, annotator=annotator)
+    with time_machine.travel(timezone.now() + timedelta(seconds=120)):
+        # when she asks again
+        second = assignment_claim_next(campaign=campaign, annotator=annotator)
+    # then the old lease is expired with its slot freed, and she holds one new lease
+    old = Assignment.objects.get(pk=first.pk)
+    assert old.status == AssignmentStatus.EXPIRED
+    assert Task.objects.get(pk=first.task_id).assigned == 0
+    assert second.pk != first.pk and second.task_id != first.task_id
+    active = Assignment.objects.filter(annotator=annotator, status=AssignmentStatus.ACTIVE)
+    assert list(active.values_list("pk", flat=True)) == [second.pk]
+
+
+def test_the_database_refuses_a_second_active_lease(campaign, annotator):
+    # the invariant behind "several tabs share one lease" is a constraint, not only code
+    first = assignment_claim_next(campaign=campaign, annotator=annotator)
+    other = Task.objects.filter(campaign=campaign).exclude(pk=first.task_id).first()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Assignment.objects.create(
+            task=other, campaign=campaign, annotator=annotator, expires_at=first.expires_at
+        )
 
 
 def test_partially_covered_tasks_are_finished_first(campaign, annotator, django_user_model):
