@@ -533,7 +533,11 @@ class Task(models.Model):
     Gold and attention tasks have no overlap limit (every annotator may get them).
     """
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="tasks")
+    # campaign_id leads task_claim_order and task_unique_response: no index of its own (every
+    # index is paid for on each claim; see "Indexes on the hot path" in ASSIGNMENT.md)
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="tasks", db_index=False
+    )
     response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="tasks")
     kind = models.CharField(max_length=10, choices=TaskKind.choices, default=TaskKind.NORMAL)
     overlap = models.PositiveSmallIntegerField()
@@ -578,8 +582,16 @@ class AssignmentKind(models.TextChoices):
 class Assignment(TimestampedModel):
     """A lease of a task to one annotator."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="assignments")
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="assignments")
+    # Written on every claim and submit, so only the indexes reads need: task_id leads
+    # assignment_once_per_annotator, campaign_id leads assignment_mine.
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="assignments", db_index=False
+    )
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="assignments", db_index=False
+    )
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
     )
@@ -628,7 +640,13 @@ class Assignment(TimestampedModel):
 class HumanScore(TimestampedModel):
     """One annotator's score of one response on one skill (1-5 or N/A)."""
 
-    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="scores")
+    # Three rows per submission: only the indexes reads need. assignment_id leads
+    # humanscore_unique; skills and rubrics are append-only (their PROTECT check may scan).
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.CASCADE, related_name="scores", db_index=False
+    )
     # Denormalised from the assignment for analytics reads (written once, with it).
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
     response = models.ForeignKey(
@@ -637,8 +655,8 @@ class HumanScore(TimestampedModel):
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
     )
-    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+")
-    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="+")
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+", db_index=False)
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="+", db_index=False)
     score = models.PositiveSmallIntegerField(null=True, blank=True)
     is_na = models.BooleanField(default=False)
     rationale = models.TextField(blank=True)
