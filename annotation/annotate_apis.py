@@ -163,6 +163,17 @@ class AssignmentNextApi(APIView):
         return ApiResponse(_task_payload(card))
 
 
+def _next_for(user, campaign_id: int) -> dict:
+    """The `next` / `next_reason` fields of a chained submit (claimed after the submission
+    committed, in a transaction of its own, exactly as POST …/next/ would)."""
+    campaign = instance_from(Campaign, {"id": campaign_id})
+    claimed = assignment_next(campaign=campaign, annotator=user)
+    if claimed is None:
+        return {"next": None, "next_reason": _no_task_reason(campaign, user)}
+    card = selectors.task_card_for_annotator(user=user, assignment_id=claimed.pk)
+    return {"next": _task_payload(card)}
+
+
 def _task_payload(card: selectors.TaskCard) -> dict:
     """The card as OutputSerializer describes it (and tests check it field by field)."""
     payload = {
@@ -210,6 +221,12 @@ class AssignmentSubmitApi(APIView):
         active_ms = serializers.IntegerField(
             required=False, allow_null=True, min_value=0, max_value=MAX_TIME_MS, default=None
         )
+        next = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="also claim the next task and return it in `next` (one round trip "
+            "per item, as the scoring page does)",
+        )
 
         class Meta:
             ref_name = "AssignmentSubmit"
@@ -218,6 +235,12 @@ class AssignmentSubmitApi(APIView):
         assignment_id = serializers.IntegerField()
         status = serializers.CharField()
         late = serializers.BooleanField(help_text="accepted after the lease ran out")
+        next = AssignmentNextApi.OutputSerializer(
+            required=False, allow_null=True, help_text="with next=true: the next task, or null"
+        )
+        next_reason = serializers.CharField(
+            required=False, help_text=f"with next=true and no task: why (as {NO_TASK_HEADER})"
+        )
 
         class Meta:
             ref_name = "AssignmentSubmitted"
@@ -225,6 +248,8 @@ class AssignmentSubmitApi(APIView):
     class DuplicateSerializer(serializers.Serializer):
         assignment_id = serializers.IntegerField()
         duplicate = serializers.BooleanField()
+        next = AssignmentNextApi.OutputSerializer(required=False, allow_null=True)
+        next_reason = serializers.CharField(required=False)
 
         class Meta:
             ref_name = "AssignmentSubmitDuplicate"
@@ -258,9 +283,12 @@ class AssignmentSubmitApi(APIView):
             fields = {"scores": [str(exc)]} if code == 400 else {}
             return _error(code, str(exc), exc.code, **fields)
         if not result.created:
-            return ApiResponse({"assignment_id": assignment_id, "duplicate": True})
-        body = {"assignment_id": assignment_id, "status": "submitted", "late": result.late}
-        return ApiResponse(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
+            body = {"assignment_id": assignment_id, "duplicate": True}
+        else:
+            body = {"assignment_id": assignment_id, "status": "submitted", "late": result.late}
+        if data["next"]:
+            body.update(_next_for(request.user, result.assignment.campaign_id))
+        return ApiResponse(body, status=201 if result.created else 200)
 
 
 class AssignmentSkipApi(APIView):

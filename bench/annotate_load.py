@@ -276,8 +276,10 @@ class Tally:
 
 
 class Annotator(threading.Thread):
-    def __init__(self, *, port, token, campaign_id, tally, stop, budget, pace, seed):
+    def __init__(self, *, port, token, campaign_id, tally, stop, budget, pace, seed, chained):
         super().__init__(daemon=True)
+        self.chained = chained
+        self.submit_kind = "submit+next" if chained else "submit"
         self.port, self.campaign_id = port, campaign_id
         self.tally, self.stop, self.budget, self.pace = tally, stop, budget, pace
         self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
@@ -309,39 +311,53 @@ class Annotator(threading.Thread):
     def run(self) -> None:
         next_path = f"{API}/campaigns/{self.campaign_id}/next/"
         due = time.perf_counter()
+        task = None  # with --chained, the next task as the last submit returned it
         while not self.stop.is_set() and self.budget.take():
             if self.pace:
                 due += self.pace * self.rng.uniform(0.5, 1.5)  # think time, jittered
                 time.sleep(max(0.0, due - time.perf_counter()))
-            status, response, payload = self.call("next", next_path, None)
-            if status == 204:
-                with self.tally.lock:
-                    self.tally.no_task[response.getheader("No-Task-Reason")] += 1
-                self.budget.give_back()
-                break
-            if status != 200:
-                self.error("next", status, payload)
-                self.budget.give_back()
-                continue
-            task = json.loads(payload)
+            if task is None:
+                status, response, payload = self.call("next", next_path, None)
+                if status == 204:
+                    self.no_task(response.getheader("No-Task-Reason"))
+                    break
+                if status != 200:
+                    self.error("next", status, payload)
+                    self.budget.give_back()
+                    continue
+                task = json.loads(payload)
             scores = [
                 {"skill_id": s["skill_id"], "score": self.rng.choice([1, 2, 3, 4, 5, None]),
                  "time_ms": self.rng.randint(2_000, 60_000)}
                 for s in task["skills"]
             ]  # fmt: skip
             body = {"scores": scores, "active_ms": self.rng.randint(5_000, 120_000)}
+            if self.chained:
+                body["next"] = True
             path = f"{API}/assignments/{task['assignment_id']}/submit/"
-            status, _, payload = self.call("submit", path, body)
+            status, _, payload = self.call(self.submit_kind, path, body)
             # 200 is the idempotent answer to a repeat (a retried request whose first answer
             # was lost): recorded once either way, so both count
             if status in (200, 201):
                 with self.tally.lock:
                     self.tally.accepted[task["assignment_id"]] = len(scores)
+                answer = json.loads(payload) if self.chained else {}
+                task = answer.get("next")
+                if self.chained and task is None:
+                    self.no_task(answer.get("next_reason"), give_back=False)
+                    break
             else:
                 self.error("submit", status, payload)
                 self.budget.give_back()
+                task = None
         if self.conn is not None:
             self.conn.close()
+
+    def no_task(self, reason, *, give_back: bool = True) -> None:
+        with self.tally.lock:
+            self.tally.no_task[reason] += 1
+        if give_back:
+            self.budget.give_back()
 
     def error(self, kind: str, status, payload) -> None:
         if status is None:
@@ -416,7 +432,7 @@ def run_crowd(args, port: int, campaign_id: int, tokens: list[str]) -> tuple[Tal
     pace = args.annotators / args.rate if args.rate > 0 else 0.0
     crowd = [
         Annotator(port=port, token=token, campaign_id=campaign_id, tally=tally, stop=stop,
-                  budget=budget, pace=pace, seed=args.seed + i)
+                  budget=budget, pace=pace, seed=args.seed + i, chained=args.chained)
         for i, token in enumerate(tokens)
     ]  # fmt: skip
     t0 = time.perf_counter()
@@ -459,6 +475,7 @@ def report(args, tally: Tally, elapsed: float) -> dict:
         "threads": args.threads,
         "rate_target": args.rate,
         "settings_file": args.settings_file,
+        "chained": args.chained,
         "elapsed_s": round(elapsed, 2),
         "submissions": submitted,
         "submissions_per_s": round(submitted / elapsed, 1),
@@ -468,6 +485,8 @@ def report(args, tally: Tally, elapsed: float) -> dict:
     }
     log("")
     mode = f"paced to {args.rate:g} submissions/s" if args.rate else "closed loop"
+    if args.chained:
+        mode += ", chained (submit returns the next task)"
     log(f"{args.annotators} annotators, gunicorn {args.workers} workers x {args.threads} "
         f"threads (gthread), {mode}")  # fmt: skip
     log(f"  elapsed            {elapsed:8.1f} s")
@@ -475,7 +494,7 @@ def report(args, tally: Tally, elapsed: float) -> dict:
     log(f"  requests           {sum(tally.statuses.values()):8d}   "
         f"({sum(tally.statuses.values()) / elapsed:.1f}/s)")  # fmt: skip
     log("  latency (ms)          n      p50      p95      p99      max")
-    for kind in ("next", "submit"):
+    for kind in ("next", "submit+next" if args.chained else "submit"):
         values = tally.latencies.get(kind, [])
         row = [percentile(values, p) * 1000 for p in (50, 95, 99, 100)]
         figures[f"{kind}_ms"] = {"n": len(values), "p50": round(row[0], 1),
@@ -667,12 +686,18 @@ def main() -> int:
                         help="keep flaskweb_loadbench if it already holds the dataset")  # fmt: skip
     parser.add_argument("--drop-db", action="store_true",
                         help="drop flaskweb_loadbench at the end (kept by default)")  # fmt: skip
+    parser.add_argument(
+        "--chained",
+        action="store_true",
+        help="submit with next=true: one request per task after the first",
+    )
     parser.add_argument("--profile", action="store_true",
                         help="also print queries per request and the claim query plan")  # fmt: skip
     args = parser.parse_args()
 
     if args.reuse_db and database_ready(args.items, args.models):
-        log(f"database {PG_DB}: reused")
+        run([PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"])  # the code's schema
+        log(f"database {PG_DB}: reused (migrated to the current schema)")
     else:
         build_database(args.items, args.models, args.seed)
     django_setup()

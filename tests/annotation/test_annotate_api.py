@@ -369,6 +369,43 @@ def test_submit_records_the_scores_then_a_repeat_is_a_no_op(campaign, alice_api)
     assert (assignment.task.assigned, assignment.task.submitted) == (1, 1)
 
 
+def test_a_chained_submit_returns_the_next_task_until_none_is_left(campaign, alice_api):
+    # given alice holds her first task
+    task = claim(alice_api, campaign)
+    seen = [task["assignment_id"]]
+    # when she submits each with next=true, taking the next task from the answer
+    for _ in range(5):
+        answer = alice_api.post(
+            submit_url(task["assignment_id"]), {**scores_for(task), "next": True}, format="json"
+        )
+        assert answer.status_code == 201
+        body = answer.json()
+        assert body["status"] == "submitted" and "next_reason" not in body
+        task = body["next"]
+        # then the next task is a fresh lease, shown as POST …/next/ shows it
+        assert task["assignment_id"] not in seen
+        assert task == claim(alice_api, campaign)  # resuming it gives the same card
+        seen.append(task["assignment_id"])
+    # and after the sixth (last) one, next is null with the reason
+    last = alice_api.post(
+        submit_url(task["assignment_id"]), {**scores_for(task), "next": True}, format="json"
+    )
+    assert last.status_code == 201
+    assert last.json()["next"] is None and last.json()["next_reason"] == "no_task_available"
+    assert HumanScore.objects.filter(annotator__username="alice").count() == 6 * 3
+    assert not Assignment.objects.filter(status=AssignmentStatus.ACTIVE).exists()
+
+
+def test_a_retried_chained_submit_returns_the_same_next_task(campaign, alice_api):
+    task = claim(alice_api, campaign)
+    payload = {**scores_for(task), "next": True}
+    first = alice_api.post(submit_url(task["assignment_id"]), payload, format="json").json()
+    again = alice_api.post(submit_url(task["assignment_id"]), payload, format="json")
+    assert again.status_code == 200
+    assert again.json()["duplicate"] is True
+    assert again.json()["next"]["assignment_id"] == first["next"]["assignment_id"]
+
+
 @pytest.mark.parametrize(
     ("change", "field_hint"),
     [
