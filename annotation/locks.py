@@ -4,16 +4,17 @@ Invariants these locks protect (all also backed by CHECK/UNIQUE constraints):
 - a normal task never has more than `overlap` leases holding a slot (assigned <= overlap);
 - a task's accepted submissions never exceed its slots (submitted <= assigned), so once a
   task is complete it has exactly `overlap` accepted scores per skill;
-- an annotator never gets the same task twice (UNIQUE task, annotator, kind).
+- an annotator never gets the same task twice (UNIQUE task, annotator, kind);
+- an annotator holds at most one active lease per campaign (partial UNIQUE index).
 
-Lock order: an Assignment row before its Task row. The claim locks a single Task with
-SKIP LOCKED and never waits, so it cannot take part in a deadlock; submit and expire lock
-an assignment, then its task.
+Lock order: an Assignment row before its Task row. The claim (fixed SQL in
+services/assignments.py) locks a single Task with SKIP LOCKED and never waits for a row;
+its new lease may wait on the one-lease index for the same annotator's other claim, which
+holds no lock the first one needs. Submit (also fixed SQL there) and expire lock an
+assignment, then its task.
 """
 
 from __future__ import annotations
-
-from django.db.models import QuerySet
 
 from annotation.models import Assignment, Task
 
@@ -25,7 +26,3 @@ def assignment_lock(*, assignment_id: int) -> Assignment:
 def task_lock(*, task_id: int) -> Task:
     return Task.objects.select_for_update().get(pk=task_id)
 
-
-def open_tasks_skip_locked(queryset: QuerySet[Task]) -> QuerySet[Task]:
-    """Claimable tasks, locked without waiting: concurrent claims each get a different row."""
-    return queryset.select_for_update(skip_locked=True, of=("self",))
