@@ -25,4 +25,3 @@ def assignment_lock(*, assignment_id: int) -> Assignment:
 
 def task_lock(*, task_id: int) -> Task:
     return Task.objects.select_for_update().get(pk=task_id)
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
@@ -137,6 +137,38 @@ INSERT INTO {_A} ({_LEASE_COLUMNS}) SELECT picked.id, {_LEASE_VALUES} FROM picke
 RETURNING id, task_id
 """
 
+# PostgreSQL, the common case in ONE statement run on its own (no BEGIN/COMMIT round trips):
+# read the claim state and, when nothing special applies (in the pool, no lease held,
+# campaign active, no quota, gold, repeats or routing), take a slot and write the lease.
+# Otherwise it writes nothing and returns the state, and the transactional path takes over.
+# Params: user, user, user, campaign, campaign, user, campaign, user, now, now, now.
+_CLAIM_ONE_STATEMENT = f"""
+WITH st AS (
+  SELECT c.status, c.quota_per_annotator, c.lease_seconds, c.gold_rate, c.repeat_rate,
+         c.overlap, c.route_by_domain, {IN_POOL_SQL} AS in_pool, a.id AS lease_id,
+         a.expires_at AS lease_expires_at
+  FROM {_C} c
+  LEFT JOIN {_A} a ON a.campaign_id = c.id AND a.annotator_id = %s AND a.status = 'active'
+  WHERE c.id = %s
+), go AS (
+  SELECT overlap, lease_seconds FROM st
+  WHERE in_pool AND lease_id IS NULL AND status = 'active' AND quota_per_annotator IS NULL
+    AND gold_rate <= 0 AND repeat_rate <= 0 AND NOT route_by_domain
+), picked AS (
+  UPDATE {_T} SET assigned = assigned + 1
+  WHERE id = ({_PICK_NORMAL.replace("t.assigned < %s", "t.assigned < (SELECT overlap FROM go)")})
+  RETURNING id
+), lease AS (
+  INSERT INTO {_A} ({_LEASE_COLUMNS})
+  SELECT picked.id, %s, %s, 'normal', 'active',
+         %s::timestamptz + make_interval(secs => go.lease_seconds),
+         NULL, NULL, '', false, '', %s::timestamptz, %s::timestamptz
+  FROM picked, go
+  RETURNING id, task_id, expires_at
+)
+SELECT st.*, lease.id, lease.task_id, lease.expires_at FROM st LEFT JOIN lease ON true
+""".format(routing="", fence=" OFFSET 0", lock=" FOR UPDATE OF t SKIP LOCKED")
+
 
 @dataclass(frozen=True)
 class _ClaimState:
@@ -163,11 +195,70 @@ def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None
     Two tabs claiming at the same instant both find none and both claim; the second one's
     lease waits on the index for the first to commit, then fails, and that claim is run
     again: it resumes the first tab's task. No lock is taken for the common case.
+
+    On PostgreSQL the common case is one statement (`_CLAIM_ONE_STATEMENT`); resuming a
+    lease, gold, repeats, quotas, routing and SQLite take the transactional path.
     """
+    if is_postgres():
+        try:
+            done, claimed = _claim_in_one_statement(campaign, annotator)
+        except IntegrityError:
+            done, claimed = False, None  # another tab's lease won: resume it below
+        if done:
+            return claimed
     try:
         return _claim(campaign, annotator)
     except IntegrityError:
         return _claim(campaign, annotator)
+
+
+def _claim_in_one_statement(campaign: Campaign, annotator) -> tuple[bool, Assignment | None]:
+    """(True, lease or None) when the one statement settled the claim; (False, None) when
+    the transactional path must decide. Run on its own in autocommit; inside a caller's
+    transaction it gets a savepoint, so a lost race does not spoil that transaction."""
+    now = timezone.now()
+    params = [annotator.pk, annotator.pk, annotator.pk, campaign.pk, campaign.pk,
+              annotator.pk, campaign.pk, annotator.pk, now, now, now]  # fmt: skip
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            row = fetch_one(_CLAIM_ONE_STATEMENT, params)
+    else:
+        row = fetch_one(_CLAIM_ONE_STATEMENT, params)
+    if row is None:
+        return True, None  # no such campaign
+    state = _ClaimState(
+        *row[:7], in_pool=bool(row[7]), lease_id=row[8], lease_expires_at=aware(row[9])
+    )
+    lease_id, task_id, expires_at = row[10:]
+    if lease_id is not None:
+        fields = {
+            "id": lease_id,
+            "task_id": task_id,
+            "campaign_id": campaign.pk,
+            "annotator_id": annotator.pk,
+            "kind": AssignmentKind.NORMAL,
+            "status": AssignmentStatus.ACTIVE,
+            "expires_at": aware(expires_at),
+            "submitted_at": None,
+            "active_ms": None,
+            "skip_reason": "",
+            "flagged": False,
+            "flag_reason": "",
+            "created_at": now,
+            "updated_at": now,
+        }
+        return True, _assignment(fields)
+    if not state.in_pool:
+        return True, None
+    plain = (
+        state.lease_id is None
+        and state.status == CampaignStatus.ACTIVE
+        and state.quota is None
+        and state.gold_rate <= 0
+        and state.repeat_rate <= 0
+        and not state.route_by_domain
+    )
+    return (True, None) if plain else (False, None)  # plain: no open task for this annotator
 
 
 @transaction.atomic
@@ -387,7 +478,38 @@ WITH counts AS ({_TASK_COUNTS}), submitted AS ({_ASSIGNMENT_SUBMITTED})
 {_INSERT_SCORES}"""
 
 
-@transaction.atomic(durable=True)
+# PostgreSQL, a submission on a live lease in two statements run on their own: a plain read
+# (assignment, campaign, task, item skills), then, once the scores are checked against the
+# skills asked, one statement whose first step takes the lease (`status = 'active' AND
+# expires_at > now`, so a concurrent expiry or duplicate makes it write nothing) and only
+# then counts the task and inserts the scores. Lock order as everywhere: assignment, task.
+_SUBMIT_READ = f"""
+SELECT a.annotator_id, a.status, a.kind, a.expires_at, a.task_id, a.campaign_id,
+       c.updated_at, c.skill_mode, t.kind, t.response_id, r.item_id, {{skills}}
+FROM {_A} a JOIN {_C} c ON c.id = a.campaign_id JOIN {_T} t ON t.id = a.task_id
+JOIN {Response._meta.db_table} r ON r.id = t.response_id
+WHERE a.id = %s
+"""
+_SUBMIT_ONE_STATEMENT = f"""
+WITH taken AS (
+  UPDATE {_A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s
+  WHERE id = %s AND annotator_id = %s AND status = 'active' AND expires_at > %s
+  RETURNING id
+), counted AS (
+  UPDATE {_T} SET submitted = submitted + 1
+  WHERE id = %s AND %s AND EXISTS (SELECT 1 FROM taken)
+), scored AS (
+  INSERT INTO {{scores_table}} ({{score_columns}})
+  SELECT v.* FROM (VALUES {{rows}}) AS v WHERE EXISTS (SELECT 1 FROM taken)
+)
+SELECT count(*) FROM taken
+"""
+_SCORE_ROW_TYPED = (
+    "(%s::bigint, %s::bigint, %s::bigint, %s::integer, %s::bigint, %s::bigint, %s::smallint,"
+    " %s::boolean, %s::text, %s::integer, %s::timestamptz, %s::timestamptz)"
+)
+
+
 def human_score_submit(
     *,
     assignment_id: int,
@@ -401,9 +523,81 @@ def human_score_submit(
     created=False. A late submission on an expired lease is accepted only while the task
     still has a free slot. Raises AssignmentError with a clear message otherwise.
 
-    Fixed SQL (flaskweb/db.py says why): on PostgreSQL, BEGIN, the two locks (the second
-    brings the item's skills), one statement for the three writes, COMMIT.
+    On PostgreSQL a live lease is recorded by `_SUBMIT_ONE_STATEMENT`; everything else
+    (repeats, late, skipped, SQLite) by the transactional `_submit_locked`.
     """
+    if is_postgres():
+        result = _submit_in_one_statement(assignment_id, annotator, scores, active_ms)
+        if result is not None:
+            return result
+    return _submit_locked(
+        assignment_id=assignment_id, annotator=annotator, scores=scores, active_ms=active_ms
+    )
+
+
+def _submit_in_one_statement(assignment_id, annotator, scores, active_ms) -> SubmitResult | None:
+    row = fetch_one(_SUBMIT_READ.format(skills=item_skills_sql("r.item_id")), [assignment_id])
+    if row is None or row[0] != annotator.pk:
+        raise AssignmentError("no such task", code="not_found")
+    _, status, kind, expires_at, task_id, campaign_id, updated_at, skill_mode = row[:8]
+    task_kind, response_id, item_id, item_skills = row[8:]
+    now = timezone.now()
+    if status != AssignmentStatus.ACTIVE or aware(expires_at) <= now:
+        return None
+    campaign = instance_from(
+        Campaign, {"id": campaign_id, "updated_at": aware(updated_at), "skill_mode": skill_mode}
+    )
+    asked = skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills)
+    rows = _validate_scores(asked, scores)
+    if not rows:
+        return None  # a task that asks nothing: the general path records it
+    counts = task_kind == TaskKind.NORMAL and kind == AssignmentKind.NORMAL
+    values = []
+    for skill, value in rows:
+        values += [
+            assignment_id, campaign_id, response_id, annotator.pk, skill.skill_id,
+            skill.rubric_id, value.score, value.score is None, value.rationale, value.time_ms,
+            now, now,
+        ]  # fmt: skip
+    sql = _SUBMIT_ONE_STATEMENT.format(
+        scores_table=HumanScore._meta.db_table,
+        score_columns=", ".join(_SCORE_COLUMNS),
+        rows=", ".join([_SCORE_ROW_TYPED] * len(rows)),
+    )
+    params = [now, active_ms, now, assignment_id, annotator.pk, now, task_id, counts, *values]
+    if connection.in_atomic_block:
+        with transaction.atomic(durable=True):  # refused inside a caller's transaction
+            (taken,) = fetch_one(sql, params)
+    else:
+        (taken,) = fetch_one(sql, params)
+    if not taken:
+        return None  # expired, repeated or skipped meanwhile: the general path says which
+    fields = {
+        "id": assignment_id,
+        "annotator_id": annotator.pk,
+        "status": AssignmentStatus.SUBMITTED,
+        "kind": kind,
+        "expires_at": aware(expires_at),
+        "task_id": task_id,
+        "campaign_id": campaign_id,
+        "submitted_at": now,
+        "active_ms": active_ms,
+        "updated_at": now,
+    }
+    return SubmitResult(_assignment(fields), created=True, late=False)
+
+
+@transaction.atomic(durable=True)
+def _submit_locked(
+    *,
+    assignment_id: int,
+    annotator,
+    scores: list[ScoreInput],
+    active_ms: int | None = None,
+) -> SubmitResult:
+    """The general submit, in a transaction that locks the assignment, then its task:
+    BEGIN, the two locks (the second brings the item's skills), one statement for the
+    three writes on PostgreSQL, COMMIT."""
     row = fetch_one(_LOCK_ASSIGNMENT.format(lock=for_update(of="a")), [assignment_id])
     if row is None or row[0] != annotator.pk:
         raise AssignmentError("no such task", code="not_found")

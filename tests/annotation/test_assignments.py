@@ -18,6 +18,7 @@ from annotation.models import (
     UploadSource,
     UploadStatus,
 )
+from annotation.services import assignments
 from annotation.services.assignments import (
     AssignmentError,
     ScoreInput,
@@ -119,6 +120,32 @@ def test_the_database_refuses_a_second_active_lease(campaign, annotator):
         Assignment.objects.create(
             task=other, campaign=campaign, annotator=annotator, expires_at=first.expires_at
         )
+
+
+@pytest.mark.postgres_only
+def test_a_lease_lost_between_the_read_and_the_write_of_a_submit_records_nothing(
+    campaign, annotator, monkeypatch
+):
+    # given the one-statement submit has read a live lease, and then another tab skips it
+    a = assignment_claim_next(campaign=campaign, annotator=annotator)
+    real = assignments.fetch_one
+    calls = []
+
+    def read_then_skip(sql, params=()):
+        row = real(sql, params)
+        if not calls:
+            calls.append(sql)
+            assignment_skip(assignment_id=a.pk, annotator=annotator, reason="other tab")
+        return row
+
+    monkeypatch.setattr(assignments, "fetch_one", read_then_skip)
+    # when the submit goes on, then it is refused as skipped and nothing is written
+    with pytest.raises(AssignmentError) as err:
+        human_score_submit(assignment_id=a.pk, annotator=annotator, scores=full_scores(a))
+    assert err.value.code == "skipped"
+    assert not HumanScore.objects.exists()
+    task = Task.objects.get(pk=a.task_id)
+    assert (task.assigned, task.submitted) == (0, 0)
 
 
 def test_partially_covered_tasks_are_finished_first(campaign, annotator, django_user_model):
