@@ -15,6 +15,7 @@ Contract of a run (see docs/JUDGING.md):
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -286,19 +287,41 @@ def judge_run_create(
     return run
 
 
+#: What a run takes from its judge when it is created, and keeps: editing a judge (another
+#: model, temperature, template version, prices...) never changes a run already made. The
+#: key's variable name, timeouts, attempts and rate limits are read live: they are how to
+#: reach the provider, not what is asked of it.
+SNAPSHOT_FIELDS = (
+    "kind", "base_url", "model", "temperature", "max_tokens", "extra_params", "samples",
+    "prompt_template", "use_reference", "baseline", "price_per_1k_prompt",
+    "price_per_1k_completion",
+)  # fmt: skip
+
+
 def _snapshot(judge: JudgeConfig) -> dict:
-    return {
-        "kind": judge.kind,
-        "base_url": judge.base_url,
-        "model": judge.model,
-        "temperature": judge.temperature,
-        "max_tokens": judge.max_tokens,
-        "extra_params": judge.extra_params,
-        "samples": judge.samples,
-        "prompt_template": judge.prompt_template_id,
-        "use_reference": judge.use_reference,
-        "baseline": judge.baseline,
-    }
+    snapshot = {name: getattr(judge, name) for name in SNAPSHOT_FIELDS if name != "prompt_template"}
+    snapshot["prompt_template"] = judge.prompt_template_id
+    for price in ("price_per_1k_prompt", "price_per_1k_completion"):
+        snapshot[price] = str(snapshot[price])
+    return snapshot
+
+
+def run_judge(run: JudgeRun) -> JudgeConfig:
+    """The run's judge as it was when the run was created (its settings_snapshot laid over
+    a copy of the live row; the row itself is not touched)."""
+    judge = copy.copy(run.judge)
+    snapshot = run.settings_snapshot or {}
+    for name in SNAPSHOT_FIELDS:
+        if name not in snapshot or name == "prompt_template":
+            continue
+        value = snapshot[name]
+        if name.startswith("price_"):
+            value = Decimal(value)
+        setattr(judge, name, value)
+    template_id = snapshot.get("prompt_template")
+    if template_id and template_id != judge.prompt_template_id:
+        judge.prompt_template = PromptTemplate.objects.get(pk=template_id)
+    return judge
 
 
 #: judge_run_start(budget=KEEP_BUDGET) leaves the run's budget as it is.
@@ -425,6 +448,7 @@ def judge_response(*, run_id: int, response_id: int, attempt: int = 1) -> None:
     run = JudgeRun.objects.select_related("judge__prompt_template", "campaign").get(pk=run_id)
     if run.status != RunStatus.RUNNING:
         return
+    run.judge = run_judge(run)  # every read of run.judge below sees the snapshot
     response = response_for_judging(response_id=response_id)
     done = set(
         Judgment.objects.filter(run=run, response=response).values_list("sample_index", flat=True)

@@ -19,6 +19,7 @@ from judging.services import (
     judge_response,
     judge_run_create,
     judge_run_start,
+    prompt_template_create,
 )
 from tests.annotation.test_assignments import make_dataset
 from tests.conftest import wait_for
@@ -229,3 +230,33 @@ def test_a_prompt_that_cannot_be_built_is_refused_up_front_and_recorded_at_run_t
     assert run.status == RunStatus.DONE and run.failed == 6
     assert server.stats()["completions"] == 0
     assert all("reference" in j.error for j in Judgment.objects.filter(run=run))
+
+
+def test_a_run_keeps_the_settings_its_judge_had_when_it_was_created(project, dataset, server):
+    # given a run made with one model, temperature, template and price
+    judge = llm_judge(project, server, temperature=0.0, price_per_1k_prompt=Decimal("1"))
+    first_template = judge.prompt_template
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    # when the judge is edited afterwards (another model, temperature, template, price)
+    terse, _ = prompt_template_create(
+        project=project, key="terse", name="Terse",
+        user_template="{skills}\n{instruction}\n{response}",
+    )  # fmt: skip
+    type(judge).objects.filter(pk=judge.pk).update(
+        model="edited-model", temperature=0.9, prompt_template=terse,
+        price_per_1k_prompt=Decimal("1000"),
+    )  # fmt: skip
+    for rid in response_ids(run):
+        judge_response(run_id=run.pk, response_id=rid)
+    # then the run asked exactly what it was created with, and costs at its own prices
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE
+    for judgment in Judgment.objects.filter(run=run):
+        assert judgment.request["model"] == "fake-judge"
+        assert judgment.request["temperature"] == 0.0
+        assert judgment.prompt_template_id == first_template.pk
+    assert run.cost == Decimal(run.prompt_tokens) / 1000
+    # and a new run takes the edited settings
+    rerun = running(judge_run_create(judge=type(judge).objects.get(pk=judge.pk), dataset=dataset))
+    judge_response(run_id=rerun.pk, response_id=response_ids(rerun)[0])
+    assert Judgment.objects.get(run=rerun).request["model"] == "edited-model"
