@@ -489,3 +489,61 @@ class JudgmentListApi(APIView):
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(judgments, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+# --- scores, k samples aggregated -----------------------------------------------------------------
+
+
+class RunScoresApi(APIView):
+    """Each judged response's score per skill, aggregated over the run's k samples (mean of
+    the scores, N/A left out), with the spread kept. Keyset pages by response id."""
+
+    class OutputSerializer(serializers.Serializer):
+        class RowSerializer(serializers.Serializer):
+            response = serializers.IntegerField(source="response_id")
+            item = serializers.CharField()
+            model_name = serializers.CharField()
+            skill = serializers.CharField()
+            samples = serializers.IntegerField()
+            na = serializers.IntegerField(help_text="samples that said N/A")
+            mean = serializers.FloatField(
+                allow_null=True, help_text="null when every sample said N/A"
+            )
+            median = serializers.FloatField(allow_null=True)
+            min = serializers.IntegerField(source="low", allow_null=True)
+            max = serializers.IntegerField(source="high", allow_null=True)
+            stdev = serializers.FloatField(
+                allow_null=True, help_text="null with fewer than two scores"
+            )
+
+            class Meta:
+                ref_name = "JudgingScoreSummary"
+
+        results = RowSerializer(many=True)
+        next_after = serializers.IntegerField(
+            allow_null=True, help_text="pass as ?after= for the next page; null at the end"
+        )
+
+        class Meta:
+            ref_name = "JudgingScoreSummaryPage"
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after", int, required=False, description="a response id"),
+            OpenApiParameter("limit", int, required=False, description="responses, 1-500"),
+        ],
+        responses=OutputSerializer,
+    )
+    def get(self, request, pk: int):
+        run = access.run_get_for_staff(request.user, pk)
+        try:
+            after = int(request.query_params.get("after", 0))
+            limit = int(request.query_params.get("limit", 100))
+        except ValueError:
+            raise serializers.ValidationError({"after": ["integers only"]}) from None
+        if not 1 <= limit <= 500:
+            raise serializers.ValidationError({"limit": ["1 to 500"]})
+        ids = selectors.run_judged_response_ids(run=run, after_id=after, limit=limit)
+        rows = selectors.run_score_summaries(run=run, response_ids=ids)
+        body = {"results": rows, "next_after": ids[-1] if len(ids) == limit else None}
+        return ApiResponse(self.OutputSerializer(body).data)

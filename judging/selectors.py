@@ -3,6 +3,7 @@ and their previews. Pages and the API read through here; nothing here writes."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -260,3 +261,114 @@ def prompt_preview(
         messages=messages,
         error=error,
     )
+
+
+# --- scores, k samples aggregated -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """One response's score on one skill in a run, over its k samples. The mean is computed
+    from the integer sum and count, so equal means are equal floats; the spread is kept
+    (min, max, sample standard deviation) so unstable judgments can be found."""
+
+    response_id: int
+    item: str
+    model_name: str
+    skill: str
+    samples: int  # judgments that gave this skill a score or N/A
+    na: int
+    mean: float | None  # over the samples with a score (N/A left out); None if all N/A
+    median: float | None
+    low: int | None
+    high: int | None
+    stdev: float | None  # None with fewer than two scores
+
+    @property
+    def spread(self) -> int | None:
+        return None if self.low is None else self.high - self.low
+
+
+def run_score_summaries(*, run: JudgeRun, response_ids: list[int]) -> list[ScoreSummary]:
+    """The aggregated scores of the given responses (one query)."""
+    rows = (
+        JudgeScore.objects.filter(run=run, response_id__in=response_ids)
+        .values_list(
+            "response_id",
+            "response__item__external_id",
+            "response__model_name",
+            "skill__name",
+            "skill__order",
+            "score",
+            "is_na",
+        )  # fmt: skip
+        .order_by("response_id", "skill__order", "skill__name")
+    )
+    grouped: dict[tuple, list] = {}
+    for response_id, item, model_name, skill, order, score, is_na in rows:
+        grouped.setdefault((response_id, order, skill, item, model_name), []).append(
+            None if is_na else score
+        )
+    result = []
+    for (response_id, _order, skill, item, model_name), values in grouped.items():
+        scored = [v for v in values if v is not None]
+        result.append(
+            ScoreSummary(
+                response_id=response_id,
+                item=item,
+                model_name=model_name,
+                skill=skill,
+                samples=len(values),
+                na=len(values) - len(scored),
+                mean=sum(scored) / len(scored) if scored else None,
+                median=float(statistics.median(scored)) if scored else None,
+                low=min(scored) if scored else None,
+                high=max(scored) if scored else None,
+                stdev=statistics.stdev(scored) if len(scored) > 1 else None,
+            )
+        )
+    return result
+
+
+def run_judged_response_ids(*, run: JudgeRun, after_id: int = 0, limit: int = 100) -> list[int]:
+    """Keyset page over the responses the run has judged."""
+    return list(
+        Judgment.objects.filter(run=run, response_id__gt=after_id)
+        .order_by("response_id")
+        .values_list("response_id", flat=True)
+        .distinct()[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class SkillSummary:
+    skill: str
+    responses: int
+    mean: float | None  # mean over responses of their k-sample means
+    na_share: float  # share of samples that said N/A
+    unstable: int  # responses whose samples disagree (k > 1)
+    mean_stdev: float | None  # mean within-response standard deviation (k > 1)
+
+
+def run_skill_summaries(*, run: JudgeRun) -> list[SkillSummary]:
+    """Per skill over the whole run, from the per-response aggregates (for the run page)."""
+    ids = list(Judgment.objects.filter(run=run).values_list("response_id", flat=True).distinct())
+    by_skill: dict[str, list[ScoreSummary]] = {}
+    for row in run_score_summaries(run=run, response_ids=ids):
+        by_skill.setdefault(row.skill, []).append(row)
+    result = []
+    for skill, rows in by_skill.items():
+        means = [r.mean for r in rows if r.mean is not None]
+        stdevs = [r.stdev for r in rows if r.stdev is not None]
+        samples = sum(r.samples for r in rows)
+        result.append(
+            SkillSummary(
+                skill=skill,
+                responses=len(rows),
+                mean=sum(means) / len(means) if means else None,
+                na_share=sum(r.na for r in rows) / samples if samples else 0.0,
+                unstable=sum(1 for r in rows if r.spread),
+                mean_stdev=sum(stdevs) / len(stdevs) if stdevs else None,
+            )
+        )
+    return result

@@ -43,4 +43,5 @@ api_urlpatterns = [
     path("runs/<int:pk>/resume/", apis.JudgeRunResumeApi.as_view(), name="run-resume"),
     path("runs/<int:pk>/cancel/", apis.JudgeRunCancelApi.as_view(), name="run-cancel"),
     path("runs/<int:pk>/judgments/", apis.JudgmentListApi.as_view(), name="judgment-list"),
+    path("runs/<int:pk>/scores/", apis.RunScoresApi.as_view(), name="run-scores"),
 ]

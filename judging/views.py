@@ -148,6 +148,11 @@ def _run_context(run: JudgeRun, notice: str = "") -> dict[str, Any]:
         "run": run,
         "progress": selectors.run_progress(run=run),
         "problems": selectors.run_problem_list(run=run),
+        # read over every score of the run: not on each progress poll of a running run
+        "skill_summaries": (
+            [] if run.status == RunStatus.RUNNING else selectors.run_skill_summaries(run=run)
+        ),
+        "samples": (run.settings_snapshot or {}).get("samples", run.judge.samples),
         "start_form": RunStartForm(initial={"budget": run.budget}),
         "notice": notice,
     }

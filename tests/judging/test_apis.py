@@ -86,6 +86,7 @@ def test_a_session_works_as_well_as_a_token(researcher, project, judge):
         ("post", "/runs/{run}/resume/"),
         ("post", "/runs/{run}/cancel/"),
         ("get", "/runs/{run}/judgments/"),
+        ("get", "/runs/{run}/scores/"),
     ],
 )
 def test_annotators_get_403_and_outsiders_404_in_json(
