@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 
 from annotation.models import (
     Assignment,
@@ -329,3 +329,43 @@ def response_count_for_run(*, dataset_id: int, model_names: list[str] | None = N
 def response_for_judging(*, response_id: int) -> Response:
     """A response with its item (instruction, reference) loaded."""
     return Response.objects.select_related("item").get(pk=response_id)
+
+
+# --- pairwise judging: a challenger response and the anchor model's response to its item ---
+
+
+def dataset_has_model(*, dataset_id: int, model_name: str) -> bool:
+    return Response.objects.filter(item__dataset_id=dataset_id, model_name=model_name).exists()
+
+
+def _pair_challengers(dataset_id: int, anchor_model: str, model_names: list[str] | None):
+    anchors = Response.objects.filter(item_id=OuterRef("item_id"), model_name=anchor_model)
+    qs = Response.objects.filter(item__dataset_id=dataset_id).exclude(model_name=anchor_model)
+    if model_names:
+        qs = qs.filter(model_name__in=model_names)
+    return qs.filter(Exists(anchors))
+
+
+def pair_challenger_ids(
+    *, dataset_id: int, anchor_model: str, model_names: list[str] | None = None,
+    after_id: int = 0, limit: int = 500,
+) -> list[int]:  # fmt: skip
+    """Keyset page over the responses that have an anchor response on their item."""
+    qs = _pair_challengers(dataset_id, anchor_model, model_names).filter(pk__gt=after_id)
+    return list(qs.order_by("pk").values_list("pk", flat=True)[:limit])
+
+
+def pair_challenger_count(
+    *, dataset_id: int, anchor_model: str, model_names: list[str] | None = None
+) -> int:
+    return _pair_challengers(dataset_id, anchor_model, model_names).count()
+
+
+def anchor_response_for(*, response: Response, anchor_model: str) -> Response | None:
+    """The anchor model's response to the same item (with its item loaded), or None."""
+    return (
+        Response.objects.select_related("item")
+        .filter(item_id=response.item_id, model_name=anchor_model)
+        .order_by("pk")
+        .first()
+    )

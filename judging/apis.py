@@ -334,6 +334,13 @@ class JudgeRunCreateApi(APIView):
             required=False,
             allow_null=True,
         )
+        pairwise_against = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=200,
+            help_text="a model of the dataset: compare every other model's response with its "
+            "response to the same item, in both orders (blank: score one by one)",
+        )
 
         class Meta:
             ref_name = "JudgingRunCreate"
@@ -350,6 +357,7 @@ class JudgeRunCreateApi(APIView):
                 dataset=data["dataset"],
                 campaign=data["campaign"],
                 budget=data.get("budget"),
+                pairwise_against=data.get("pairwise_against", ""),
                 created_by=request.user,
             )
         except ValidationError as exc:
@@ -547,3 +555,50 @@ class RunScoresApi(APIView):
         rows = selectors.run_score_summaries(run=run, response_ids=ids)
         body = {"results": rows, "next_after": ids[-1] if len(ids) == limit else None}
         return ApiResponse(self.OutputSerializer(body).data)
+
+
+class RunPairwiseApi(APIView):
+    """Position consistency and outcomes of a pairwise run (per skill and Overall; Overall
+    per challenger model). Verdicts count only where both orders were read."""
+
+    class RowSerializer(serializers.Serializer):
+        name = serializers.CharField()
+        pairs = serializers.IntegerField(help_text="pairs with a verdict in both orders")
+        consistent = serializers.IntegerField()
+        inconsistent = serializers.IntegerField()
+        inconsistency_rate = serializers.FloatField(allow_null=True)
+        first_position_share = serializers.FloatField(
+            allow_null=True, help_text="share of non-tie verdicts that favoured the first shown"
+        )
+        challenger_wins = serializers.IntegerField()
+        anchor_wins = serializers.IntegerField()
+        ties = serializers.IntegerField()
+        challenger_win_rate = serializers.FloatField(allow_null=True)
+
+        class Meta:
+            ref_name = "PairwiseRow"
+
+    class OutputSerializer(serializers.Serializer):
+        anchor_model = serializers.CharField()
+        rows = serializers.ListField(child=serializers.DictField())
+        by_model = serializers.ListField(child=serializers.DictField())
+
+        class Meta:
+            ref_name = "PairwiseReport"
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request, pk: int):
+        run = access.run_get_for_staff(request.user, pk)
+        if not run.pairwise_against:
+            return ApiResponse(
+                {"detail": "this run scores responses one by one; it has no pairs",
+                 "code": "not_pairwise"}, status=400,
+            )  # fmt: skip
+        report = selectors.pairwise_report(run=run)
+        rows = self.RowSerializer(report.rows, many=True).data
+        by_model = [
+            {"model": model, **self.RowSerializer(row).data} for model, row in report.by_model
+        ]
+        return ApiResponse(
+            {"anchor_model": report.anchor_model, "rows": rows, "by_model": by_model}
+        )

@@ -242,6 +242,14 @@ class RunCreateForm(forms.Form):
         required=False,
         help_text="Optional: the run pauses once its cost reaches this.",
     )
+    pairwise_against = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Pairwise against model",
+        help_text="Optional: a model of the dataset. Each other model's response is then "
+        "compared with this model's response to the same item, in both orders, and "
+        "position-inconsistent verdicts are reported.",
+    )
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -260,7 +268,12 @@ class RunCreateForm(forms.Form):
     def run_settings(self) -> dict[str, Any]:
         data = self.cleaned_data
         dataset = data["campaign"].dataset if data.get("campaign") else data["dataset"]
-        return {"dataset": dataset, "campaign": data.get("campaign"), "budget": data["budget"]}
+        return {
+            "dataset": dataset,
+            "campaign": data.get("campaign"),
+            "budget": data["budget"],
+            "pairwise_against": (data.get("pairwise_against") or "").strip(),
+        }
 
 
 class RunStartForm(forms.Form):

@@ -133,6 +133,9 @@ class JudgeRun(TimestampedModel):
         Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="judge_runs"
     )
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.PENDING)
+    # Pairwise mode: every other model's response to an item is compared with this model's
+    # response to the same item, asked in both orders (PairJudgment). Blank: pointwise.
+    pairwise_against = models.CharField(max_length=200, blank=True)
     # the exact configuration the run was started with (judge fields, template version)
     settings_snapshot = models.JSONField(default=dict)
     total = models.PositiveIntegerField(default=0)  # judgments to make (responses x samples)
@@ -258,3 +261,48 @@ class LLMCacheEntry(models.Model):
 
     def __str__(self) -> str:
         return f"cache {self.key[:12]}"
+
+
+class Verdict(models.TextChoices):
+    CHALLENGER = "challenger", "The compared response is better"
+    ANCHOR = "anchor", "The anchor response is better"
+    TIE = "tie", "Tie"
+
+
+class PairJudgment(TimestampedModel):
+    """A pairwise judgment: `response` (the challenger) against `anchor`, the anchor model's
+    response to the same item, shown in one `order` (0: challenger first, 1: anchor first).
+    Both orders are asked; `verdicts` is stored in terms of challenger/anchor, whatever the
+    order, so the two orders of a pair compare directly (position consistency)."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="pair_judgments")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="+")
+    anchor = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="+")
+    order = models.PositiveSmallIntegerField()  # 0: challenger shown first; 1: anchor first
+    status = models.CharField(max_length=15, choices=JudgmentStatus.choices)
+    verdicts = models.JSONField(default=dict)  # skill name or "Overall" -> Verdict
+    request = models.JSONField(default=dict)  # effective request body (no API key)
+    raw_output = models.TextField(blank=True)
+    parse_method = models.CharField(max_length=20, blank=True)
+    error = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    from_cache = models.BooleanField(default=False)
+    cache_key = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "response", "order"], name="pairjudgment_unique_order"
+            ),
+            models.CheckConstraint(condition=Q(order__in=[0, 1]), name="pairjudgment_order_01"),
+            models.CheckConstraint(
+                condition=Q(status__in=JudgmentStatus.values), name="pairjudgment_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "status"], name="pairjudgment_run_status")]
+
+    def __str__(self) -> str:
+        return f"pair judgment {self.pk} ({self.status})"

@@ -36,6 +36,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from judging.pairwise import FIRST_END, FIRST_MARK, SECOND_END, SECOND_MARK
+from judging.pairwise import OVERALL as PAIR_OVERALL
+
 HOST = "127.0.0.1"
 DEFAULT_MODEL = "fake-flask-judge"
 NA = "N/A"
@@ -326,6 +329,45 @@ def feedback_sentence(skill: str, score: int | str) -> str:
     return f"The response {_FEEDBACK.get(score, _FEEDBACK[3])}"
 
 
+def _between(text: str, start: str, end: str) -> str:
+    head = text.find(start)
+    tail = text.find(end, head + len(start)) if head >= 0 else -1
+    return text[head + len(start) : tail].strip() if head >= 0 and tail >= 0 else ""
+
+
+def expected_pair_choices(
+    prompt_text: str, skills: Sequence[str], position_bias: float = 0.0
+) -> dict[str, str]:
+    """The verdicts the server gives a pairwise prompt, per skill and Overall: "1", "2" or
+    "tie". They depend on the two response texts as a set (so both orders of a pair agree),
+    except that a hash of the pair under `position_bias` makes a verdict "1" whatever the
+    order: a judge with position bias, for tests of the consistency report."""
+    first = _between(prompt_text, FIRST_MARK, FIRST_END)
+    second = _between(prompt_text, SECOND_MARK, SECOND_END)
+    low, high = sorted((first, second))
+    choices = {}
+    for name in [*skills, PAIR_OVERALL]:
+        if position_bias > 0 and _unit("bias", low, high, name) < position_bias:
+            choices[name] = "1"
+            continue
+        u = _unit("pair", low, high, name)
+        better = None if first == second or u >= 0.9 else (low if u < 0.45 else high)
+        choices[name] = "tie" if better is None else ("1" if better == first else "2")
+    return choices
+
+
+def render_pair_answer(choices: Mapping[str, str], style: str) -> str:
+    body = "\n".join(
+        f"{name}: Response {c} is better here." if c != "tie" else f"{name}: neither is better."
+        for name, c in choices.items()
+    )
+    if style == "lines":
+        return body + "\n\nVerdicts:\n" + "\n".join(f"{n}: {c}" for n, c in choices.items())
+    if style == "python_dict":
+        return f"{body}\n\n{dict(choices)!r}"
+    return json.dumps({"feedback": body, **choices})
+
+
 def render_answer(scores: Mapping[str, int | str], style: str) -> str:
     """A judge's answer: per-skill feedback, then the scores, in one of `STYLES`."""
     feedback = {skill: feedback_sentence(skill, score) for skill, score in scores.items()}
@@ -376,6 +418,7 @@ class ServerConfig:
     fail_first_kind: str = "http_503"
     hang_seconds: float = 30.0
     na_rate: float = 0.0
+    position_bias: float = 0.0  # pairwise: share of verdicts that pick Response 1 regardless
     api_key: str | None = None
     models: tuple[str, ...] | None = None
 
@@ -472,6 +515,7 @@ _CHECKS = {
     "fail_first_kind": lambda v: _kind(v, "fail_first_kind"),
     "hang_seconds": lambda v: _number(v, "hang_seconds"),
     "na_rate": lambda v: _number(v, "na_rate", 0.0, 1.0),
+    "position_bias": lambda v: _number(v, "position_bias", 0.0, 1.0),
     "api_key": _api_key,
     "models": _models,
 }
@@ -708,6 +752,7 @@ class FakeOpenAIServer:
         fail_first_kind: str = "http_503",
         hang_seconds: float = 30.0,
         na_rate: float = 0.0,
+        position_bias: float = 0.0,
         api_key: str | None = None,
         models: Sequence[str] | None = None,
         log_requests: bool = False,
@@ -726,6 +771,7 @@ class FakeOpenAIServer:
             "fail_first_kind": fail_first_kind,
             "hang_seconds": hang_seconds,
             "na_rate": na_rate,
+            "position_bias": position_bias,
             "api_key": api_key,
             "models": list(models) if models is not None else None,
         }
@@ -989,7 +1035,12 @@ class FakeOpenAIServer:
         skills = detect_skills_in_messages(request.messages)
         prompt_tokens = prompt_tokens_of(request.messages)
         samples = []
+        pairwise = FIRST_MARK in prompt_text and SECOND_MARK in prompt_text
         for index in range(request.n):
+            if pairwise:
+                choices = expected_pair_choices(prompt_text, skills, cfg.position_bias)
+                samples.append((choices, render_pair_answer(choices, style)))
+                continue
             scores = expected_scores(
                 prompt_text,
                 skills,

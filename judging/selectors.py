@@ -11,13 +11,14 @@ from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
 from annotation.models import Campaign, CampaignStatus, Project, Response
 from annotation.selectors import response_for_judging, response_ids_for_run, skills_for_response
-from judging import prompts
+from judging import pairwise, prompts
 from judging.models import (
     JudgeConfig,
     JudgeRun,
     JudgeScore,
     Judgment,
     JudgmentStatus,
+    PairJudgment,
     PromptTemplate,
     RunStatus,
 )
@@ -372,3 +373,40 @@ def run_skill_summaries(*, run: JudgeRun) -> list[SkillSummary]:
             )
         )
     return result
+
+
+# --- pairwise runs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairwiseReport:
+    """Position consistency and outcomes of a pairwise run, per skill and Overall, plus the
+    Overall outcome per challenger model (consistent verdicts only)."""
+
+    anchor_model: str
+    rows: list[pairwise.ConsistencyRow]  # skills in the order asked, then Overall
+    by_model: list[tuple[str, pairwise.ConsistencyRow]]
+
+
+def pairwise_report(*, run: JudgeRun) -> PairwiseReport:
+    judgments = (
+        PairJudgment.objects.filter(run=run, status__in=[JudgmentStatus.OK, JudgmentStatus.PARTIAL])
+        .values_list("response_id", "response__model_name", "order", "verdicts")
+        .order_by("response_id", "order")
+    )
+    pairs: dict[int, list] = {}
+    model_of: dict[int, str] = {}
+    names: list[str] = []
+    for response_id, model_name, order, verdicts in judgments:
+        pairs.setdefault(response_id, [{}, {}])[order] = verdicts
+        model_of[response_id] = model_name
+        for name in verdicts:
+            if name != pairwise.OVERALL and name not in names:
+                names.append(name)
+    names.append(pairwise.OVERALL)
+    rows = pairwise.consistency([tuple(p) for p in pairs.values()], names)
+    by_model = []
+    for model in sorted(set(model_of.values())):
+        mine = [tuple(p) for rid, p in pairs.items() if model_of[rid] == model]
+        by_model.append((model, pairwise.consistency(mine, [pairwise.OVERALL])[0]))
+    return PairwiseReport(anchor_model=run.pairwise_against, rows=rows, by_model=by_model)

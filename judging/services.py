@@ -33,12 +33,16 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Dataset, Project, Response
 from annotation.selectors import (
+    anchor_response_for,
+    dataset_has_model,
+    pair_challenger_count,
+    pair_challenger_ids,
     response_count_for_run,
     response_for_judging,
     response_ids_for_run,
     skills_for_response,
 )
-from judging import prompts
+from judging import pairwise, prompts
 from judging.clients import ChatRequest, JudgeError, OpenAICompatibleClient
 from judging.models import (
     JudgeConfig,
@@ -48,6 +52,7 @@ from judging.models import (
     Judgment,
     JudgmentStatus,
     LLMCacheEntry,
+    PairJudgment,
     PromptTemplate,
     RunStatus,
     TemplateSource,
@@ -224,9 +229,13 @@ class RunEstimate:
     cost: Decimal
 
 
-def judge_run_estimate(*, judge: JudgeConfig, dataset: Dataset, campaign: Campaign | None):
+def judge_run_estimate(
+    *, judge: JudgeConfig, dataset: Dataset, campaign: Campaign | None, pairwise_against: str = ""
+):
     """Calls, tokens and cost before starting: prompt tokens from rendering a sample of the
     responses, completion tokens from the judge's max_tokens (an upper bound)."""
+    if pairwise_against:
+        return _pair_estimate(judge, dataset, campaign, pairwise_against)
     models = campaign.model_names if campaign else None
     responses = response_count_for_run(dataset_id=dataset.pk, model_names=models)
     calls = responses * judge.samples
@@ -238,6 +247,28 @@ def judge_run_estimate(*, judge: JudgeConfig, dataset: Dataset, campaign: Campai
         for rid in sample_ids
     ]
     prompt_tokens = int(sum(tokens) / len(tokens) * calls)
+    completion_tokens = judge.max_tokens * calls
+    return RunEstimate(
+        calls, prompt_tokens, completion_tokens, _cost(judge, prompt_tokens, completion_tokens)
+    )
+
+
+def _pair_estimate(judge, dataset, campaign, anchor_model: str) -> RunEstimate:
+    """Two calls per pair (both orders); prompt tokens from rendering a few pairs."""
+    models = campaign.model_names if campaign else None
+    pairs = pair_challenger_count(
+        dataset_id=dataset.pk, anchor_model=anchor_model, model_names=models
+    )
+    calls = 2 * pairs
+    sample = pair_challenger_ids(
+        dataset_id=dataset.pk, anchor_model=anchor_model, model_names=models, limit=10
+    )
+    tokens = []
+    for rid in sample:
+        response = response_for_judging(response_id=rid)
+        anchor = anchor_response_for(response=response, anchor_model=anchor_model)
+        tokens.append(prompts.estimate_tokens(_pair_messages(judge, response, anchor, 0, campaign)))
+    prompt_tokens = int(sum(tokens) / len(tokens) * calls) if tokens else 0
     completion_tokens = judge.max_tokens * calls
     return RunEstimate(
         calls, prompt_tokens, completion_tokens, _cost(judge, prompt_tokens, completion_tokens)
@@ -258,21 +289,33 @@ def judge_run_create(
     dataset: Dataset | None = None,
     campaign: Campaign | None = None,
     budget: Decimal | None = None,
+    pairwise_against: str = "",
     created_by=None,
 ) -> JudgeRun:
     """A pending run over a campaign's responses (same items and skills the people score)
-    or a whole dataset's, with its estimate."""
+    or a whole dataset's, with its estimate. With `pairwise_against` (a model name of the
+    dataset) it compares every other model's response with that model's response to the
+    same item, in both orders, instead of scoring responses one by one."""
     if campaign is not None:
         dataset = campaign.dataset
     if dataset is None:
         raise ValidationError("a run needs a dataset or a campaign")
     if dataset.project_id != judge.project_id:
         raise ValidationError("the judge and the dataset belong to different projects")
-    estimate = judge_run_estimate(judge=judge, dataset=dataset, campaign=campaign)
+    pairwise_against = (pairwise_against or "").strip()
+    if pairwise_against:
+        if judge.kind != JudgeKind.LLM:
+            raise ValidationError("only an LLM judge can compare responses pairwise")
+        if not dataset_has_model(dataset_id=dataset.pk, model_name=pairwise_against):
+            raise ValidationError(f"the dataset has no responses of model {pairwise_against!r}")
+        estimate = _pair_estimate(judge, dataset, campaign, pairwise_against)
+    else:
+        estimate = judge_run_estimate(judge=judge, dataset=dataset, campaign=campaign)
     run = JudgeRun.objects.create(
         judge=judge,
         dataset=dataset,
         campaign=campaign,
+        pairwise_against=pairwise_against,
         total=estimate.calls,
         budget=budget,
         estimate={
@@ -370,9 +413,15 @@ def judge_run_dispatch(*, run_id: int, after_id: int) -> int | None:
     if run.status != RunStatus.RUNNING:
         return None
     models = run.campaign.model_names if run.campaign else None
-    ids = response_ids_for_run(
-        dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=DISPATCH_BATCH
-    )
+    if run.pairwise_against:  # one task per challenger response: both orders of its pair
+        ids = pair_challenger_ids(
+            dataset_id=run.dataset_id, anchor_model=run.pairwise_against, model_names=models,
+            after_id=after_id, limit=DISPATCH_BATCH,
+        )  # fmt: skip
+    else:
+        ids = response_ids_for_run(
+            dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=DISPATCH_BATCH
+        )
     for response_id in ids:
         judge_response_task.delay(run_id, response_id)
     if len(ids) < DISPATCH_BATCH:
@@ -450,6 +499,10 @@ def judge_response(*, run_id: int, response_id: int, attempt: int = 1) -> None:
         return
     run.judge = run_judge(run)  # every read of run.judge below sees the snapshot
     response = response_for_judging(response_id=response_id)
+    if run.pairwise_against:
+        _judge_pairs(run, response, attempt)
+        _finish_if_complete(run.pk)
+        return
     done = set(
         Judgment.objects.filter(run=run, response=response).values_list("sample_index", flat=True)
     )
@@ -473,18 +526,29 @@ def _run_cost(run_id: int) -> Decimal:
 
 
 def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> None:
-    judge = run.judge
     skills = [s.name for s in _skills(response, run.campaign)]
+
+    def record(body, key, **outcome) -> None:
+        _record(run, response, sample, skills, body, key, **outcome)
+
     try:
-        messages = _messages(judge, response, run.campaign)
+        messages = _messages(run.judge, response, run.campaign)
     except prompts.PromptError as exc:
         # e.g. a reference template on an item without a reference answer: recorded, so
         # the run still completes and the reason is on the judgment.
-        _record(
-            run, response, sample, skills, {}, "", content="", prompt_tokens=0,
-            completion_tokens=0, latency_ms=None, attempts=0, error=f"prompt: {exc}",
-        )  # fmt: skip
+        record({}, "", **_NO_CALL, error=f"prompt: {exc}")
         return
+    _call_llm(run.judge, messages, sample, attempt, record)
+
+
+_NO_CALL = {"content": "", "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": None,
+            "attempts": 0}  # fmt: skip
+
+
+def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: int, record) -> None:
+    """One judge call with the cache, the shared rate limit and retries; its outcome goes to
+    `record(body, key, content=..., prompt_tokens=..., completion_tokens=..., latency_ms=...,
+    attempts=..., [from_cache=...], [error=...])`. Raises RetryLater to be called again."""
     params = {
         "temperature": judge.temperature,
         "max_tokens": judge.max_tokens,
@@ -502,19 +566,12 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
     key = _hash([judge.base_url, request.body(), sample])
     cached = LLMCacheEntry.objects.filter(key=key).first()
     if cached is not None:
-        _record(
-            run, response, sample, skills, request.body(), key,
-            content=cached.content, prompt_tokens=0, completion_tokens=0,
-            latency_ms=None, attempts=0, from_cache=True,
-        )  # fmt: skip
+        record(request.body(), key, **{**_NO_CALL, "content": cached.content}, from_cache=True)
         return
     try:
         api_key = judge_api_key(judge)
     except JudgeError as exc:
-        _record(
-            run, response, sample, skills, request.body(), key, content="",
-            prompt_tokens=0, completion_tokens=0, latency_ms=None, attempts=0, error=str(exc),
-        )  # fmt: skip
+        record(request.body(), key, **_NO_CALL, error=str(exc))
         return
     limiter = _limiter(judge, api_key)
     estimated = prompts.estimate_tokens(messages) + judge.max_tokens
@@ -534,10 +591,9 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
         if exc.retryable and attempt < judge.max_attempts:
             countdown = exc.retry_after if exc.retry_after is not None else _backoff(attempt)
             raise RetryLater(countdown, str(exc)) from None
-        _record(
-            run, response, sample, skills, request.body(), key, content="",
-            prompt_tokens=0, completion_tokens=0, latency_ms=exc.latency_ms,
-            attempts=attempt, error=str(exc),
+        record(
+            request.body(), key, **{**_NO_CALL, "latency_ms": exc.latency_ms, "attempts": attempt},
+            error=str(exc),
         )  # fmt: skip
         return
     if limiter is not None:
@@ -552,10 +608,10 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
             "completion_tokens": result.completion_tokens,
         },
     )
-    _record(
-        run, response, sample, skills, request.body(), key, content=result.content,
-        prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-        latency_ms=result.latency_ms, attempts=attempt,
+    record(
+        request.body(), key, content=result.content, prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens, latency_ms=result.latency_ms,
+        attempts=attempt,
     )  # fmt: skip
 
 
@@ -635,20 +691,97 @@ def _record(
                     for name, value in parsed.scores.items()
                     if name in by_name
                 )
-            JudgeRun.objects.filter(pk=run.pk).update(
-                done=F("done")
-                + (1 if status in (JudgmentStatus.OK, JudgmentStatus.PARTIAL) else 0),
-                failed=F("failed") + (1 if status == JudgmentStatus.FAILED else 0),
-                parse_failed=F("parse_failed")
-                + (1 if status == JudgmentStatus.PARSE_FAILED else 0),
-                cached=F("cached") + (1 if from_cache else 0),
-                prompt_tokens=F("prompt_tokens") + prompt_tokens,
-                completion_tokens=F("completion_tokens") + completion_tokens,
-                cost=F("cost") + cost,
-                updated_at=timezone.now(),
-            )
+            _count(run, status, from_cache, prompt_tokens, completion_tokens, cost)
     except IntegrityError:
         logger.info("judgment (%s, %s, %s) exists already", run.pk, response.pk, sample)
+
+
+def _count(run, status, from_cache, prompt_tokens, completion_tokens, cost) -> None:
+    """Move the run's counters, in the transaction that inserts the judgment."""
+    JudgeRun.objects.filter(pk=run.pk).update(
+        done=F("done") + (1 if status in (JudgmentStatus.OK, JudgmentStatus.PARTIAL) else 0),
+        failed=F("failed") + (1 if status == JudgmentStatus.FAILED else 0),
+        parse_failed=F("parse_failed") + (1 if status == JudgmentStatus.PARSE_FAILED else 0),
+        cached=F("cached") + (1 if from_cache else 0),
+        prompt_tokens=F("prompt_tokens") + prompt_tokens,
+        completion_tokens=F("completion_tokens") + completion_tokens,
+        cost=F("cost") + cost,
+        updated_at=timezone.now(),
+    )
+
+
+# --- pairwise --------------------------------------------------------------------------------
+
+
+def _pair_messages(judge, response, anchor, order: int, campaign) -> list[dict]:
+    item = response.item
+    first, second = (response, anchor) if order == 0 else (anchor, response)
+    template = pairwise.pair_template(with_reference=judge.use_reference)
+    return pairwise.render_pair(
+        template,
+        instruction=item.instruction,
+        first=first.text,
+        second=second.text,
+        skills=_skills(response, campaign),
+        reference=item.reference_answer if template.with_reference else None,
+    )
+
+
+def _judge_pairs(run: JudgeRun, response: Response, attempt: int) -> None:
+    """Both orders of one pair (challenger `response` against the anchor model's response to
+    its item); each order is its own idempotent PairJudgment."""
+    anchor = anchor_response_for(response=response, anchor_model=run.pairwise_against)
+    if anchor is None:
+        return
+    done = set(
+        PairJudgment.objects.filter(run=run, response=response).values_list("order", flat=True)
+    )
+    skills = [s.name for s in _skills(response, run.campaign)]
+    for order in (0, 1):
+        if order in done:
+            continue
+        if run.budget is not None and _run_cost(run.pk) >= run.budget:
+            JudgeRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                status=RunStatus.PAUSED, error="budget reached; raise it and resume to go on"
+            )
+            return
+
+        def record(body, key, *, order=order, **outcome) -> None:
+            _record_pair(run, response, anchor, order, skills, body, key, **outcome)
+
+        try:
+            messages = _pair_messages(run.judge, response, anchor, order, run.campaign)
+        except prompts.PromptError as exc:
+            record({}, "", **_NO_CALL, error=f"prompt: {exc}")
+            continue
+        _call_llm(run.judge, messages, order, attempt, record)
+
+
+def _record_pair(
+    run, response, anchor, order, skills, body, key, *, content, prompt_tokens,
+    completion_tokens, latency_ms, attempts, from_cache=False, error="",
+) -> None:  # fmt: skip
+    if error:
+        status, verdicts, method, problem = JudgmentStatus.FAILED, {}, "", error
+    else:
+        reading = pairwise.parse_pair(content, skills)
+        status = {"ok": JudgmentStatus.OK, "partial": JudgmentStatus.PARTIAL}.get(
+            reading.status, JudgmentStatus.PARSE_FAILED
+        )
+        verdicts = pairwise.to_verdicts(reading.choices, order)
+        method, problem = reading.method, reading.error
+    cost = Decimal(0) if from_cache else _cost(run.judge, prompt_tokens, completion_tokens)
+    try:
+        with transaction.atomic():
+            PairJudgment.objects.create(
+                run=run, response=response, anchor=anchor, order=order, status=status,
+                verdicts=verdicts, request=body, raw_output=content, parse_method=method,
+                error=problem, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                latency_ms=latency_ms, attempts=attempts, from_cache=from_cache, cache_key=key,
+            )  # fmt: skip
+            _count(run, status, from_cache, prompt_tokens, completion_tokens, cost)
+    except IntegrityError:
+        logger.info("pair judgment (%s, %s, %s) exists already", run.pk, response.pk, order)
 
 
 def _judge_baseline(run: JudgeRun, response: Response, sample: int) -> None:

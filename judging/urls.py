@@ -1,6 +1,6 @@
 from django.urls import path
 
-from judging import apis, views
+from judging import apis, output_import_apis, views
 
 app_name = "judging"
 
@@ -43,5 +43,11 @@ api_urlpatterns = [
     path("runs/<int:pk>/resume/", apis.JudgeRunResumeApi.as_view(), name="run-resume"),
     path("runs/<int:pk>/cancel/", apis.JudgeRunCancelApi.as_view(), name="run-cancel"),
     path("runs/<int:pk>/judgments/", apis.JudgmentListApi.as_view(), name="judgment-list"),
+    path(
+        "projects/<slug:slug>/judge-outputs/import/",
+        output_import_apis.JudgeOutputImportApi.as_view(),
+        name="judge-output-import",
+    ),
     path("runs/<int:pk>/scores/", apis.RunScoresApi.as_view(), name="run-scores"),
+    path("runs/<int:pk>/pairwise/", apis.RunPairwiseApi.as_view(), name="run-pairwise"),
 ]

@@ -153,6 +153,11 @@ def _run_context(run: JudgeRun, notice: str = "") -> dict[str, Any]:
             [] if run.status == RunStatus.RUNNING else selectors.run_skill_summaries(run=run)
         ),
         "samples": (run.settings_snapshot or {}).get("samples", run.judge.samples),
+        "pairwise": (
+            selectors.pairwise_report(run=run)
+            if run.pairwise_against and run.status != RunStatus.RUNNING
+            else None
+        ),
         "start_form": RunStartForm(initial={"budget": run.budget}),
         "notice": notice,
     }
