@@ -129,7 +129,20 @@ def run_progress(*, run: JudgeRun) -> RunProgress:
 
 
 def run_problem_list(*, run: JudgeRun, limit: int = 20) -> list[dict]:
-    """The latest failed and unparseable judgments, newest first, as plain rows."""
+    """The latest failed and unparseable judgments, newest first, as plain rows (a pairwise
+    run's pair judgments, with `pair` set and their raw output, which has no page)."""
+    if run.pairwise_against:
+        rows = (
+            PairJudgment.objects.filter(
+                run=run, status__in=[JudgmentStatus.FAILED, JudgmentStatus.PARSE_FAILED]
+            )
+            .order_by("-updated_at", "-pk")
+            .values(
+                "pk", "status", "error", "attempts", "order", "raw_output", "updated_at",
+                "response_id", "response__model_name", "response__item__external_id",
+            )[:limit]
+        )  # fmt: skip
+        return [{**row, "pair": True} for row in rows]
     return list(
         Judgment.objects.filter(
             run=run, status__in=[JudgmentStatus.FAILED, JudgmentStatus.PARSE_FAILED]

@@ -13,7 +13,7 @@ from django.urls import reverse
 from judging import pairwise
 from judging.models import JudgeKind, JudgeRun, JudgmentStatus, PairJudgment, RunStatus
 from judging.openai_server import FakeOpenAIServer, expected_pair_choices
-from judging.selectors import pairwise_report
+from judging.selectors import pairwise_report, run_problem_list
 from judging.services import judge_config_create, judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.judging.test_runs import llm_judge, running
@@ -120,6 +120,8 @@ def test_an_unreadable_verdict_is_kept_raw(project, dataset):
     judgment = PairJudgment.objects.filter(run=run).first()
     assert judgment.status == JudgmentStatus.PARSE_FAILED and judgment.raw_output
     assert judgment.verdicts == {} and run.parse_failed == 16
+    problems = run_problem_list(run=run)
+    assert len(problems) == 16 and all(p["pair"] and p["raw_output"] for p in problems)
 
 
 def test_the_run_page_and_api_show_the_report(project, dataset, researcher, researcher_client):
