@@ -1,0 +1,151 @@
+"""Agreement and correlation coefficients against the worked examples of the papers and
+references that define them, plus the edge cases a report meets (missing ratings, units
+with one rating, constant data)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from analytics import metrics
+
+NAN = math.nan
+
+# Krippendorff, K. (2011). Computing Krippendorff's Alpha-Reliability. Section C: four
+# observers, twelve units, values 1-5, missing values. Published: nominal .743, ordinal
+# .815, interval .849, ratio .797.
+KRIPPENDORFF_2011 = [
+    [1, 2, 3, 3, 2, 1, 4, 1, 2, NAN, NAN, NAN],
+    [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, NAN, 3],
+    [NAN, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, NAN],
+    [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, NAN],
+]
+
+
+@pytest.mark.parametrize(
+    ("level", "published"),
+    [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849), ("ratio", 0.797)],
+)
+def test_krippendorff_alpha_matches_krippendorff_2011(level, published):
+    assert metrics.krippendorff_alpha(KRIPPENDORFF_2011, level) == pytest.approx(
+        published, abs=5e-4
+    )
+
+
+def test_krippendorff_alpha_is_undefined_without_pairable_variation():
+    assert metrics.krippendorff_alpha([[1, NAN], [NAN, 2]], "nominal") is None  # no pairs
+    assert metrics.krippendorff_alpha([[3, 3], [3, 3]], "interval") is None  # no variation
+    with pytest.raises(ValueError, match="level"):
+        metrics.krippendorff_alpha(KRIPPENDORFF_2011, "cardinal")
+
+
+# Fleiss' kappa worked example (ten subjects, fourteen raters, five categories) as given in
+# the Wikipedia article "Fleiss' kappa", after Fleiss (1971): P-bar = 0.378, P-bar_e = 0.213,
+# kappa = 0.210.
+FLEISS_EXAMPLE = [
+    [0, 0, 0, 0, 14],
+    [0, 2, 6, 4, 2],
+    [0, 0, 3, 5, 6],
+    [0, 3, 9, 2, 0],
+    [2, 2, 8, 1, 1],
+    [7, 7, 0, 0, 0],
+    [3, 2, 6, 3, 0],
+    [2, 5, 3, 2, 2],
+    [6, 5, 2, 1, 0],
+    [0, 2, 2, 3, 7],
+]
+
+
+def test_fleiss_kappa_matches_the_published_example():
+    assert metrics.fleiss_kappa(FLEISS_EXAMPLE) == pytest.approx(0.210, abs=5e-4)
+
+
+def test_fleiss_kappa_takes_units_with_different_numbers_of_raters():
+    # a unit with a single rating cannot show agreement and is left out
+    with_single = [*FLEISS_EXAMPLE, [0, 0, 1, 0, 0]]
+    assert metrics.fleiss_kappa(with_single) == pytest.approx(metrics.fleiss_kappa(FLEISS_EXAMPLE))
+    # varying n_i: P_i per unit with its own n_i, hand-computed for two units:
+    # unit 1: 3 ratings all in category 0 -> P_1 = 1; unit 2: 2 ratings split -> P_2 = 0
+    # P-bar = 0.5; p = (4/5, 1/5), P-bar_e = 0.68; kappa = (0.5 - 0.68) / 0.32 = -0.5625
+    assert metrics.fleiss_kappa([[3, 0], [1, 1]]) == pytest.approx(-0.5625)
+    assert metrics.fleiss_kappa([[1, 0]]) is None
+    assert metrics.fleiss_kappa([[2, 0], [3, 0]]) is None  # one category only: undefined
+
+
+def test_fleiss_kappa_from_a_reliability_matrix():
+    counts, cats = metrics.category_counts([[1, 2, 2, NAN], [1, 2, 1, 3], [1, NAN, 2, 3]])
+    assert list(cats) == [1, 2, 3]
+    assert counts.tolist() == [[3, 0, 0], [0, 2, 0], [1, 2, 0], [0, 0, 2]]
+
+
+# Cohen's kappa, the worked example of the Wikipedia article "Cohen's kappa": 50
+# applications, both readers yes 20, only A yes 5, only B yes 10, both no 15:
+# p_o = 0.7, p_e = 0.5, kappa = 0.4.
+def test_cohen_kappa_matches_the_published_example():
+    a = [1] * 20 + [1] * 5 + [0] * 10 + [0] * 15
+    b = [1] * 20 + [0] * 5 + [1] * 10 + [0] * 15
+    assert metrics.cohen_kappa(a, b) == pytest.approx(0.4)
+    # units only one rater rated are left out
+    assert metrics.cohen_kappa([*a, 1], [*b, NAN]) == pytest.approx(0.4)
+    assert metrics.cohen_kappa([2, 2], [2, 2]) is None
+
+
+# Shrout, P. E., & Fleiss, J. L. (1979). Intraclass correlations: uses in assessing rater
+# reliability. Psychological Bulletin 86(2), 420-428. Table 2 (six targets, four judges)
+# and Table 4: ICC(1,1) .17, ICC(2,1) .29, ICC(3,1) .71, ICC(1,4) .44, ICC(2,4) .62,
+# ICC(3,4) .91.
+SHROUT_FLEISS = [
+    [9, 2, 5, 8],
+    [6, 1, 3, 2],
+    [8, 4, 6, 8],
+    [7, 1, 2, 6],
+    [10, 5, 6, 9],
+    [6, 2, 4, 7],
+]
+
+
+@pytest.mark.parametrize(
+    ("form", "published"),
+    [("ICC1", 0.17), ("ICC2", 0.29), ("ICC3", 0.71), ("ICC1k", 0.44), ("ICC2k", 0.62),
+     ("ICC3k", 0.91)],
+)  # fmt: skip
+def test_icc_matches_shrout_and_fleiss_1979(form, published):
+    result = metrics.icc(SHROUT_FLEISS)
+    assert (result.n, result.k) == (6, 4)
+    assert getattr(result, form) == pytest.approx(published, abs=0.005)
+
+
+def test_icc_needs_complete_varying_data():
+    with pytest.raises(ValueError, match="complete"):
+        metrics.icc([[1, NAN], [2, 3]])
+    assert metrics.icc([[1, 2]]) is None
+    assert metrics.icc([[3, 3], [3, 3]]) is None
+
+
+def test_correlations_come_from_scipy_and_agreement_is_counted_on_pairs():
+    x = [1, 2, 3, 4, 5, NAN, 2]
+    y = [2, 2, 3, 5, 4, 3, NAN]
+    result = metrics.correlate(x, y)
+    a, b = [1, 2, 3, 4, 5], [2, 2, 3, 5, 4]
+    assert result.n == 5
+    assert result.pearson == pytest.approx(stats.pearsonr(a, b).statistic)
+    assert result.spearman == pytest.approx(stats.spearmanr(a, b).statistic)
+    assert result.kendall == pytest.approx(stats.kendalltau(a, b, variant="b").statistic)
+    assert result.mae == pytest.approx(0.6)
+    assert (result.exact, result.within_one) == (0.4, 1.0)
+    constant = metrics.correlate([3, 3, 3], [1, 2, 3])
+    assert constant.pearson is None and constant.mae == pytest.approx(1.0)
+    assert metrics.correlate([], []).n == 0
+
+
+def test_kendall_is_tau_b_with_ties():
+    # tau-b corrects for ties; tau-a would not: the two differ on this tied data
+    x, y = np.array([1, 1, 2, 3]), np.array([1, 2, 2, 3])
+    result = metrics.correlate(x, y)
+    concordant, discordant = 4, 0  # pairs (i<j) strictly ordered the same way / opposite
+    ties_x, ties_y, n0 = 1, 1, 6
+    tau_b = (concordant - discordant) / math.sqrt((n0 - ties_x) * (n0 - ties_y))
+    assert result.kendall == pytest.approx(tau_b)
