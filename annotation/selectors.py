@@ -10,11 +10,14 @@ from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 
 from annotation.models import (
     Assignment,
+    AssignmentKind,
+    AssignmentStatus,
     Campaign,
     CampaignRubric,
     Dataset,
     DatasetUpload,
     Domain,
+    HumanScore,
     Item,
     ItemSkill,
     Project,
@@ -23,6 +26,7 @@ from annotation.models import (
     Skill,
     SkillMode,
     Task,
+    TaskKind,
 )
 from flaskweb.db import fetch_all, fetch_one, is_postgres, json_value
 
@@ -368,4 +372,30 @@ def anchor_response_for(*, response: Response, anchor_model: str) -> Response | 
         .filter(item_id=response.item_id, model_name=anchor_model)
         .order_by("pk")
         .first()
+    )
+
+
+# --- analytics: every human score of a project, as plain rows -----------------------------------
+
+
+def human_score_rows(*, project: Project) -> list[tuple]:
+    """(response id, item id, system, skill name, rater, score or None for N/A) for every
+    accepted human score in the project's campaigns: normal tasks and normal assignments
+    only (gold, attention checks and hidden repeats are quality control, not data)."""
+    return list(
+        HumanScore.objects.filter(
+            campaign__project=project,
+            assignment__kind=AssignmentKind.NORMAL,
+            assignment__task__kind=TaskKind.NORMAL,
+            assignment__status=AssignmentStatus.SUBMITTED,
+        )
+        .order_by("response_id", "skill__order", "skill__name", "annotator__username")
+        .values_list(
+            "response_id",
+            "response__item_id",
+            "response__model_name",
+            "skill__name",
+            "annotator__username",
+            "score",
+        )  # fmt: skip
     )

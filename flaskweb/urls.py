@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from analytics.apis import AnalyticsReportApi
 from annotation.urls import api_urlpatterns as annotation_api
 from judging.urls import api_urlpatterns as judging_api_urlpatterns
 
@@ -16,5 +17,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/annotation/", include((annotation_api, "annotation-api"))),
     path("api/v1/judging/", include((judging_api_urlpatterns, "judging-api"))),
+    path(
+        "api/v1/projects/<slug:slug>/analytics/report",
+        AnalyticsReportApi.as_view(),
+        name="analytics-report",
+    ),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]

@@ -423,3 +423,38 @@ def pairwise_report(*, run: JudgeRun) -> PairwiseReport:
         mine = [tuple(p) for rid, p in pairs.items() if model_of[rid] == model]
         by_model.append((model, pairwise.consistency(mine, [pairwise.OVERALL])[0]))
     return PairwiseReport(anchor_model=run.pairwise_against, rows=rows, by_model=by_model)
+
+
+# --- analytics: each judge's scores of a project, as plain rows -----------------------------------
+
+
+def judge_score_rows(*, project: Project) -> list[tuple]:
+    """(response id, item id, system, skill name, judge name, score or None for N/A) per
+    judge of the project: from each judge's latest finished pointwise run per dataset,
+    the k samples of a response averaged (from the integer sum and count, N/A left out;
+    None when every sample said N/A)."""
+    latest = (
+        JudgeRun.objects.filter(judge__project=project, status=RunStatus.DONE, pairwise_against="")
+        .values("judge_id", "dataset_id")
+        .annotate(run_id=Max("pk"))
+        .values_list("run_id", flat=True)
+    )
+    rows = (
+        JudgeScore.objects.filter(run_id__in=list(latest))
+        .values_list(
+            "response_id",
+            "response__item_id",
+            "response__model_name",
+            "skill__name",
+            "run__judge__name",
+            "score",
+        )  # fmt: skip
+        .order_by("response_id", "skill__order", "skill__name", "run__judge__name")
+    )
+    sums: dict[tuple, list[int]] = {}
+    for response_id, item_id, system, skill, judge, score in rows:
+        acc = sums.setdefault((response_id, item_id, system, skill, judge), [0, 0])
+        if score is not None:
+            acc[0] += score
+            acc[1] += 1
+    return [(*key, (total / count) if count else None) for key, (total, count) in sums.items()]

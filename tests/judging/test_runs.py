@@ -37,11 +37,10 @@ def dataset(project, tmp_path):
 
 
 def llm_judge(project, server, **extra):
+    name = extra.pop("name", "J")
     fields = {"base_url": server.url, "model": "fake-judge", "use_reference": False}
     fields.update(extra)
-    return judge_config_create(
-        project=project, name=extra.pop("name", "J"), kind=JudgeKind.LLM, **fields
-    )
+    return judge_config_create(project=project, name=name, kind=JudgeKind.LLM, **fields)
 
 
 def running(run):

@@ -1,0 +1,32 @@
+"""The analytics REST API: the same report as `manage.py analytics_report`."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from analytics.selectors import project_report
+from judging.access import project_get_for_staff
+
+
+class AnalyticsReportApi(APIView):
+    """Agreement among annotators and human-judge correlation, per skill and judge
+    (docs/ANALYTICS.md describes every key). Project researchers and admins only."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("skill", str, many=True, required=False, description="skill names"),
+            OpenApiParameter("judge", str, many=True, required=False, description="judge names"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, slug: str):
+        project = project_get_for_staff(request.user, slug)
+        report = project_report(
+            project=project,
+            skills=request.query_params.getlist("skill") or None,
+            judges=request.query_params.getlist("judge") or None,
+        )
+        return ApiResponse(report)

@@ -1,0 +1,26 @@
+"""Print a project's analytics report (the same JSON as the API)."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from analytics.selectors import project_report
+from annotation.models import Project
+
+
+class Command(BaseCommand):
+    help = "Agreement among annotators and human-judge correlation per skill, as JSON."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--project", required=True, help="project slug")
+        parser.add_argument("--format", choices=["json"], default="json")
+        parser.add_argument("--skill", action="append", help="only this skill (repeatable)")
+        parser.add_argument("--judge", action="append", help="only this judge (repeatable)")
+
+    def handle(self, *args, **options):
+        try:
+            project = Project.objects.get(slug=options["project"])
+        except Project.DoesNotExist:
+            raise CommandError(f"no project {options['project']!r}") from None
+        report = project_report(project=project, skills=options["skill"], judges=options["judge"])
+        self.stdout.write(json.dumps(report, indent=2, sort_keys=False))

@@ -1,0 +1,230 @@
+"""The analytics report: agreement among people and human-judge correlation, per skill.
+
+Units are responses. A response's human score on a skill is the mean of its human scores
+(N/A left out, counted apart), computed from the integer sum and count so that equal means
+are equal floats; per-system means are summed as exact fractions for the same reason (a
+tie between systems must stay a tie, or system-level ranks move). All coefficients come
+from analytics.metrics (see there for the libraries used and the published examples).
+
+The report is one JSON-ready dict; `manage.py analytics_report` and the API return it as is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from fractions import Fraction
+from itertools import combinations
+from statistics import mean
+
+import numpy as np
+from scipy import stats
+
+from analytics import metrics
+
+Row = tuple  # (response id, item id, system, skill, rater, value or None for N/A)
+
+
+def _clean(value):
+    """JSON-safe: NaN and infinities become None; numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _by_skill(rows: Iterable[Row]) -> dict[str, list[Row]]:
+    grouped: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        grouped[row[3]].append(row)
+    return grouped
+
+
+# --- agreement among people ---------------------------------------------------------------
+
+
+def agreement(rows: Sequence[Row]) -> dict:
+    """Agreement of the human scores of one skill (rows of that skill only)."""
+    raters = sorted({r[4] for r in rows})
+    units = sorted({r[0] for r in rows})
+    col = {u: i for i, u in enumerate(units)}
+    ridx = {r: i for i, r in enumerate(raters)}
+    matrix = np.full((len(raters), len(units)), np.nan)
+    na = 0
+    for response_id, _item, _system, _skill, rater, value in rows:
+        if value is None:
+            na += 1
+            continue
+        matrix[ridx[rater], col[response_id]] = value
+    rated = np.sum(~np.isnan(matrix), axis=0)
+    result: dict = {
+        "n_units": int(np.sum(rated >= 2)),
+        "n_raters": len(raters),
+        "n_scores": int(np.sum(rated)),
+        "n_na": na,
+        "krippendorff_alpha": {
+            level: metrics.krippendorff_alpha(matrix, level) for level in metrics.ALPHA_LEVELS
+        },
+    }
+    counts, _cats = metrics.category_counts(matrix)
+    result["fleiss_kappa"] = metrics.fleiss_kappa(counts) if counts.size else None
+    result["cohen_kappa"] = (
+        {"unweighted": metrics.cohen_kappa(matrix[0], matrix[1])} if len(raters) == 2 else None
+    )
+    result["icc"] = _icc(matrix)
+    result["mean_pairwise_spearman"] = _mean_pairwise_spearman(matrix)
+    result["loo_ceiling"] = _loo_ceiling(matrix)
+    return result
+
+
+def _icc(matrix: np.ndarray) -> dict | None:
+    """ICC on the units every rater scored (Shrout & Fleiss need one complete matrix); with
+    crowd data where raters differ per unit, ICC1/ICC1k (raters interchangeable) on each
+    unit's first k scores, k the most common number of scores per unit."""
+    complete = matrix[:, ~np.isnan(matrix).any(axis=0)]
+    if complete.shape[0] >= 2 and complete.shape[1] >= 2:
+        result = metrics.icc(complete.T)
+        if result is not None:
+            return {**asdict(result), "design": "complete"}
+    per_unit = [col[~np.isnan(col)] for col in matrix.T]
+    sizes = [len(v) for v in per_unit if len(v) >= 2]
+    if not sizes:
+        return None
+    k = max(set(sizes), key=lambda s: (sizes.count(s), s))
+    slots = np.array([v[:k] for v in per_unit if len(v) >= k])
+    if slots.shape[0] < 2:
+        return None
+    result = metrics.icc(slots)
+    if result is None:
+        return None
+    return {"ICC1": result.ICC1, "ICC1k": result.ICC1k, "ICC2": None, "ICC2k": None,
+            "ICC3": None, "ICC3k": None, "n": result.n, "k": result.k,
+            "design": "one-way (raters differ per unit)"}  # fmt: skip
+
+
+def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
+    values = []
+    for a, b in combinations(range(matrix.shape[0]), 2):
+        both = ~np.isnan(matrix[a]) & ~np.isnan(matrix[b])
+        if both.sum() >= 3 and np.ptp(matrix[a][both]) > 0 and np.ptp(matrix[b][both]) > 0:
+            values.append(stats.spearmanr(matrix[a][both], matrix[b][both]).statistic)
+    return {"value": float(np.mean(values)) if values else None, "pairs": len(values)}
+
+
+def _loo_ceiling(matrix: np.ndarray) -> dict:
+    """Each annotator against the mean of the others on the units they share (a human
+    ceiling for judge correlations), averaged over annotators."""
+    pearsons, spearmans = [], []
+    for r in range(matrix.shape[0]):
+        others = np.delete(matrix, r, axis=0)
+        has_others = np.sum(~np.isnan(others), axis=0) >= 1
+        mine = ~np.isnan(matrix[r]) & has_others
+        if mine.sum() < 3:
+            continue
+        own = matrix[r][mine]
+        rest = np.nanmean(others[:, mine], axis=0)
+        c = metrics.correlate(own, rest)
+        if c.pearson is not None:
+            pearsons.append(c.pearson)
+            spearmans.append(c.spearman)
+    return {
+        "pearson": float(np.mean(pearsons)) if pearsons else None,
+        "spearman": float(np.mean(spearmans)) if spearmans else None,
+        "annotators": len(pearsons),
+    }
+
+
+# --- human-judge correlation ----------------------------------------------------------------
+
+
+def human_means(rows: Iterable[Row]) -> dict[int, tuple[int, Fraction]]:
+    """response id -> (item id, system, exact mean of its human scores); N/A left out."""
+    acc: dict[int, list] = {}
+    for response_id, item_id, system, _skill, _rater, value in rows:
+        entry = acc.setdefault(response_id, [item_id, system, 0, 0])
+        if value is not None:
+            entry[2] += Fraction(value)
+            entry[3] += 1
+    return {
+        rid: (item, system, total / count)
+        for rid, (item, system, total, count) in acc.items()
+        if count
+    }
+
+
+def _corr_dict(c: metrics.Correlation) -> dict:
+    return {k: v for k, v in asdict(c).items()}
+
+
+def correlation(human_rows: Sequence[Row], judge_rows: Sequence[Row]) -> dict:
+    """One judge against the people on one skill, at the instance, item and system levels."""
+    humans = human_means(human_rows)
+    judge = {r[0]: r[5] for r in judge_rows if r[5] is not None}
+    shared = sorted(rid for rid in humans if rid in judge)
+    h = np.array([float(humans[rid][2]) for rid in shared])
+    j = np.array([float(judge[rid]) for rid in shared])
+    result = {"instance": _corr_dict(metrics.correlate(h, j))}
+    # item level: per item, across its systems' responses; then the mean over items
+    per_item: dict[int, list[int]] = defaultdict(list)
+    for index, rid in enumerate(shared):
+        per_item[humans[rid][0]].append(index)
+    item_values: dict[str, list[float]] = defaultdict(list)
+    skipped = 0
+    for indexes in per_item.values():
+        c = metrics.correlate(h[indexes], j[indexes])
+        if c.pearson is None:
+            skipped += 1
+            continue
+        for name in ("pearson", "spearman", "kendall"):
+            value = getattr(c, name)
+            if value is not None and math.isfinite(value):
+                item_values[name].append(value)
+    result["item"] = {
+        **{name: (mean(item_values[name]) if item_values[name] else None)
+           for name in ("pearson", "spearman", "kendall")},
+        "n": len(per_item) - skipped,
+        "items_skipped": skipped,
+    }  # fmt: skip
+    # system level: exact per-system means of the shared responses
+    per_system: dict[str, list] = {}
+    for rid in shared:
+        entry = per_system.setdefault(humans[rid][1], [Fraction(0), Fraction(0), 0])
+        entry[0] += humans[rid][2]
+        entry[1] += Fraction(judge[rid])
+        entry[2] += 1
+    systems = sorted(per_system)
+    hs = [float(per_system[s][0] / per_system[s][2]) for s in systems]
+    js = [float(per_system[s][1] / per_system[s][2]) for s in systems]
+    system = _corr_dict(metrics.correlate(hs, js))
+    result["system"] = {**system, "systems": systems}
+    return result
+
+
+def build_report(
+    human: Sequence[Row], judges: Sequence[Row], *, skills: Sequence[str] | None = None
+) -> dict:
+    """The report from plain rows (see Row). `judges` rows carry the judge name as rater."""
+    human_by_skill = _by_skill(human)
+    judge_by_name: dict[str, list[Row]] = defaultdict(list)
+    for row in judges:
+        judge_by_name[row[4]].append(row)
+    names = list(skills) if skills else sorted(set(human_by_skill) | {r[3] for r in judges})
+    report = {
+        "agreement": {s: agreement(human_by_skill[s]) for s in names if human_by_skill.get(s)},
+        "correlation": {},
+    }
+    for judge, rows in sorted(judge_by_name.items()):
+        by_skill = _by_skill(rows)
+        report["correlation"][judge] = {
+            s: correlation(human_by_skill.get(s, []), by_skill[s])
+            for s in names
+            if s in by_skill and human_by_skill.get(s)
+        }
+    return _clean(report)

@@ -1,0 +1,163 @@
+"""The analytics report: from plain rows (checked against the coefficients computed by hand
+or by scipy on the same numbers), and end to end from a project's real human scores and a
+judge run, through the command and the API."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+from scipy import stats
+
+from analytics import metrics
+from analytics.report import build_report, human_means
+from analytics.selectors import project_report
+from annotation.services.assignments import (
+    ScoreInput,
+    assignment_claim_next,
+    human_score_submit,
+    task_skills,
+)
+from annotation.services.campaigns import campaign_activate, campaign_create
+from judging.openai_server import FakeOpenAIServer
+from judging.services import judge_response, judge_run_create
+from tests.annotation.test_assignments import make_dataset
+from tests.judging.test_runs import llm_judge, response_ids, running
+
+# response id, item id, system, skill, rater, value
+HUMAN = [
+    (1, 10, "a", "Readability", "ann", 4), (1, 10, "a", "Readability", "bob", 5),
+    (2, 10, "b", "Readability", "ann", 2), (2, 10, "b", "Readability", "bob", 1),
+    (3, 11, "a", "Readability", "ann", 5), (3, 11, "a", "Readability", "bob", 4),
+    (4, 11, "b", "Readability", "ann", 3), (4, 11, "b", "Readability", "bob", None),
+    (5, 12, "a", "Readability", "ann", 3), (5, 12, "a", "Readability", "bob", 3),
+    (6, 12, "b", "Readability", "ann", 1), (6, 12, "b", "Readability", "bob", 2),
+]  # fmt: skip
+JUDGE = [
+    (1, 10, "a", "Readability", "J", 5), (2, 10, "b", "Readability", "J", 2),
+    (3, 11, "a", "Readability", "J", 4), (4, 11, "b", "Readability", "J", 3),
+    (5, 12, "a", "Readability", "J", 2), (6, 12, "b", "Readability", "J", 1),
+]  # fmt: skip
+
+
+def test_human_means_are_exact_and_leave_na_out():
+    means = human_means(HUMAN)
+    assert means[1] == (10, "a", Fraction(9, 2))
+    assert means[4] == (11, "b", Fraction(3))  # bob's N/A is not a zero
+    # equal rationals from different counts are the same float
+    more = [(9, 1, "x", "S", r, v) for r, v in (("p", 1), ("q", 2), ("r", 3), ("s", 2))]
+    assert float(human_means(more)[9][2]) == float(Fraction(4, 2))
+
+
+def test_agreement_uses_the_reliability_matrix_of_the_skill():
+    report = build_report(HUMAN, [])
+    got = report["agreement"]["Readability"]
+    matrix = np.array([[4, 2, 5, 3, 3, 1], [5, 1, 4, np.nan, 3, 2]])
+    assert got["n_units"] == 5 and got["n_raters"] == 2 and got["n_na"] == 1
+    for level in metrics.ALPHA_LEVELS:
+        assert got["krippendorff_alpha"][level] == pytest.approx(
+            metrics.krippendorff_alpha(matrix, level)
+        )
+    assert got["cohen_kappa"]["unweighted"] == pytest.approx(
+        metrics.cohen_kappa(matrix[0], matrix[1])
+    )
+    complete = matrix[:, ~np.isnan(matrix).any(axis=0)]
+    assert got["icc"]["design"] == "complete"
+    assert got["icc"]["ICC2"] == pytest.approx(metrics.icc(complete.T).ICC2)
+    both = ~np.isnan(matrix[1])
+    assert got["mean_pairwise_spearman"]["value"] == pytest.approx(
+        stats.spearmanr(matrix[0][both], matrix[1][both]).statistic
+    )
+
+
+def test_correlation_at_the_instance_item_and_system_levels():
+    report = build_report(HUMAN, JUDGE)
+    got = report["correlation"]["J"]["Readability"]
+    human = [4.5, 1.5, 4.5, 3.0, 3.0, 1.5]
+    judge = [5, 2, 4, 3, 2, 1]
+    assert got["instance"]["n"] == 6
+    assert got["instance"]["pearson"] == pytest.approx(stats.pearsonr(human, judge).statistic)
+    assert got["instance"]["kendall"] == pytest.approx(
+        stats.kendalltau(human, judge, variant="b").statistic
+    )
+    assert got["instance"]["mae"] == pytest.approx(np.mean(np.abs(np.subtract(human, judge))))
+    # item level: two responses per item -> each item's correlation is +1 or -1 (or undefined)
+    per_item = []
+    for i in (0, 2, 4):
+        h, j = human[i : i + 2], judge[i : i + 2]
+        per_item.append(
+            stats.pearsonr(h, j).statistic if len(set(h)) > 1 and len(set(j)) > 1 else None
+        )
+    used = [v for v in per_item if v is not None]
+    assert got["item"]["n"] == len(used) and got["item"]["items_skipped"] == 3 - len(used)
+    assert got["item"]["pearson"] == pytest.approx(np.mean(used))
+    # system level: per-system means of the responses both sides scored
+    assert got["system"]["systems"] == ["a", "b"]
+    assert got["system"]["n"] == 2 and got["system"]["pearson"] == pytest.approx(1.0)
+
+
+@pytest.fixture
+def scored_project(project, tmp_path, django_user_model):
+    """Three annotators score every response of a small campaign; a judge (the local
+    OpenAI-compatible server) scores the dataset."""
+    people = [django_user_model.objects.create_user(f"r{i}", password="x") for i in range(3)]
+    dataset = make_dataset(project, tmp_path, items=4, models=("m1", "m2"))
+    campaign = campaign_create(project=project, dataset=dataset, name="C", overlap=3,
+                               annotators=people)  # fmt: skip
+    campaign_activate(campaign=campaign)
+    for n, person in enumerate(people):
+        while (a := assignment_claim_next(campaign=campaign, annotator=person)) is not None:
+            scores = [
+                ScoreInput(s.skill_id, 1 + (a.task_id * 7 + s.skill_id * 3 + n) % 5)
+                for s in task_skills(assignment=a)
+            ]
+            human_score_submit(assignment_id=a.pk, annotator=person, scores=scores)
+    with FakeOpenAIServer(style="json") as server:
+        judge = llm_judge(project, server, name="rouge")
+        run = running(judge_run_create(judge=judge, dataset=dataset))
+        for rid in response_ids(run):
+            judge_response(run_id=run.pk, response_id=rid)
+    return project
+
+
+def test_a_project_report_from_real_scores(scored_project):
+    report = project_report(project=scored_project)
+    assert report["project"] == scored_project.slug
+    assert set(report["agreement"]) == {"Factuality", "Readability", "Comprehension"}
+    for skill, figures in report["agreement"].items():
+        assert figures["n_raters"] == 3 and figures["n_units"] == 8, skill
+        assert set(figures["krippendorff_alpha"]) == set(metrics.ALPHA_LEVELS)
+        assert figures["icc"]["design"] == "complete" and figures["icc"]["k"] == 3
+    assert list(report["correlation"]) == ["rouge"]
+    for skill, levels in report["correlation"]["rouge"].items():
+        assert set(levels) == {"instance", "item", "system"}, skill
+        assert levels["instance"]["n"] == 8
+    json.dumps(report)  # JSON-ready: no NaN, no numpy types
+
+
+def test_the_command_and_the_api_return_the_same_report(
+    scored_project, researcher, annotator, outsider
+):
+    out = StringIO()
+    call_command("analytics_report", "--project", scored_project.slug, stdout=out)
+    from_command = json.loads(out.getvalue())
+    url = f"/api/v1/projects/{scored_project.slug}/analytics/report"
+
+    def client(user):
+        c = APIClient()
+        c.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
+        return c
+
+    answer = client(researcher).get(url)
+    assert answer.status_code == 200 and answer.json() == from_command
+    only = client(researcher).get(url, {"skill": "Readability", "judge": "rouge"}).json()
+    assert list(only["agreement"]) == ["Readability"]
+    assert list(only["correlation"]["rouge"]) == ["Readability"]
+    assert client(annotator).get(url).status_code == 403
+    assert client(outsider).get(url).status_code == 404
