@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.selectors import project_report
+from analytics.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
 from judging.access import project_get_for_staff
 
 
@@ -19,12 +20,24 @@ class AnalyticsReportApi(APIView):
         parameters=[
             OpenApiParameter("skill", str, many=True, required=False, description="skill names"),
             OpenApiParameter("judge", str, many=True, required=False, description="judge names"),
+            OpenApiParameter(
+                "resamples",
+                int,
+                required=False,
+                description=f"bootstrap resamples (0-{MAX_RESAMPLES}; 0: no intervals)",
+            ),
         ],
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request, slug: str):
         project = project_get_for_staff(request.user, slug)
+        raw = request.query_params.get("resamples", str(DEFAULT_RESAMPLES))
+        if not raw.isdigit() or int(raw) > MAX_RESAMPLES:
+            raise serializers.ValidationError(
+                {"resamples": [f"a whole number from 0 to {MAX_RESAMPLES}"]}
+            )
         report = project_report(
+            resamples=int(raw),
             project=project,
             skills=request.query_params.getlist("skill") or None,
             judges=request.query_params.getlist("judge") or None,

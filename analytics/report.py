@@ -22,7 +22,7 @@ from statistics import mean
 import numpy as np
 from scipy import stats
 
-from analytics import metrics
+from analytics import bootstrap, metrics
 
 Row = tuple  # (response id, item id, system, skill, rater, value or None for N/A)
 
@@ -50,8 +50,9 @@ def _by_skill(rows: Iterable[Row]) -> dict[str, list[Row]]:
 # --- agreement among people ---------------------------------------------------------------
 
 
-def agreement(rows: Sequence[Row]) -> dict:
-    """Agreement of the human scores of one skill (rows of that skill only)."""
+def agreement(rows: Sequence[Row], *, resamples: int = 0) -> dict:
+    """Agreement of the human scores of one skill (rows of that skill only); with
+    `resamples`, item-resampling intervals for Krippendorff's alpha."""
     raters = sorted({r[4] for r in rows})
     units = sorted({r[0] for r in rows})
     col = {u: i for i, u in enumerate(units)}
@@ -73,6 +74,12 @@ def agreement(rows: Sequence[Row]) -> dict:
             level: metrics.krippendorff_alpha(matrix, level) for level in metrics.ALPHA_LEVELS
         },
     }
+    if resamples:
+        item_of = {r[0]: r[1] for r in rows}
+        intervals = bootstrap.alpha_intervals(
+            matrix, [item_of[u] for u in units], resamples=resamples
+        )
+        result["krippendorff_alpha_ci"] = {k: v.as_dict() for k, v in intervals.items()}
     counts, _cats = metrics.category_counts(matrix)
     result["fleiss_kappa"] = metrics.fleiss_kappa(counts) if counts.size else None
     result["cohen_kappa"] = (
@@ -163,14 +170,21 @@ def _corr_dict(c: metrics.Correlation) -> dict:
     return {k: v for k, v in asdict(c).items()}
 
 
-def correlation(human_rows: Sequence[Row], judge_rows: Sequence[Row]) -> dict:
-    """One judge against the people on one skill, at the instance, item and system levels."""
+def correlation(
+    human_rows: Sequence[Row], judge_rows: Sequence[Row], *, resamples: int = 0
+) -> dict:
+    """One judge against the people on one skill, at the instance, item and system levels;
+    with `resamples`, item-resampling intervals for the instance-level Pearson/Spearman."""
     humans = human_means(human_rows)
     judge = {r[0]: r[5] for r in judge_rows if r[5] is not None}
     shared = sorted(rid for rid in humans if rid in judge)
     h = np.array([float(humans[rid][2]) for rid in shared])
     j = np.array([float(judge[rid]) for rid in shared])
     result = {"instance": _corr_dict(metrics.correlate(h, j))}
+    if resamples:
+        items = [humans[rid][0] for rid in shared]
+        intervals = bootstrap.correlation_intervals(h, j, items, resamples=resamples)
+        result["instance"]["ci"] = {k: v.as_dict() for k, v in intervals.items()}
     # item level: per item, across its systems' responses; then the mean over items
     per_item: dict[int, list[int]] = defaultdict(list)
     for index, rid in enumerate(shared):
@@ -208,23 +222,63 @@ def correlation(human_rows: Sequence[Row], judge_rows: Sequence[Row]) -> dict:
 
 
 def build_report(
-    human: Sequence[Row], judges: Sequence[Row], *, skills: Sequence[str] | None = None
+    human: Sequence[Row],
+    judges: Sequence[Row],
+    *,
+    skills: Sequence[str] | None = None,
+    resamples: int = 0,
 ) -> dict:
-    """The report from plain rows (see Row). `judges` rows carry the judge name as rater."""
+    """The report from plain rows (see Row). `judges` rows carry the judge name as rater.
+    With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, a paired
+    comparison of every two judges."""
     human_by_skill = _by_skill(human)
     judge_by_name: dict[str, list[Row]] = defaultdict(list)
     for row in judges:
         judge_by_name[row[4]].append(row)
     names = list(skills) if skills else sorted(set(human_by_skill) | {r[3] for r in judges})
     report = {
-        "agreement": {s: agreement(human_by_skill[s]) for s in names if human_by_skill.get(s)},
+        "resamples": resamples,
+        "agreement": {
+            s: agreement(human_by_skill[s], resamples=resamples)
+            for s in names
+            if human_by_skill.get(s)
+        },
         "correlation": {},
     }
-    for judge, rows in sorted(judge_by_name.items()):
-        by_skill = _by_skill(rows)
+    judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
+    for judge, by_skill in judge_skills.items():
         report["correlation"][judge] = {
-            s: correlation(human_by_skill.get(s, []), by_skill[s])
+            s: correlation(human_by_skill.get(s, []), by_skill[s], resamples=resamples)
             for s in names
             if s in by_skill and human_by_skill.get(s)
         }
+    if resamples and len(judge_skills) >= 2:
+        report["judge_comparison"] = _compare_judges(human_by_skill, judge_skills, names, resamples)
     return _clean(report)
+
+
+def _compare_judges(human_by_skill, judge_skills, names, resamples) -> dict:
+    """Per skill and pair of judges (A before B by name): Pearson(human, A) - Pearson(human, B)
+    on the responses both scored, with its interval and one-sided bootstrap p-value."""
+    out: dict = {}
+    for skill in names:
+        humans = human_means(human_by_skill.get(skill, []))
+        scored = {
+            judge: {r[0]: r[5] for r in by_skill.get(skill, []) if r[5] is not None}
+            for judge, by_skill in judge_skills.items()
+        }
+        for a, b in combinations(sorted(scored), 2):
+            shared = sorted(set(humans) & set(scored[a]) & set(scored[b]))
+            if len(shared) < 3:
+                continue
+            out.setdefault(skill, {})[f"{a} vs {b}"] = {
+                "n": len(shared),
+                **bootstrap.paired_difference(
+                    [float(humans[r][2]) for r in shared],
+                    [scored[a][r] for r in shared],
+                    [scored[b][r] for r in shared],
+                    [humans[r][0] for r in shared],
+                    resamples=resamples,
+                ),
+            }
+    return out

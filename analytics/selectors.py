@@ -7,9 +7,16 @@ from annotation.models import Project
 from annotation.selectors import human_score_rows
 from judging.selectors import judge_score_rows
 
+DEFAULT_RESAMPLES = 1000
+MAX_RESAMPLES = 10_000
+
 
 def project_report(
-    *, project: Project, skills: list[str] | None = None, judges: list[str] | None = None
+    *,
+    project: Project,
+    skills: list[str] | None = None,
+    judges: list[str] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
 ) -> dict:
     """Agreement among the project's annotators and each judge's correlation with them,
     per skill (analytics/report.py). `skills` and `judges` narrow it down by name."""
@@ -17,5 +24,5 @@ def project_report(
     judge = judge_score_rows(project=project)
     if judges:
         judge = [row for row in judge if row[4] in set(judges)]
-    report = build_report(human, judge, skills=skills)
+    report = build_report(human, judge, skills=skills, resamples=resamples)
     return {"project": project.slug, **report}

@@ -161,3 +161,36 @@ def test_the_command_and_the_api_return_the_same_report(
     assert list(only["correlation"]["rouge"]) == ["Readability"]
     assert client(annotator).get(url).status_code == 403
     assert client(outsider).get(url).status_code == 404
+
+
+def test_intervals_and_the_judge_comparison_come_with_resamples():
+    second = [(r[0], r[1], r[2], r[3], "K", 6 - r[5]) for r in JUDGE]  # the opposite judge
+    report = build_report(HUMAN, JUDGE + second, resamples=300)
+    assert report["resamples"] == 300
+    alpha = report["agreement"]["Readability"]
+    for level, interval in alpha["krippendorff_alpha_ci"].items():
+        assert interval["estimate"] == pytest.approx(alpha["krippendorff_alpha"][level])
+        assert interval["low"] <= interval["estimate"] <= interval["high"]
+    instance = report["correlation"]["J"]["Readability"]["instance"]
+    assert instance["ci"]["pearson"]["estimate"] == pytest.approx(instance["pearson"])
+    assert instance["ci"]["spearman"]["estimate"] == pytest.approx(instance["spearman"])
+    compared = report["judge_comparison"]["Readability"]["J vs K"]
+    j = report["correlation"]["J"]["Readability"]["instance"]["pearson"]
+    k = report["correlation"]["K"]["Readability"]["instance"]["pearson"]
+    assert compared["n"] == 6 and compared["estimate"] == pytest.approx(j - k)
+    assert compared["estimate"] > 0 and compared["p_value_a_not_better"] <= 0.05
+    assert "judge_comparison" not in build_report(HUMAN, JUDGE + second)  # no resamples
+
+
+def test_the_api_refuses_a_bad_resample_count(scored_project, researcher):
+    client = APIClient()
+    client.credentials(
+        HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=researcher)[0].key
+    )
+    url = f"/api/v1/projects/{scored_project.slug}/analytics/report"
+    assert client.get(url, {"resamples": "many"}).status_code == 400
+    assert client.get(url, {"resamples": 20001}).status_code == 400
+    with_ci = client.get(url, {"resamples": 50}).json()
+    assert with_ci["resamples"] == 50
+    some = next(iter(with_ci["correlation"]["rouge"].values()))
+    assert some["instance"]["ci"]["pearson"]["resamples"] <= 50

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics.selectors import project_report
+from analytics.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
 from annotation.models import Project
 
 
@@ -16,11 +16,18 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=["json"], default="json")
         parser.add_argument("--skill", action="append", help="only this skill (repeatable)")
         parser.add_argument("--judge", action="append", help="only this judge (repeatable)")
+        parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                            help="bootstrap resamples for the intervals (0: none)")  # fmt: skip
 
     def handle(self, *args, **options):
         try:
             project = Project.objects.get(slug=options["project"])
         except Project.DoesNotExist:
             raise CommandError(f"no project {options['project']!r}") from None
-        report = project_report(project=project, skills=options["skill"], judges=options["judge"])
+        if not 0 <= options["resamples"] <= MAX_RESAMPLES:
+            raise CommandError(f"--resamples must be 0 to {MAX_RESAMPLES}")
+        report = project_report(
+            project=project, skills=options["skill"], judges=options["judge"],
+            resamples=options["resamples"],
+        )  # fmt: skip
         self.stdout.write(json.dumps(report, indent=2, sort_keys=False))
