@@ -1,2 +1,126 @@
-# Models arrive with this app's first feature; the app is wired now so the layer
-# order (annotation <- judging <- analytics) is enforced from the start.
+"""Scores brought in from outside (crowd exports, other tools, published ratings) for
+agreement and human-judge correlation, and the scale each skill is scored on.
+
+Invariants the database holds:
+- a rater (of one kind) scores a response on a skill at most once;
+- a score is either N/A (no value) or a value, never both or neither;
+- a project declares at most one scale per skill, with low < high;
+- the same input bytes are imported into a project at most once.
+
+A skill without a SkillScale row is scored on the default scale: integers 1 to 5.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from annotation.models import Dataset, Project, Response, Skill
+from flaskweb.db import TimestampedModel
+
+#: The scale of every skill that has no SkillScale row.
+DEFAULT_LOW, DEFAULT_HIGH, DEFAULT_CONTINUOUS = 1.0, 5.0, False
+
+
+class RaterKind(models.TextChoices):
+    HUMAN = "human", "Human"
+    JUDGE = "judge", "Judge"
+
+
+class ScoreImport(TimestampedModel):
+    """One successful import of long-format score files (rejected imports leave no row)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="+")
+    # [{"name", "format", "sha256", "bytes", "rows"}], in the order given
+    files = models.JSONField(default=list, blank=True)
+    # of the bytes: one file's own hash; several files: hash of their sorted hashes
+    input_sha256 = models.CharField(max_length=64)
+    rows_read = models.PositiveIntegerField(default=0)
+    scores_created = models.PositiveIntegerField(default=0)
+    scores_unchanged = models.PositiveIntegerField(default=0)
+    items_created = models.PositiveIntegerField(default=0)
+    responses_created = models.PositiveIntegerField(default=0)
+    # {"skills": {name: {"low", "high", "continuous"}}, "judge_scale": "skill" | "raw"}
+    scales = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # created skills, raters per kind, N/A count, rows per kind
+    summary = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # makes "same bytes again" a no-op even when two imports race
+            models.UniqueConstraint(
+                fields=["project", "input_sha256"], name="scoreimport_unique_input"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"score import {self.pk} ({self.input_sha256[:12]})"
+
+
+class ImportedScore(models.Model):
+    """One rater's score of one response on one skill, as imported."""
+
+    batch = models.ForeignKey(ScoreImport, on_delete=models.CASCADE, related_name="scores")
+    # no own index: (project, skill, rater_kind) leads with project
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # no own index: the unique constraint leads with response
+    response = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+")
+    rater = models.CharField(max_length=200)
+    rater_kind = models.CharField(max_length=10, choices=RaterKind.choices)
+    value = models.FloatField(null=True, blank=True)  # None: N/A
+    is_na = models.BooleanField(default=False)
+    rationale = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["response", "skill", "rater", "rater_kind"], name="importedscore_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_na=True, value__isnull=True) | Q(is_na=False, value__isnull=False),
+                name="importedscore_na_xor_value",
+            ),
+            models.CheckConstraint(
+                condition=Q(rater_kind__in=RaterKind.values), name="importedscore_kind_valid"
+            ),
+        ]
+        indexes = [
+            # analytics reads one skill's human or judge scores of a project at a time
+            models.Index(
+                fields=["project", "skill", "rater_kind"], name="importedscore_proj_skill_kind"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        shown = "N/A" if self.is_na else self.value
+        return f"{self.rater_kind}:{self.rater} {self.response_id}/{self.skill_id}={shown}"
+
+
+class SkillScale(models.Model):
+    """A non-default scale of a skill in a project. No row: integers 1 to 5."""
+
+    # no own index: the unique constraint leads with project
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="+")
+    low = models.FloatField()
+    high = models.FloatField()
+    continuous = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "skill"], name="skillscale_unique"),
+            models.CheckConstraint(condition=Q(low__lt=F("high")), name="skillscale_low_lt_high"),
+        ]
+
+    def __str__(self) -> str:
+        kind = "continuous" if self.continuous else "integer"
+        return f"{self.skill_id}: {self.low:g}-{self.high:g} {kind}"

@@ -1,0 +1,597 @@
+"""Long-format score files, pure (no Django): one row per score, as CSV or JSONL.
+
+Columns (keys): item, system, rater, rater_kind, skill, score; optional instruction,
+response, reference, domain, difficulty, rationale. See docs/IMPORT_FORMATS.md.
+
+`scores_parse` reads each file once, as a stream, hashing its bytes on the way, and returns
+the rows that are well-formed plus every Problem found in them: malformed rows, scores that
+are neither a finite number nor N/A, the same score given twice, and item or response texts
+that differ between rows of the same item or response. Checks that need the database (the
+project's skills and domains, stored texts and scores, scales) are the caller's.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import IO, Any, NamedTuple
+
+REQUIRED = ("item", "system", "rater", "rater_kind", "skill", "score")
+OPTIONAL = ("instruction", "response", "reference", "domain", "difficulty", "rationale")
+RATER_KINDS = ("human", "judge")
+#: Spellings of "not applicable", compared trimmed and case-insensitively.
+NA_SPELLINGS = frozenset({"n/a", "na", "not applicable"})
+MAX_NAME = 200  # item ids, systems and raters, as the models store them
+MAX_SKILL_NAME = 100
+MAX_TEXT_CHARS = 1_000_000
+MAX_LINE_BYTES = 4 * 1024 * 1024
+CSV, JSONL = "csv", "jsonl"
+
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong. `file` is empty for a problem of the options; `line` is None for a
+    problem of a whole file."""
+
+    file: str
+    line: int | None
+    field: str
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file or "options"
+        if self.line:
+            where += f", line {self.line}"
+        fld = f" [{self.field}]" if self.field else ""
+        return f"{where}{fld}: {self.message} ({self.code})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "field": self.field,
+            "code": self.code,
+            "message": self.message,
+        }
+
+
+# --- scales ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scale:
+    low: float
+    high: float
+    continuous: bool = False
+
+    def __str__(self) -> str:
+        kind = "continuous" if self.continuous else "integers"
+        return f"{self.low:g} to {self.high:g} ({kind})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "continuous": self.continuous}
+
+    def check(self, value: float) -> str | None:
+        """Why `value` is not on this scale, or None when it is."""
+        if not self.continuous and not value.is_integer():
+            return f"score {value:g} is not a whole number; the scale is {self}"
+        if not self.low <= value <= self.high:
+            return f"score {value:g} is outside the scale {self}"
+        return None
+
+
+DEFAULT_SCALE = Scale(1.0, 5.0, False)
+ALL_SKILLS = "*"
+
+
+def scale_spec_parse(spec: str) -> tuple[str, Scale]:
+    """`SKILL=MIN:MAX[:continuous]` (SKILL may be `*`) -> (skill name, Scale). Raises
+    ValueError with a message."""
+    name, sep, rest = spec.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(f"scale {spec!r} must look like SKILL=MIN:MAX or SKILL=MIN:MAX:continuous")
+    parts = [p.strip() for p in rest.split(":")]
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2].casefold() != "continuous"):
+        raise ValueError(f"scale {spec!r} must look like SKILL=MIN:MAX or SKILL=MIN:MAX:continuous")
+    bounds = []
+    for part in parts[:2]:
+        if not _NUMBER.fullmatch(part):
+            raise ValueError(f"scale {spec!r}: {part!r} is not a number")
+        bounds.append(float(part))
+    low, high = bounds
+    continuous = len(parts) == 3
+    if not all(math.isfinite(b) for b in bounds) or low >= high:
+        raise ValueError(f"scale {spec!r}: MIN must be below MAX")
+    if not continuous and not (low.is_integer() and high.is_integer()):
+        raise ValueError(f"scale {spec!r}: an integer scale needs whole-number bounds")
+    return name, Scale(low, high, continuous)
+
+
+# --- values ----------------------------------------------------------------------------------
+
+
+def skill_key(name: str) -> str:
+    """How skill names are matched: case-insensitive, with `_`, `-` and runs of spaces
+    alike (so `logical_correctness` is Logical Correctness)."""
+    return re.sub(r"[\s_\-]+", " ", name).strip().casefold()
+
+
+def score_value(raw: Any) -> float | None:
+    """A finite number, or None for N/A. Raises ValueError with a message."""
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            raise ValueError("score is empty (write N/A for not applicable)")
+        if text.casefold() in NA_SPELLINGS:
+            return None
+        if not _NUMBER.fullmatch(text):
+            raise ValueError(f"score {raw!r} is not a number or N/A")
+        raw = float(text)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ValueError(f"score must be a number or N/A, not {_type_name(raw)}")
+    try:
+        value = float(raw)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"score {raw!r} is not a finite number")
+    return value
+
+
+def normalized_text(text: str) -> str:
+    """How texts are compared: line endings and surrounding white space do not count."""
+    return text.replace("\r\n", "\n").strip()
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+# --- parsed input ------------------------------------------------------------------------------
+
+
+class ScoreRow(NamedTuple):
+    file: int  # index into ParsedScores.files
+    line: int
+    item: str
+    system: str
+    rater: str
+    rater_kind: str
+    skill: str  # skill_key of the skill's name
+    value: float | None  # None: N/A
+    rationale: str
+
+
+@dataclass
+class Given:
+    """A value given for an item or response, and where it was first given."""
+
+    value: Any
+    file: int
+    line: int
+
+
+@dataclass
+class ItemInput:
+    instruction: Given | None = None
+    reference: Given | None = None
+    difficulty: Given | None = None
+    domains: Given | None = None  # value: tuple of names as written
+
+
+@dataclass
+class FileInput:
+    name: str
+    format: str = ""
+    sha256: str = ""
+    bytes: int = 0
+    rows: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "format": self.format,
+            "sha256": self.sha256,
+            "bytes": self.bytes,
+            "rows": self.rows,
+        }
+
+
+@dataclass
+class ParsedScores:
+    files: list[FileInput] = field(default_factory=list)
+    rows: list[ScoreRow] = field(default_factory=list)
+    items: dict[str, ItemInput] = field(default_factory=dict)
+    # (item, system) -> the response text, if some row gave one
+    responses: dict[tuple[str, str], Given | None] = field(default_factory=dict)
+    # skill_key -> (spelling, file, line) of its first row
+    skills: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    rows_read: int = 0
+
+    @property
+    def input_sha256(self) -> str:
+        """One file: the hash of its bytes (what sha256sum prints). Several: the hash of
+        their sorted hex digests, one a line, so their order does not matter."""
+        if len(self.files) == 1:
+            return self.files[0].sha256
+        joined = "\n".join(sorted(f.sha256 for f in self.files)).encode()
+        return hashlib.sha256(joined).hexdigest()
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+class _HashingReader(io.RawIOBase):
+    """Hashes and counts the bytes read through it, so the file is read once."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.digest = hashlib.sha256()
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.stream.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self.digest.update(data)
+        self.count += n
+        return n
+
+
+def _format_of(name: str, reader: io.BufferedReader) -> str:
+    suffix = PurePath(name).suffix.lower()
+    if suffix == ".csv":
+        return CSV
+    if suffix in {".jsonl", ".ndjson", ".json"}:
+        return JSONL
+    head = reader.peek(64).removeprefix(b"\xef\xbb\xbf").lstrip()
+    return JSONL if head.startswith(b"{") else CSV
+
+
+class _Parser:
+    def __init__(self, difficulty_names: Mapping[str, int], max_line_bytes: int) -> None:
+        self.result = ParsedScores()
+        self.difficulty_names = difficulty_names
+        self.max_line_bytes = max_line_bytes
+        self.seen: dict[tuple[str, str, str, str, str], int] = {}  # score key -> row index
+        self.names: dict[str, str] = {}  # one copy of each repeated name
+
+    def parse(self, files: Sequence[tuple[str, IO[bytes] | bytes]]) -> ParsedScores:
+        if not files:
+            self._problem("", None, "files", "missing_option", "no file given")
+        for index, (name, stream) in enumerate(files):
+            if isinstance(stream, (bytes, bytearray)):
+                stream = io.BytesIO(stream)
+            info = FileInput(name)
+            self.result.files.append(info)
+            hashing = _HashingReader(stream)
+            reader = io.BufferedReader(hashing, buffer_size=1 << 16)
+            info.format = _format_of(name, reader)
+            if info.format == CSV:
+                self._csv(index, reader)
+            else:
+                self._jsonl(index, reader)
+            while reader.read(1 << 20):  # a file left early is still hashed whole
+                pass
+            info.sha256 = hashing.digest.hexdigest()
+            info.bytes = hashing.count
+            if info.rows == 0 and not any(p.file == name for p in self.result.problems):
+                self._problem(name, None, "", "empty_file", "the file holds no rows")
+        return self.result
+
+    def _problem(self, file: str, line: int | None, fld: str, code: str, message: str) -> None:
+        self.result.problems.append(Problem(file, line, fld, code, message))
+
+    def _jsonl(self, index: int, reader: io.BufferedReader) -> None:
+        name = self.result.files[index].name
+        lineno = 0
+        while True:
+            raw = reader.readline(self.max_line_bytes + 1)
+            if not raw:
+                return
+            lineno += 1
+            if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):
+                    raw = reader.readline(self.max_line_bytes + 1)
+                self._problem(
+                    name, lineno, "", "line_too_long",
+                    f"the line is longer than {self.max_line_bytes:,} bytes",
+                )  # fmt: skip
+                continue
+            if lineno == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if not raw.strip():
+                continue
+            self.result.files[index].rows += 1
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                self._problem(name, lineno, "", "invalid_encoding", f"not UTF-8 ({exc.reason})")
+                continue
+            except (ValueError, RecursionError) as exc:
+                self._problem(name, lineno, "", "invalid_json", f"not valid JSON: {exc}")
+                continue
+            if not isinstance(obj, dict):
+                self._problem(
+                    name, lineno, "", "invalid_json",
+                    f"a line must hold an object, not {_type_name(obj)}",
+                )  # fmt: skip
+                continue
+            self._row(index, lineno, {str(k).strip().lower(): v for k, v in obj.items()})
+
+    def _csv(self, index: int, reader: io.BufferedReader) -> None:
+        text = io.TextIOWrapper(reader, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        try:
+            self._csv_records(index, text)
+        finally:
+            text.detach()  # leaves the reader open, for hashing what is left
+
+    def _csv_records(self, index: int, text: io.TextIOWrapper) -> None:
+        name = self.result.files[index].name
+        csv.field_size_limit(self.max_line_bytes)
+        records = csv.reader(text, strict=True)
+        header: list[str] | None = None
+        end = 0  # the line the previous record ended on
+        while True:
+            start = end + 1
+            try:
+                record = next(records)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                self._problem(name, records.line_num, "", "invalid_csv", f"not valid CSV: {exc}")
+                return  # the reader cannot resynchronise after a broken record
+            end = records.line_num
+            if not record or not any(cell.strip() for cell in record):
+                continue
+            if any(_UNDECODABLE.search(cell) for cell in record):
+                self._problem(name, start, "", "invalid_encoding", "not UTF-8")
+                if header is None:
+                    return
+                self.result.files[index].rows += 1
+                continue
+            if header is None:
+                header = [cell.strip().lower() for cell in record]
+                missing = [c for c in REQUIRED if c not in header]
+                if missing:
+                    self._problem(
+                        name, start, "", "missing_field",
+                        f"the header lacks the column(s) {', '.join(missing)}",
+                    )  # fmt: skip
+                    return
+                continue
+            self.result.files[index].rows += 1
+            if len(record) != len(header):
+                self._problem(
+                    name, start, "", "invalid_csv",
+                    f"{len(record)} cells where the header has {len(header)}",
+                )  # fmt: skip
+                continue
+            # an empty cell is a value not given
+            self._row(index, start, {h: c for h, c in zip(header, record, strict=True) if c != ""})
+
+    # --- one row -----------------------------------------------------------------------------
+
+    def _row(self, index: int, line: int, obj: dict[str, Any]) -> None:
+        result = self.result
+        result.rows_read += 1
+        file_name = result.files[index].name
+        row = _RowCheck(file_name, line, result.problems)
+        item = row.name(obj, "item", MAX_NAME)
+        system = row.name(obj, "system", MAX_NAME)
+        rater = row.name(obj, "rater", MAX_NAME)
+        kind = row.name(obj, "rater_kind", MAX_NAME).casefold()
+        if kind and kind not in RATER_KINDS:
+            row.problem(
+                "rater_kind", "invalid_value",
+                f"rater_kind must be human or judge, not {obj['rater_kind']!r}",
+            )  # fmt: skip
+        skill = row.name(obj, "skill", MAX_SKILL_NAME)
+        value: float | None = None
+        if "score" not in obj or obj["score"] is None:
+            row.problem("score", "missing_field", "score is missing or empty")
+        else:
+            try:
+                value = score_value(obj["score"])
+            except ValueError as exc:
+                row.problem("score", "invalid_score", str(exc))
+        instruction = row.text(obj, "instruction")
+        response = row.text(obj, "response")
+        reference = row.text(obj, "reference")
+        rationale = row.text(obj, "rationale")
+        domains = row.domains(obj)
+        difficulty = row.difficulty(obj, self.difficulty_names)
+        if row.bad:
+            return
+        key = (item, system, rater, kind, skill_key(skill))
+        first = self.seen.get(key)
+        if first is not None:
+            earlier = result.rows[first]
+            row.problem(
+                "score", "duplicate_score",
+                f"{kind} {rater!r} scored {skill!r} of {system!r} on item {item!r} already "
+                f"({result.files[earlier.file].name}, line {earlier.line})",
+            )  # fmt: skip
+            return
+        self._given_item(row, index, item, instruction, reference, difficulty, domains)
+        self._given_response(row, index, item, system, response)
+        if row.bad:
+            return
+        names = self.names
+        item, system, rater = (names.setdefault(s, s) for s in (item, system, rater))
+        result.skills.setdefault(key[4], (skill, index, line))
+        self.seen[key] = len(result.rows)
+        result.rows.append(
+            ScoreRow(index, line, item, system, rater, kind, key[4], value, rationale or "")
+        )
+
+    def _where(self, given: Given) -> str:
+        return f"{self.result.files[given.file].name}, line {given.line}"
+
+    def _given_item(self, row, index, item, instruction, reference, difficulty, domains) -> None:
+        entry = self.result.items.get(item)
+        if entry is None:
+            entry = self.result.items[item] = ItemInput()
+        for fld, attr, value, same in (
+            ("instruction", "instruction", instruction, _same_text),
+            ("reference", "reference", reference, _same_text),
+            ("difficulty", "difficulty", difficulty, _same_value),
+            ("domain", "domains", domains, _same_domains),
+        ):
+            if value is None:
+                continue
+            first = getattr(entry, attr)
+            if first is None:
+                setattr(entry, attr, Given(value, index, row.line))
+            elif not same(first.value, value):
+                row.problem(
+                    fld, "inconsistent_item",
+                    f"item {item!r} has another {fld} at {self._where(first)}",
+                )  # fmt: skip
+
+    def _given_response(self, row, index, item, system, text) -> None:
+        responses = self.result.responses
+        key = (item, system)
+        first = responses.get(key)
+        if first is None:
+            responses[key] = Given(text, index, row.line) if text is not None else None
+        elif text is not None and not _same_text(first.value, text):
+            row.problem(
+                "response", "inconsistent_response",
+                f"the response of {system!r} to item {item!r} has another text at "
+                f"{self._where(first)}",
+            )  # fmt: skip
+
+
+def _same_text(a: str, b: str) -> bool:
+    return normalized_text(a) == normalized_text(b)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return a == b
+
+
+def _same_domains(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return sorted(d.casefold() for d in a) == sorted(d.casefold() for d in b)
+
+
+# Bytes that are not UTF-8 decode to lone surrogates (errors="surrogateescape"), so one bad
+# record is reported alone instead of failing the rest of the file.
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+class _RowCheck:
+    """Reads the fields of one row, reporting what is wrong with file and line."""
+
+    def __init__(self, file_name: str, line: int, problems: list[Problem]) -> None:
+        self.file_name = file_name
+        self.line = line
+        self.problems = problems
+        self.bad = False
+
+    def problem(self, fld: str, code: str, message: str) -> None:
+        self.problems.append(Problem(self.file_name, self.line, fld, code, message))
+        self.bad = True
+
+    def name(self, obj: Mapping[str, Any], key: str, limit: int) -> str:
+        value = obj.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            self.problem(key, "missing_field", f"{key} is missing or empty")
+            return ""
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            self.problem(
+                key,
+                "invalid_type",
+                f"{key} must be text or a whole number, not {_type_name(value)}",
+            )
+            return ""
+        text = str(value).strip()
+        if len(text) > limit:
+            self.problem(key, "invalid_type", f"{key} is longer than {limit} characters")
+            return ""
+        if "\x00" in text:
+            self.problem(key, "invalid_type", f"{key} contains a NUL character")
+            return ""
+        return text
+
+    def text(self, obj: Mapping[str, Any], key: str) -> str | None:
+        """An optional text; None when not given (absent, null or only white space)."""
+        value = obj.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            self.problem(key, "invalid_type", f"{key} must be text, not {_type_name(value)}")
+            return None
+        if not value.strip():
+            return None
+        if len(value) > MAX_TEXT_CHARS:
+            self.problem(key, "invalid_type", f"{key} is longer than {MAX_TEXT_CHARS:,} characters")
+            return None
+        if "\x00" in value:
+            self.problem(key, "invalid_type", f"{key} contains a NUL character")
+            return None
+        return value
+
+    def domains(self, obj: Mapping[str, Any]) -> tuple[str, ...] | None:
+        value = obj.get("domain")
+        if value is None:
+            return None
+        if isinstance(value, str):
+            names = [part.strip() for part in value.split(";")]
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            names = [v.strip() for v in value]
+        else:
+            self.problem(
+                "domain", "invalid_type", "domain must be a name, ';'-separated names or a list"
+            )
+            return None
+        names = [n for n in names if n]
+        return tuple(names) if names else None
+
+    def difficulty(self, obj: Mapping[str, Any], level_names: Mapping[str, int]) -> int | None:
+        value = obj.get("difficulty")
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, str):
+            text = value.strip()
+            if text.casefold() in level_names:
+                return level_names[text.casefold()]
+            value = int(text) if re.fullmatch(r"[+-]?\d{1,3}", text) else text
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+            self.problem(
+                "difficulty", "invalid_difficulty",
+                f"difficulty {value!r} is not a level 1-5 or a level name",
+            )  # fmt: skip
+            return None
+        return value
+
+
+def scores_parse(
+    files: Sequence[tuple[str, IO[bytes] | bytes]],
+    *,
+    difficulty_names: Mapping[str, int] | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> ParsedScores:
+    """Parse long-format score files given as (name, binary stream or bytes). Never raises
+    for bad input: the problems are in the result. `difficulty_names` maps lower-cased
+    level names to levels 1-5."""
+    return _Parser(difficulty_names or {}, max_line_bytes).parse(files)
