@@ -227,10 +227,12 @@ def build_report(
     *,
     skills: Sequence[str] | None = None,
     resamples: int = 0,
+    off_scale: set[tuple[str, str]] | frozenset = frozenset(),
 ) -> dict:
     """The report from plain rows (see Row). `judges` rows carry the judge name as rater.
     With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, a paired
-    comparison of every two judges."""
+    comparison of every two judges. `off_scale`: (judge, skill) pairs whose values are not on
+    the skill's scale (a metric's raw value): MAE and exact/±1 agreement are left out."""
     human_by_skill = _by_skill(human)
     judge_by_name: dict[str, list[Row]] = defaultdict(list)
     for row in judges:
@@ -248,13 +250,25 @@ def build_report(
     judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
     for judge, by_skill in judge_skills.items():
         report["correlation"][judge] = {
-            s: correlation(human_by_skill.get(s, []), by_skill[s], resamples=resamples)
+            s: _scale_aware(
+                correlation(human_by_skill.get(s, []), by_skill[s], resamples=resamples),
+                (judge, s) in off_scale,
+            )
             for s in names
             if s in by_skill and human_by_skill.get(s)
         }
     if resamples and len(judge_skills) >= 2:
         report["judge_comparison"] = _compare_judges(human_by_skill, judge_skills, names, resamples)
     return _clean(report)
+
+
+def _scale_aware(levels: dict, off_scale: bool) -> dict:
+    if off_scale:
+        for figures in levels.values():
+            for key in ("mae", "exact", "within_one"):
+                figures[key] = None
+            figures["judge_scale"] = "raw"
+    return levels
 
 
 def _compare_judges(human_by_skill, judge_skills, names, resamples) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analytics.models import ImportedScore, RaterKind
 from analytics.report import build_report
 from annotation.models import Project
 from annotation.selectors import human_score_rows
@@ -20,9 +21,45 @@ def project_report(
 ) -> dict:
     """Agreement among the project's annotators and each judge's correlation with them,
     per skill (analytics/report.py). `skills` and `judges` narrow it down by name."""
-    human = human_score_rows(project=project)
-    judge = judge_score_rows(project=project)
+    human = human_score_rows(project=project) + imported_score_rows(
+        project=project, kind=RaterKind.HUMAN
+    )
+    judge = judge_score_rows(project=project) + imported_score_rows(
+        project=project, kind=RaterKind.JUDGE
+    )
     if judges:
         judge = [row for row in judge if row[4] in set(judges)]
-    report = build_report(human, judge, skills=skills, resamples=resamples)
+    report = build_report(
+        human, judge, skills=skills, resamples=resamples, off_scale=raw_judge_skills(project)
+    )
     return {"project": project.slug, **report}
+
+
+def imported_score_rows(*, project: Project, kind: str) -> list[tuple]:
+    """Imported long-format scores (analytics.imports) as report rows; the rater is the id
+    as imported (an annotator's username and an imported rater id that are equal are one
+    rater)."""
+    return list(
+        ImportedScore.objects.filter(project=project, rater_kind=kind)
+        .order_by("response_id", "skill_id", "rater")
+        .values_list(
+            "response_id",
+            "response__item_id",
+            "response__model_name",
+            "skill__name",
+            "rater",
+            "value",
+        )  # fmt: skip
+    )
+
+
+def raw_judge_skills(project: Project) -> set[tuple[str, str]]:
+    """(judge, skill) pairs imported with --judge-scale raw: their values are on the judge's
+    own scale, so only correlations are reported for them, not MAE or exact agreement."""
+    return set(
+        ImportedScore.objects.filter(
+            project=project, rater_kind=RaterKind.JUDGE, batch__scales__judge_scale="raw"
+        )
+        .values_list("rater", "skill__name")
+        .distinct()
+    )

@@ -194,3 +194,33 @@ def test_the_api_refuses_a_bad_resample_count(scored_project, researcher):
     assert with_ci["resamples"] == 50
     some = next(iter(with_ci["correlation"]["rouge"].values()))
     assert some["instance"]["ci"]["pearson"]["resamples"] <= 50
+
+
+def test_imported_long_format_scores_feed_the_report(db):
+    from analytics.imports import scores_import
+    from annotation.models import Project
+
+    rows = ["item,system,rater,rater_kind,skill,score"]
+    human = {("q1", "a"): (4, 5), ("q1", "b"): (2, 1), ("q2", "a"): (5, 4), ("q2", "b"): (1, 2),
+             ("q3", "a"): (3, 3), ("q3", "b"): (2, 3)}  # fmt: skip
+    metric = {("q1", "a"): 0.91, ("q1", "b"): 0.2, ("q2", "a"): 0.8, ("q2", "b"): 0.35,
+              ("q3", "a"): 0.5, ("q3", "b"): 0.3}  # fmt: skip
+    for (item, system), (p, q) in human.items():
+        rows.append(f"{item},{system},p1,human,Readability,{p}")
+        rows.append(f"{item},{system},p2,human,Readability,{q}")
+        rows.append(f"{item},{system},bleu-ish,judge,Readability,{metric[item, system]}")
+    scores_import(
+        project_slug="imported", files=[("scores.csv", "\n".join(rows).encode())],
+        judge_scale_raw=True, create_project=True,
+    )  # fmt: skip
+    report = project_report(project=Project.objects.get(slug="imported"), resamples=0)
+    agreement = report["agreement"]["Readability"]
+    assert agreement["n_raters"] == 2 and agreement["n_units"] == 6
+    got = report["correlation"]["bleu-ish"]["Readability"]["instance"]
+    keys = sorted(human)
+    means = [sum(human[k]) / 2 for k in keys]
+    assert got["pearson"] == pytest.approx(
+        stats.pearsonr(means, [metric[k] for k in keys]).statistic
+    )
+    # a raw metric is not on the 1-5 scale: no MAE or exact agreement for it
+    assert got["mae"] is None and got["exact"] is None and got["judge_scale"] == "raw"
