@@ -36,8 +36,15 @@ class AnalyticsReportApi(APIView):
             raise serializers.ValidationError(
                 {"resamples": [f"a whole number from 0 to {MAX_RESAMPLES}"]}
             )
+        difficulties = request.query_params.getlist("difficulty")
+        if any(d not in {"1", "2", "3", "4", "5"} for d in difficulties):
+            raise serializers.ValidationError({"difficulty": ["1 to 5"]})
         report = project_report(
             resamples=int(raw),
+            systems=request.query_params.getlist("system") or None,
+            domains=request.query_params.getlist("domain") or None,
+            difficulties=[int(d) for d in difficulties] or None,
+            with_breakdowns=request.query_params.get("breakdowns", "1") not in ("0", "false"),
             project=project,
             skills=request.query_params.getlist("skill") or None,
             judges=request.query_params.getlist("judge") or None,

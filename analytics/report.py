@@ -259,7 +259,82 @@ def build_report(
         }
     if resamples and len(judge_skills) >= 2:
         report["judge_comparison"] = _compare_judges(human_by_skill, judge_skills, names, resamples)
+    report["leaderboard"] = {
+        s: leaderboard(human_by_skill.get(s, []), [r for r in judges if r[3] == s])
+        for s in names
+        if human_by_skill.get(s) or any(r[3] == s for r in judges)
+    }
     return _clean(report)
+
+
+def breakdowns(
+    human: Sequence[Row], judges: Sequence[Row], facets: dict[int, dict], *,
+    skills: Sequence[str] | None = None, off_scale=frozenset(),
+) -> dict:  # fmt: skip
+    """The report (without intervals) per domain, per difficulty and per system: FLASK's
+    per-skill views by domain and difficulty, and how each judge does on each model."""
+
+    def split(rows, key_of):
+        groups: dict = defaultdict(list)
+        for row in rows:
+            for key in key_of(row):
+                groups[key].append(row)
+        return groups
+
+    keys = {
+        "domain": lambda r: facets.get(r[1], {}).get("domains") or ["(none)"],
+        "difficulty": lambda r: [str(facets.get(r[1], {}).get("difficulty") or "(none)")],
+        "system": lambda r: [r[2]],
+    }
+    out = {}
+    for facet, key_of in keys.items():
+        human_groups, judge_groups = split(human, key_of), split(judges, key_of)
+        out[facet] = {
+            value: build_report(
+                human_groups.get(value, []),
+                judge_groups.get(value, []),
+                skills=skills,
+                off_scale=off_scale,
+            )  # fmt: skip
+            for value in sorted(set(human_groups) | set(judge_groups))
+        }
+    return _clean(out)
+
+
+def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row]) -> list[dict]:
+    """Per system, one skill: the mean human score (of per-response means, exact) and each
+    judge's mean, with the ranks they give (1 = best; equal means share the best rank);
+    sorted by the human mean, best first."""
+    humans = human_means(human_rows)
+    per_system: dict[str, dict] = defaultdict(lambda: {"humans": [Fraction(0), 0]})
+    for _rid, (_item, system, value) in humans.items():
+        entry = per_system[system]["humans"]
+        entry[0] += value
+        entry[1] += 1
+    for _rid, _item, system, _skill, judge, value in judge_rows:
+        if value is None:
+            continue
+        entry = per_system[system].setdefault(judge, [Fraction(0), 0])
+        entry[0] += Fraction(value)
+        entry[1] += 1
+    raters = sorted({r[4] for r in judge_rows})
+    table = []
+    for system, sums in per_system.items():
+        row = {"system": system, "n": sums["humans"][1]}
+        for name in ("humans", *raters):
+            total, count = sums.get(name, (0, 0))
+            row[name] = float(total / count) if count else None
+        table.append(row)
+    for name in ("humans", *raters):
+        for row in table:
+            value = row[name]
+            row[f"{name}_rank"] = (
+                None
+                if value is None
+                else 1 + sum(1 for r in table if r[name] is not None and r[name] > value)
+            )
+    table.sort(key=lambda r: (r["humans"] is None, -(r["humans"] or 0), r["system"]))
+    return table
 
 
 def _scale_aware(levels: dict, off_scale: bool) -> dict:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from analytics.models import ImportedScore, RaterKind
-from analytics.report import build_report
+from analytics.report import breakdowns, build_report
 from annotation.models import Project
-from annotation.selectors import human_score_rows
+from annotation.selectors import human_score_rows, item_facets
 from judging.selectors import judge_score_rows
 
 DEFAULT_RESAMPLES = 1000
@@ -17,7 +17,11 @@ def project_report(
     project: Project,
     skills: list[str] | None = None,
     judges: list[str] | None = None,
+    systems: list[str] | None = None,
+    domains: list[str] | None = None,
+    difficulties: list[int] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
+    with_breakdowns: bool = True,
 ) -> dict:
     """Agreement among the project's annotators and each judge's correlation with them,
     per skill (analytics/report.py). `skills` and `judges` narrow it down by name."""
@@ -29,9 +33,23 @@ def project_report(
     )
     if judges:
         judge = [row for row in judge if row[4] in set(judges)]
-    report = build_report(
-        human, judge, skills=skills, resamples=resamples, off_scale=raw_judge_skills(project)
-    )
+    facets = item_facets(item_ids={row[1] for row in human} | {row[1] for row in judge})
+
+    def kept(row) -> bool:
+        facet = facets.get(row[1], {})
+        return (
+            (not systems or row[2] in systems)
+            and (not domains or bool(set(domains) & set(facet.get("domains", []))))
+            and (not difficulties or facet.get("difficulty") in difficulties)
+        )
+
+    if systems or domains or difficulties:
+        human = [row for row in human if kept(row)]
+        judge = [row for row in judge if kept(row)]
+    off_scale = raw_judge_skills(project)
+    report = build_report(human, judge, skills=skills, resamples=resamples, off_scale=off_scale)
+    if with_breakdowns:
+        report["breakdowns"] = breakdowns(human, judge, facets, skills=skills, off_scale=off_scale)
     return {"project": project.slug, **report}
 
 

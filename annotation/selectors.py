@@ -19,6 +19,7 @@ from annotation.models import (
     Domain,
     HumanScore,
     Item,
+    ItemDomain,
     ItemSkill,
     Project,
     Response,
@@ -399,3 +400,20 @@ def human_score_rows(*, project: Project) -> list[tuple]:
             "score",
         )  # fmt: skip
     )
+
+
+def item_facets(*, item_ids) -> dict[int, dict]:
+    """item id -> {"difficulty": 1-5 or None, "domains": [domain names]} (two queries)."""
+    ids = list(item_ids)
+    facets = {
+        pk: {"difficulty": difficulty, "domains": []}
+        for pk, difficulty in Item.objects.filter(pk__in=ids).values_list("pk", "difficulty")
+    }
+    rows = (
+        ItemDomain.objects.filter(item_id__in=ids)
+        .order_by("domain__order", "domain__name")
+        .values_list("item_id", "domain__name")
+    )
+    for item_id, name in rows:
+        facets[item_id]["domains"].append(name)
+    return facets

@@ -224,3 +224,61 @@ def test_imported_long_format_scores_feed_the_report(db):
     )
     # a raw metric is not on the 1-5 scale: no MAE or exact agreement for it
     assert got["mae"] is None and got["exact"] is None and got["judge_scale"] == "raw"
+
+
+def test_the_leaderboard_ranks_systems_by_exact_means():
+    from analytics.report import leaderboard
+
+    table = leaderboard(HUMAN, JUDGE)
+    assert [r["system"] for r in table] == ["a", "b"]
+    a, b = table
+    assert a["humans"] == pytest.approx(4.0) and b["humans"] == pytest.approx(2.0)
+    assert a["J"] == pytest.approx(11 / 3) and b["J"] == pytest.approx(2.0)
+    assert (a["humans_rank"], b["humans_rank"], a["J_rank"], b["J_rank"]) == (1, 2, 1, 2)
+    # equal means reached through different counts (1/3 of 3 and 2/6 of ...) tie exactly
+    rows = [(1, 1, "x", "S", "p", 1), (2, 2, "x", "S", "p", 2),
+            (3, 3, "y", "S", "p", 1), (4, 4, "y", "S", "p", 2), (5, 5, "y", "S", "p", 1),
+            (6, 6, "y", "S", "p", 2)]  # fmt: skip
+    tied = leaderboard(rows, [])
+    assert tied[0]["humans"] == tied[1]["humans"] == 1.5
+    assert tied[0]["humans_rank"] == tied[1]["humans_rank"] == 1
+
+
+def test_breakdowns_and_filters(scored_project):
+    report = project_report(project=scored_project, resamples=0)
+    overall = report["correlation"]["rouge"]["Readability"]["instance"]["n"]
+    by = report["breakdowns"]
+    assert set(by) == {"domain", "difficulty", "system"}
+    assert list(by["domain"]) == ["History"] and list(by["difficulty"]) == ["2"]
+    assert (
+        by["domain"]["History"]["correlation"]["rouge"]["Readability"]["instance"]["n"] == overall
+    )
+    assert sorted(by["system"]) == ["m1", "m2"]
+    assert by["system"]["m1"]["correlation"]["rouge"]["Readability"]["instance"]["n"] == 4
+    assert [r["system"] for r in report["leaderboard"]["Readability"]] in (["m1", "m2"],
+                                                                         ["m2", "m1"])  # fmt: skip
+    only_m2 = project_report(project=scored_project, resamples=0, systems=["m2"],
+                             with_breakdowns=False)  # fmt: skip
+    assert only_m2["correlation"]["rouge"]["Readability"]["instance"]["n"] == 4
+    assert "breakdowns" not in only_m2
+    none = project_report(project=scored_project, resamples=0, difficulties=[5])
+    assert none["agreement"] == {} and none["correlation"] == {}
+
+
+def test_the_api_filters_like_the_command(scored_project, researcher):
+    client = APIClient()
+    client.credentials(
+        HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=researcher)[0].key
+    )
+    url = f"/api/v1/projects/{scored_project.slug}/analytics/report"
+    params = {"system": "m1", "difficulty": 2, "domain": "History", "resamples": 0,
+              "breakdowns": 0}  # fmt: skip
+    body = client.get(url, params).json()
+    out = StringIO()
+    call_command("analytics_report", "--project", scored_project.slug, "--system", "m1",
+                 "--difficulty", "2", "--domain", "History", "--resamples", "0",
+                 "--no-breakdowns", stdout=out)  # fmt: skip
+    assert body == json.loads(out.getvalue())
+    assert "breakdowns" not in body
+    assert body["correlation"]["rouge"]["Readability"]["instance"]["n"] == 4
+    assert client.get(url, {"difficulty": 9}).status_code == 400

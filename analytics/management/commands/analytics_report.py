@@ -16,6 +16,11 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=["json"], default="json")
         parser.add_argument("--skill", action="append", help="only this skill (repeatable)")
         parser.add_argument("--judge", action="append", help="only this judge (repeatable)")
+        parser.add_argument("--system", action="append", help="only this model (repeatable)")
+        parser.add_argument("--domain", action="append", help="only this domain (repeatable)")
+        parser.add_argument("--difficulty", action="append", type=int, choices=range(1, 6))
+        parser.add_argument("--no-breakdowns", action="store_true",
+                            help="leave out the per domain/difficulty/system reports")  # fmt: skip
         parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
                             help="bootstrap resamples for the intervals (0: none)")  # fmt: skip
 
@@ -29,5 +34,9 @@ class Command(BaseCommand):
         report = project_report(
             project=project, skills=options["skill"], judges=options["judge"],
             resamples=options["resamples"],
+            systems=options["system"],
+            domains=options["domain"],
+            difficulties=options["difficulty"],
+            with_breakdowns=not options["no_breakdowns"],
         )  # fmt: skip
         self.stdout.write(json.dumps(report, indent=2, sort_keys=False))
