@@ -5,7 +5,8 @@ Where a well-kept library computes a coefficient exactly it is used: Krippendorf
 here and each is checked in tests/analytics/test_metrics.py against the worked example of
 the paper or textbook that defines it:
 
-- Fleiss' kappa (Fleiss 1971), generalised to units with different numbers of raters;
+- Fleiss' kappa (Fleiss 1971), generalised to units with different numbers of raters, and
+  Gwet's AC1 (Gwet 2008, 2014);
 - Cohen's kappa, unweighted (Cohen 1960);
 - the six intraclass correlations of Shrout & Fleiss (1979).
 
@@ -60,26 +61,52 @@ def category_counts(reliability, categories=None) -> tuple[np.ndarray, np.ndarra
     return counts, cats
 
 
-def fleiss_kappa(counts) -> float | None:
-    """Fleiss' kappa from a (units x categories) table of rating counts.
-
-    Units may have different numbers of ratings n_i (units with fewer than two are left
-    out): P_i = sum_j n_ij (n_ij - 1) / (n_i (n_i - 1)), P-bar their mean, p_j the share of
-    all ratings in category j, P-bar_e = sum_j p_j^2. With equal n_i this is Fleiss (1971).
-    None when undefined (no units, or P-bar_e = 1).
-    """
-    table = np.asarray(counts, dtype=float)
-    n = table.sum(axis=1)
-    table, n = table[n >= 2], n[n >= 2]
-    if table.shape[0] == 0:
+def _unit_agreement(table: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """(P_a, pi) as Gwet (2014, ch. 2) defines them for any number of raters per unit:
+    P_a is the mean over units with two or more ratings of
+    sum_k r_ik (r_ik - 1) / (r_i (r_i - 1)); pi_k is the mean over units with one or more
+    ratings of r_ik / r_i. None without a unit of two ratings."""
+    r = table.sum(axis=1)
+    pairable = r >= 2
+    if not pairable.any():
         return None
-    p_i = (table * (table - 1)).sum(axis=1) / (n * (n - 1))
-    p_bar = p_i.mean()
-    p_j = table.sum(axis=0) / n.sum()
-    p_e = float((p_j**2).sum())
+    t = table[pairable]
+    p_a = float(((t * (t - 1)).sum(axis=1) / (r[pairable] * (r[pairable] - 1))).mean())
+    rated = r >= 1
+    pi = (table[rated] / r[rated, None]).mean(axis=0)
+    return p_a, pi
+
+
+def fleiss_kappa(counts) -> float | None:
+    """Fleiss' kappa from a (units x categories) table of rating counts, generalised to
+    units with different numbers of raters as in Gwet (2014): P_e = sum_k pi_k^2 with the
+    pi_k of `_unit_agreement`. With the same number of raters on every unit this is Fleiss
+    (1971). None when undefined (no unit with two ratings, or P_e = 1)."""
+    table = np.asarray(counts, dtype=float)
+    found = _unit_agreement(table) if table.size else None
+    if found is None:
+        return None
+    p_a, pi = found
+    p_e = float((pi**2).sum())
     if np.isclose(p_e, 1.0):
         return None
-    return float((p_bar - p_e) / (1 - p_e))
+    return (p_a - p_e) / (1 - p_e)
+
+
+def gwet_ac1(counts, n_categories: int | None = None) -> float | None:
+    """Gwet's AC1 (Gwet 2008; 2014 for missing ratings) from a (units x categories) table:
+    P_e = sum_k pi_k (1 - pi_k) / (q - 1), q the number of categories raters could use
+    (`n_categories`; default: the table's columns). None when undefined."""
+    table = np.asarray(counts, dtype=float)
+    found = _unit_agreement(table) if table.size else None
+    q = n_categories or table.shape[1]
+    if found is None or q < 2:
+        return None
+    p_a, pi = found
+    p_e = float((pi * (1 - pi)).sum() / (q - 1))
+    if np.isclose(p_e, 1.0):
+        return None
+    return (p_a - p_e) / (1 - p_e)
 
 
 def cohen_kappa(first, second) -> float | None:

@@ -25,6 +25,7 @@ from scipy import stats
 from analytics import bootstrap, metrics
 
 Row = tuple  # (response id, item id, system, skill, rater, value or None for N/A)
+LIKERT = [1, 2, 3, 4, 5]
 
 
 def _clean(value):
@@ -80,8 +81,12 @@ def agreement(rows: Sequence[Row], *, resamples: int = 0) -> dict:
             matrix, [item_of[u] for u in units], resamples=resamples
         )
         result["krippendorff_alpha_ci"] = {k: v.as_dict() for k, v in intervals.items()}
-    counts, _cats = metrics.category_counts(matrix)
+    # On the 1-5 scale every level counts as a category, used or not (Gwet's q).
+    values = matrix[~np.isnan(matrix)]
+    scale = LIKERT if values.size and np.isin(values, LIKERT).all() else None
+    counts, cats = metrics.category_counts(matrix, categories=scale)
     result["fleiss_kappa"] = metrics.fleiss_kappa(counts) if counts.size else None
+    result["gwet_ac1"] = metrics.gwet_ac1(counts, n_categories=len(cats)) if counts.size else None
     result["cohen_kappa"] = (
         {"unweighted": metrics.cohen_kappa(matrix[0], matrix[1])} if len(raters) == 2 else None
     )

@@ -63,16 +63,28 @@ def test_fleiss_kappa_matches_the_published_example():
     assert metrics.fleiss_kappa(FLEISS_EXAMPLE) == pytest.approx(0.210, abs=5e-4)
 
 
-def test_fleiss_kappa_takes_units_with_different_numbers_of_raters():
-    # a unit with a single rating cannot show agreement and is left out
-    with_single = [*FLEISS_EXAMPLE, [0, 0, 1, 0, 0]]
-    assert metrics.fleiss_kappa(with_single) == pytest.approx(metrics.fleiss_kappa(FLEISS_EXAMPLE))
-    # varying n_i: P_i per unit with its own n_i, hand-computed for two units:
-    # unit 1: 3 ratings all in category 0 -> P_1 = 1; unit 2: 2 ratings split -> P_2 = 0
-    # P-bar = 0.5; p = (4/5, 1/5), P-bar_e = 0.68; kappa = (0.5 - 0.68) / 0.32 = -0.5625
-    assert metrics.fleiss_kappa([[3, 0], [1, 1]]) == pytest.approx(-0.5625)
+def test_fleiss_kappa_and_gwet_ac1_for_units_with_different_numbers_of_raters():
+    # Gwet, K. L. (2014). Handbook of Inter-Rater Reliability, 4th ed., pp. 55-56 (with its
+    # errata): the four raters and twelve units of Krippendorff (2011), units rated by one
+    # to four raters, five categories. Published: percent agreement 0.8182; Fleiss' kappa
+    # 0.7612 (P_e 0.2387); Gwet's AC1 0.7754 (P_e 0.1903).
+    counts, _ = metrics.category_counts(KRIPPENDORFF_2011, categories=[1, 2, 3, 4, 5])
+    assert metrics.fleiss_kappa(counts) == pytest.approx(0.7612, abs=5e-5)
+    assert metrics.gwet_ac1(counts) == pytest.approx(0.7754, abs=5e-5)
     assert metrics.fleiss_kappa([[1, 0]]) is None
     assert metrics.fleiss_kappa([[2, 0], [3, 0]]) is None  # one category only: undefined
+    assert metrics.gwet_ac1([[2, 0], [0, 2]], n_categories=1) is None
+
+
+def test_gwet_ac1_counts_categories_nobody_used():
+    # the same table read on a 1-5 scale and on the three values used: q changes P_e
+    counts = [[2, 0, 0], [0, 2, 0], [0, 1, 1]]
+    three = metrics.gwet_ac1(counts)
+    five = metrics.gwet_ac1([[*row, 0, 0] for row in counts], n_categories=5)
+    # hand arithmetic: P_a = 2/3; pi = (1/3, 1/2, 1/6); sum pi(1-pi) = 2/9 + 1/4 + 5/36
+    # = 11/18; P_e(q=3) = 11/36, P_e(q=5) = 11/72
+    assert three == pytest.approx((2 / 3 - 11 / 36) / (1 - 11 / 36))
+    assert five == pytest.approx((2 / 3 - 11 / 72) / (1 - 11 / 72))
 
 
 def test_fleiss_kappa_from_a_reliability_matrix():

@@ -64,6 +64,9 @@ def test_agreement_uses_the_reliability_matrix_of_the_skill():
         assert got["krippendorff_alpha"][level] == pytest.approx(
             metrics.krippendorff_alpha(matrix, level)
         )
+    counts, _ = metrics.category_counts(matrix, categories=[1, 2, 3, 4, 5])
+    assert got["gwet_ac1"] == pytest.approx(metrics.gwet_ac1(counts, n_categories=5))
+    assert got["fleiss_kappa"] == pytest.approx(metrics.fleiss_kappa(counts))
     assert got["cohen_kappa"]["unweighted"] == pytest.approx(
         metrics.cohen_kappa(matrix[0], matrix[1])
     )
