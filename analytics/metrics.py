@@ -7,7 +7,7 @@ the paper or textbook that defines it:
 
 - Fleiss' kappa (Fleiss 1971), generalised to units with different numbers of raters, and
   Gwet's AC1 (Gwet 2008, 2014);
-- Cohen's kappa, unweighted (Cohen 1960);
+- Cohen's kappa, unweighted (Cohen 1960) and weighted (Cohen 1968);
 - the six intraclass correlations of Shrout & Fleiss (1979).
 
 Conventions: a *reliability matrix* has one row per rater and one column per unit, with
@@ -109,19 +109,37 @@ def gwet_ac1(counts, n_categories: int | None = None) -> float | None:
     return (p_a - p_e) / (1 - p_e)
 
 
-def cohen_kappa(first, second) -> float | None:
-    """Cohen's (1960) kappa of two raters over the units both rated (NaN = not rated)."""
+KAPPA_WEIGHTS = ("unweighted", "linear", "quadratic")
+
+
+def cohen_kappa(first, second, weights: str = "unweighted", categories=None) -> float | None:
+    """Cohen's kappa of two raters over the units both rated (NaN = not rated): unweighted
+    (Cohen 1960) or weighted (Cohen 1968) with linear |i - j| or quadratic (i - j)^2
+    disagreement weights over the ordered categories (`categories`, default: the values
+    used), kappa_w = 1 - sum w_ij o_ij / sum w_ij e_ij."""
+    if weights not in KAPPA_WEIGHTS:
+        raise ValueError(f"weights must be one of {', '.join(KAPPA_WEIGHTS)}")
     a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
     both = ~np.isnan(a) & ~np.isnan(b)
     a, b = a[both], b[both]
     if a.size == 0:
         return None
-    cats = np.unique(np.concatenate([a, b]))
-    observed = float(np.mean(a == b))
-    expected = float(sum(np.mean(a == c) * np.mean(b == c) for c in cats))
-    if np.isclose(expected, 1.0):
+    cats = np.unique(np.concatenate([a, b])) if categories is None else np.sort(categories)
+    index = {c: i for i, c in enumerate(cats)}
+    observed = np.zeros((cats.size, cats.size))
+    np.add.at(observed, ([index[v] for v in a], [index[v] for v in b]), 1)
+    observed /= a.size
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    i, j = np.meshgrid(np.arange(cats.size), np.arange(cats.size), indexing="ij")
+    disagreement = {
+        "unweighted": (i != j).astype(float),
+        "linear": np.abs(i - j).astype(float),
+        "quadratic": ((i - j) ** 2).astype(float),
+    }[weights]
+    chance = float((disagreement * expected).sum())
+    if np.isclose(chance, 0.0):
         return None
-    return (observed - expected) / (1 - expected)
+    return 1 - float((disagreement * observed).sum()) / chance
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,12 @@ def agreement(rows: Sequence[Row], *, resamples: int = 0) -> dict:
     result["fleiss_kappa"] = metrics.fleiss_kappa(counts) if counts.size else None
     result["gwet_ac1"] = metrics.gwet_ac1(counts, n_categories=len(cats)) if counts.size else None
     result["cohen_kappa"] = (
-        {"unweighted": metrics.cohen_kappa(matrix[0], matrix[1])} if len(raters) == 2 else None
+        {
+            weights: metrics.cohen_kappa(matrix[0], matrix[1], weights, categories=scale)
+            for weights in metrics.KAPPA_WEIGHTS
+        }
+        if len(raters) == 2
+        else None
     )
     result["icc"] = _icc(matrix)
     result["mean_pairwise_spearman"] = _mean_pairwise_spearman(matrix)

@@ -67,9 +67,10 @@ def test_agreement_uses_the_reliability_matrix_of_the_skill():
     counts, _ = metrics.category_counts(matrix, categories=[1, 2, 3, 4, 5])
     assert got["gwet_ac1"] == pytest.approx(metrics.gwet_ac1(counts, n_categories=5))
     assert got["fleiss_kappa"] == pytest.approx(metrics.fleiss_kappa(counts))
-    assert got["cohen_kappa"]["unweighted"] == pytest.approx(
-        metrics.cohen_kappa(matrix[0], matrix[1])
-    )
+    for weights in metrics.KAPPA_WEIGHTS:
+        assert got["cohen_kappa"][weights] == pytest.approx(
+            metrics.cohen_kappa(matrix[0], matrix[1], weights, categories=[1, 2, 3, 4, 5])
+        )
     complete = matrix[:, ~np.isnan(matrix).any(axis=0)]
     assert got["icc"]["design"] == "complete"
     assert got["icc"]["ICC2"] == pytest.approx(metrics.icc(complete.T).ICC2)
