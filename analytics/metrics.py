@@ -225,3 +225,49 @@ def correlate(x, y) -> Correlation:
         exact=exact,
         within_one=within,
     )
+
+
+def grouped_correlations(x, y, groups) -> dict[str, np.ndarray]:
+    """Pearson, Spearman and Kendall's tau-b within each group (e.g. the systems' responses
+    to one item), vectorised over groups of equal size; NaN where undefined (fewer than two
+    pairs or a constant side). Returns arrays aligned with `np.unique(groups)`. Equal to
+    scipy's per-group results (tests/analytics/test_metrics.py)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keys, group = np.unique(np.asarray(groups), return_inverse=True)
+    out = {name: np.full(keys.size, np.nan) for name in ("pearson", "spearman", "kendall")}
+    order = np.argsort(group, kind="stable")
+    sizes = np.bincount(group, minlength=keys.size)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for size in np.unique(sizes):
+        if size < 2:
+            continue
+        which = np.flatnonzero(sizes == size)
+        idx = order[starts[which][:, None] + np.arange(size)]
+        gx, gy = x[idx], y[idx]
+        out["pearson"][which] = _row_pearson(gx, gy)
+        out["spearman"][which] = _row_pearson(
+            stats.rankdata(gx, axis=1), stats.rankdata(gy, axis=1)
+        )
+        out["kendall"][which] = _row_tau_b(gx, gy)
+    return out
+
+
+def _row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    da = a - a.mean(axis=1, keepdims=True)
+    db = b - b.mean(axis=1, keepdims=True)
+    num = (da * db).sum(axis=1)
+    den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = num / den
+    r[(np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0)] = np.nan
+    return r
+
+
+def _row_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    i, j = np.triu_indices(a.shape[1], k=1)
+    sa, sb = np.sign(a[:, i] - a[:, j]), np.sign(b[:, i] - b[:, j])
+    s = (sa * sb).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = s / np.sqrt((sa != 0).sum(axis=1) * (sb != 0).sum(axis=1))
+    tau[((sa != 0).sum(axis=1) == 0) | ((sb != 0).sum(axis=1) == 0)] = np.nan
+    return tau

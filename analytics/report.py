@@ -17,7 +17,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from fractions import Fraction
 from itertools import combinations
-from statistics import mean
 
 import numpy as np
 from scipy import stats
@@ -161,19 +160,44 @@ def _loo_ceiling(matrix: np.ndarray) -> dict:
 # --- human-judge correlation ----------------------------------------------------------------
 
 
-def human_means(rows: Iterable[Row]) -> dict[int, tuple[int, Fraction]]:
-    """response id -> (item id, system, exact mean of its human scores); N/A left out."""
+def _exact(value):
+    """A score as an exact number: an int when it is whole (Likert scores, k-sample means
+    that happen to be whole), else a Fraction of its float value."""
+    value = float(value)
+    return int(value) if value.is_integer() else Fraction(value)
+
+
+def human_means(rows: Iterable[Row]) -> dict[int, tuple]:
+    """response id -> (item id, system, mean, total, count): the mean of its human scores
+    (N/A left out) as a float, from the exact total and count (ints for Likert scores), so
+    equal means are equal floats."""
     acc: dict[int, list] = {}
     for response_id, item_id, system, _skill, _rater, value in rows:
-        entry = acc.setdefault(response_id, [item_id, system, 0, 0])
+        entry = acc.get(response_id)
+        if entry is None:
+            entry = acc[response_id] = [item_id, system, 0, 0]
         if value is not None:
-            entry[2] += Fraction(value)
+            entry[2] += _exact(value)
             entry[3] += 1
     return {
-        rid: (item, system, total / count)
+        rid: (item, system, float(total / count) if isinstance(total, Fraction)
+              else total / count, total, count)
         for rid, (item, system, total, count) in acc.items()
         if count
-    }
+    }  # fmt: skip
+
+
+def mean_of_means(parts: Sequence[tuple]) -> float | None:
+    """The exact mean of ratios total/count, as a correctly rounded float. With whole
+    totals it stays in integers (over the least common multiple of the counts); otherwise
+    it sums Fractions."""
+    if not parts:
+        return None
+    if all(isinstance(total, int) for total, _ in parts):
+        common = math.lcm(*{count for _, count in parts})
+        numerator = sum(total * (common // count) for total, count in parts)
+        return numerator / (common * len(parts))
+    return float(sum(Fraction(total) / count for total, count in parts) / len(parts))
 
 
 def _corr_dict(c: metrics.Correlation) -> dict:
@@ -188,44 +212,35 @@ def correlation(
     humans = human_means(human_rows)
     judge = {r[0]: r[5] for r in judge_rows if r[5] is not None}
     shared = sorted(rid for rid in humans if rid in judge)
-    h = np.array([float(humans[rid][2]) for rid in shared])
-    j = np.array([float(judge[rid]) for rid in shared])
+    h = np.array([humans[rid][2] for rid in shared], dtype=float)
+    j = np.array([judge[rid] for rid in shared], dtype=float)
+    items = np.array([humans[rid][0] for rid in shared])
     result = {"instance": _corr_dict(metrics.correlate(h, j))}
     if resamples:
-        items = [humans[rid][0] for rid in shared]
         intervals = bootstrap.correlation_intervals(h, j, items, resamples=resamples)
         result["instance"]["ci"] = {k: v.as_dict() for k, v in intervals.items()}
     # item level: per item, across its systems' responses; then the mean over items
-    per_item: dict[int, list[int]] = defaultdict(list)
-    for index, rid in enumerate(shared):
-        per_item[humans[rid][0]].append(index)
-    item_values: dict[str, list[float]] = defaultdict(list)
-    skipped = 0
-    for indexes in per_item.values():
-        c = metrics.correlate(h[indexes], j[indexes])
-        if c.pearson is None:
-            skipped += 1
-            continue
-        for name in ("pearson", "spearman", "kendall"):
-            value = getattr(c, name)
-            if value is not None and math.isfinite(value):
-                item_values[name].append(value)
+    if shared:
+        per_item = metrics.grouped_correlations(h, j, items)
+        used = ~np.isnan(per_item["pearson"])
+        n_items = per_item["pearson"].size
+    else:
+        per_item, used, n_items = {}, np.array([], dtype=bool), 0
     result["item"] = {
-        **{name: (mean(item_values[name]) if item_values[name] else None)
+        **{name: (float(per_item[name][used].mean()) if used.any() else None)
            for name in ("pearson", "spearman", "kendall")},
-        "n": len(per_item) - skipped,
-        "items_skipped": skipped,
+        "n": int(used.sum()),
+        "items_skipped": int(n_items - used.sum()),
     }  # fmt: skip
     # system level: exact per-system means of the shared responses
-    per_system: dict[str, list] = {}
+    per_system: dict[str, tuple[list, list]] = {}
     for rid in shared:
-        entry = per_system.setdefault(humans[rid][1], [Fraction(0), Fraction(0), 0])
-        entry[0] += humans[rid][2]
-        entry[1] += Fraction(judge[rid])
-        entry[2] += 1
+        human_parts, judge_parts = per_system.setdefault(humans[rid][1], ([], []))
+        human_parts.append((humans[rid][3], humans[rid][4]))
+        judge_parts.append((_exact(judge[rid]), 1))
     systems = sorted(per_system)
-    hs = [float(per_system[s][0] / per_system[s][2]) for s in systems]
-    js = [float(per_system[s][1] / per_system[s][2]) for s in systems]
+    hs = [mean_of_means(per_system[s][0]) for s in systems]
+    js = [mean_of_means(per_system[s][1]) for s in systems]
     system = _corr_dict(metrics.correlate(hs, js))
     result["system"] = {**system, "systems": systems}
     return result
@@ -315,25 +330,18 @@ def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row]) -> list[di
     """Per system, one skill: the mean human score (of per-response means, exact) and each
     judge's mean, with the ranks they give (1 = best; equal means share the best rank);
     sorted by the human mean, best first."""
-    humans = human_means(human_rows)
-    per_system: dict[str, dict] = defaultdict(lambda: {"humans": [Fraction(0), 0]})
-    for _rid, (_item, system, value) in humans.items():
-        entry = per_system[system]["humans"]
-        entry[0] += value
-        entry[1] += 1
+    per_system: dict[str, dict[str, list]] = defaultdict(lambda: {"humans": []})
+    for _item, system, _mean, total, count in human_means(human_rows).values():
+        per_system[system]["humans"].append((total, count))
     for _rid, _item, system, _skill, judge, value in judge_rows:
-        if value is None:
-            continue
-        entry = per_system[system].setdefault(judge, [Fraction(0), 0])
-        entry[0] += Fraction(value)
-        entry[1] += 1
+        if value is not None:
+            per_system[system].setdefault(judge, []).append((_exact(value), 1))
     raters = sorted({r[4] for r in judge_rows})
     table = []
-    for system, sums in per_system.items():
-        row = {"system": system, "n": sums["humans"][1]}
+    for system, parts in per_system.items():
+        row = {"system": system, "n": len(parts["humans"])}
         for name in ("humans", *raters):
-            total, count = sums.get(name, (0, 0))
-            row[name] = float(total / count) if count else None
+            row[name] = mean_of_means(parts.get(name, []))
         table.append(row)
     for name in ("humans", *raters):
         for row in table:
@@ -373,7 +381,7 @@ def _compare_judges(human_by_skill, judge_skills, names, resamples) -> dict:
             out.setdefault(skill, {})[f"{a} vs {b}"] = {
                 "n": len(shared),
                 **bootstrap.paired_difference(
-                    [float(humans[r][2]) for r in shared],
+                    [humans[r][2] for r in shared],
                     [scored[a][r] for r in shared],
                     [scored[b][r] for r in shared],
                     [humans[r][0] for r in shared],

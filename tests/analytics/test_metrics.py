@@ -195,3 +195,25 @@ def test_kendall_is_tau_b_with_ties():
     ties_x, ties_y, n0 = 1, 1, 6
     tau_b = (concordant - discordant) / math.sqrt((n0 - ties_x) * (n0 - ties_y))
     assert result.kendall == pytest.approx(tau_b)
+
+
+def test_grouped_correlations_equal_scipy_per_group():
+    rng = np.random.default_rng(12)
+    groups = np.concatenate([np.repeat(np.arange(30), 4), np.repeat(np.arange(30, 40), 3),
+                             [40, 41, 41]])  # fmt: skip
+    x = rng.integers(1, 6, groups.size).astype(float)
+    y = np.clip(x + rng.integers(-1, 2, groups.size), 1, 5)
+    got = metrics.grouped_correlations(x, y, groups)
+    for k in np.unique(groups):
+        gx, gy = x[groups == k], y[groups == k]
+        defined = gx.size > 1 and np.ptp(gx) > 0 and np.ptp(gy) > 0
+        scipy_of = {
+            "pearson": stats.pearsonr,
+            "spearman": stats.spearmanr,
+            "kendall": lambda a, b: stats.kendalltau(a, b, variant="b"),
+        }
+        for name, fn in scipy_of.items():
+            if defined:
+                assert got[name][k] == pytest.approx(fn(gx, gy).statistic), (name, k)
+            else:
+                assert np.isnan(got[name][k]), (name, k)

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from scipy import stats
 
 from analytics import metrics
-from analytics.report import build_report, human_means
+from analytics.report import build_report, human_means, mean_of_means
 from analytics.selectors import project_report
 from annotation.services.assignments import (
     ScoreInput,
@@ -48,11 +48,16 @@ JUDGE = [
 
 def test_human_means_are_exact_and_leave_na_out():
     means = human_means(HUMAN)
-    assert means[1] == (10, "a", Fraction(9, 2))
-    assert means[4] == (11, "b", Fraction(3))  # bob's N/A is not a zero
+    assert means[1] == (10, "a", 4.5, 9, 2)
+    assert means[4] == (11, "b", 3.0, 3, 1)  # bob's N/A is not a zero
     # equal rationals from different counts are the same float
     more = [(9, 1, "x", "S", r, v) for r, v in (("p", 1), ("q", 2), ("r", 3), ("s", 2))]
-    assert float(human_means(more)[9][2]) == float(Fraction(4, 2))
+    assert human_means(more)[9][2] == 2.0
+    # a mean of means is exact: 1/3 + 2/6 + 1/2 over 3 is 7/18, rounded once
+    assert mean_of_means([(1, 3), (2, 6), (1, 2)]) == 7 / 18
+    assert mean_of_means([(Fraction(0.1), 1), (Fraction(0.2), 1)]) == float(
+        (Fraction(0.1) + Fraction(0.2)) / 2
+    )
 
 
 def test_agreement_uses_the_reliability_matrix_of_the_skill():
