@@ -70,16 +70,21 @@ def agreement(rows: Sequence[Row], *, resamples: int = 0) -> dict:
         "n_raters": len(raters),
         "n_scores": int(np.sum(rated)),
         "n_na": na,
-        "krippendorff_alpha": {
-            level: metrics.krippendorff_alpha(matrix, level) for level in metrics.ALPHA_LEVELS
-        },
     }
     if resamples:
+        # The intervals' coincidence matrices give the point estimates too: the same numbers
+        # as the krippendorff library (tests/analytics/test_bootstrap.py and test_report.py
+        # compare them), without computing them a second time.
         item_of = {r[0]: r[1] for r in rows}
         intervals = bootstrap.alpha_intervals(
             matrix, [item_of[u] for u in units], resamples=resamples
         )
+        result["krippendorff_alpha"] = {k: v.estimate for k, v in intervals.items()}
         result["krippendorff_alpha_ci"] = {k: v.as_dict() for k, v in intervals.items()}
+    else:
+        result["krippendorff_alpha"] = {
+            level: metrics.krippendorff_alpha(matrix, level) for level in metrics.ALPHA_LEVELS
+        }
     # On the 1-5 scale every level counts as a category, used or not (Gwet's q).
     values = matrix[~np.isnan(matrix)]
     scale = LIKERT if values.size and np.isin(values, LIKERT).all() else None
@@ -126,26 +131,34 @@ def _icc(matrix: np.ndarray) -> dict | None:
 
 
 def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
+    """Spearman of every two annotators over the units both scored (at least three, with
+    variation on both sides), averaged. Works on each annotator's sorted unit indices, so a
+    pair costs its overlap, not the whole matrix."""
+    rated = [np.flatnonzero(~np.isnan(row)) for row in matrix]
     values = []
     for a, b in combinations(range(matrix.shape[0]), 2):
-        both = ~np.isnan(matrix[a]) & ~np.isnan(matrix[b])
-        if both.sum() >= 3 and np.ptp(matrix[a][both]) > 0 and np.ptp(matrix[b][both]) > 0:
-            values.append(stats.spearmanr(matrix[a][both], matrix[b][both]).statistic)
+        both = np.intersect1d(rated[a], rated[b], assume_unique=True)
+        if both.size < 3:
+            continue
+        x, y = matrix[a, both], matrix[b, both]
+        if np.ptp(x) > 0 and np.ptp(y) > 0:
+            values.append(stats.spearmanr(x, y).statistic)
     return {"value": float(np.mean(values)) if values else None, "pairs": len(values)}
 
 
 def _loo_ceiling(matrix: np.ndarray) -> dict:
     """Each annotator against the mean of the others on the units they share (a human
-    ceiling for judge correlations), averaged over annotators."""
+    ceiling for judge correlations), averaged over annotators. The others' mean comes from
+    the column sums and counts less the annotator's own score."""
+    present = ~np.isnan(matrix)
+    sums, counts = np.where(present, matrix, 0.0).sum(axis=0), present.sum(axis=0)
     pearsons, spearmans = [], []
     for r in range(matrix.shape[0]):
-        others = np.delete(matrix, r, axis=0)
-        has_others = np.sum(~np.isnan(others), axis=0) >= 1
-        mine = ~np.isnan(matrix[r]) & has_others
+        mine = present[r] & (counts >= 2)
         if mine.sum() < 3:
             continue
-        own = matrix[r][mine]
-        rest = np.nanmean(others[:, mine], axis=0)
+        own = matrix[r, mine]
+        rest = (sums[mine] - own) / (counts[mine] - 1)
         c = metrics.correlate(own, rest)
         if c.pearson is not None:
             pearsons.append(c.pearson)
@@ -177,7 +190,7 @@ def human_means(rows: Iterable[Row]) -> dict[int, tuple]:
         if entry is None:
             entry = acc[response_id] = [item_id, system, 0, 0]
         if value is not None:
-            entry[2] += _exact(value)
+            entry[2] += value if value.__class__ is int else _exact(value)
             entry[3] += 1
     return {
         rid: (item, system, float(total / count) if isinstance(total, Fraction)
@@ -205,11 +218,11 @@ def _corr_dict(c: metrics.Correlation) -> dict:
 
 
 def correlation(
-    human_rows: Sequence[Row], judge_rows: Sequence[Row], *, resamples: int = 0
+    human_rows: Sequence[Row], judge_rows: Sequence[Row], *, resamples: int = 0, means=None
 ) -> dict:
     """One judge against the people on one skill, at the instance, item and system levels;
     with `resamples`, item-resampling intervals for the instance-level Pearson/Spearman."""
-    humans = human_means(human_rows)
+    humans = human_means(human_rows) if means is None else means
     judge = {r[0]: r[5] for r in judge_rows if r[5] is not None}
     shared = sorted(rid for rid in humans if rid in judge)
     h = np.array([humans[rid][2] for rid in shared], dtype=float)
@@ -237,7 +250,8 @@ def correlation(
     for rid in shared:
         human_parts, judge_parts = per_system.setdefault(humans[rid][1], ([], []))
         human_parts.append((humans[rid][3], humans[rid][4]))
-        judge_parts.append((_exact(judge[rid]), 1))
+        value = judge[rid]
+        judge_parts.append((value if value.__class__ is int else _exact(value), 1))
     systems = sorted(per_system)
     hs = [mean_of_means(per_system[s][0]) for s in systems]
     js = [mean_of_means(per_system[s][1]) for s in systems]
@@ -273,21 +287,25 @@ def build_report(
         "correlation": {},
     }
     judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
+    means = {s: human_means(rows) for s, rows in human_by_skill.items()}
     for judge, by_skill in judge_skills.items():
         report["correlation"][judge] = {
             s: _scale_aware(
-                correlation(human_by_skill.get(s, []), by_skill[s], resamples=resamples),
+                correlation(
+                    human_by_skill.get(s, []), by_skill[s], resamples=resamples, means=means[s]
+                ),
                 (judge, s) in off_scale,
             )
             for s in names
             if s in by_skill and human_by_skill.get(s)
         }
     if resamples and len(judge_skills) >= 2:
-        report["judge_comparison"] = _compare_judges(human_by_skill, judge_skills, names, resamples)
+        report["judge_comparison"] = _compare_judges(means, judge_skills, names, resamples)
+    judge_by_skill = _by_skill(judges)
     report["leaderboard"] = {
-        s: leaderboard(human_by_skill.get(s, []), [r for r in judges if r[3] == s])
+        s: leaderboard(human_by_skill.get(s, []), judge_by_skill.get(s, []), means=means.get(s))
         for s in names
-        if human_by_skill.get(s) or any(r[3] == s for r in judges)
+        if human_by_skill.get(s) or judge_by_skill.get(s)
     }
     return _clean(report)
 
@@ -326,16 +344,18 @@ def breakdowns(
     return _clean(out)
 
 
-def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row]) -> list[dict]:
+def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None) -> list[dict]:
     """Per system, one skill: the mean human score (of per-response means, exact) and each
     judge's mean, with the ranks they give (1 = best; equal means share the best rank);
     sorted by the human mean, best first."""
     per_system: dict[str, dict[str, list]] = defaultdict(lambda: {"humans": []})
-    for _item, system, _mean, total, count in human_means(human_rows).values():
+    means = human_means(human_rows) if means is None else means
+    for _item, system, _mean, total, count in means.values():
         per_system[system]["humans"].append((total, count))
     for _rid, _item, system, _skill, judge, value in judge_rows:
         if value is not None:
-            per_system[system].setdefault(judge, []).append((_exact(value), 1))
+            exact = value if value.__class__ is int else _exact(value)
+            per_system[system].setdefault(judge, []).append((exact, 1))
     raters = sorted({r[4] for r in judge_rows})
     table = []
     for system, parts in per_system.items():
@@ -364,12 +384,12 @@ def _scale_aware(levels: dict, off_scale: bool) -> dict:
     return levels
 
 
-def _compare_judges(human_by_skill, judge_skills, names, resamples) -> dict:
+def _compare_judges(means, judge_skills, names, resamples) -> dict:
     """Per skill and pair of judges (A before B by name): Pearson(human, A) - Pearson(human, B)
     on the responses both scored, with its interval and one-sided bootstrap p-value."""
     out: dict = {}
     for skill in names:
-        humans = human_means(human_by_skill.get(skill, []))
+        humans = means.get(skill) or {}
         scored = {
             judge: {r[0]: r[5] for r in by_skill.get(skill, []) if r[5] is not None}
             for judge, by_skill in judge_skills.items()

@@ -291,3 +291,51 @@ def test_the_api_filters_like_the_command(scored_project, researcher):
     assert "breakdowns" not in body
     assert body["correlation"]["rouge"]["Readability"]["instance"]["n"] == 4
     assert client.get(url, {"difficulty": 9}).status_code == 400
+
+
+def test_pairwise_spearman_and_the_leave_one_out_ceiling_by_brute_force():
+    from itertools import combinations
+
+    from analytics.report import _loo_ceiling, _mean_pairwise_spearman
+
+    rng = np.random.default_rng(21)
+    truth = rng.integers(1, 6, 60).astype(float)
+    matrix = np.array([np.clip(truth + rng.integers(-1, 2, 60), 1, 5) for _ in range(6)])
+    matrix[rng.random(matrix.shape) < 0.4] = np.nan  # each annotator misses ~40 %
+    pairs = []
+    for a, b in combinations(range(6), 2):
+        both = ~np.isnan(matrix[a]) & ~np.isnan(matrix[b])
+        pairs.append(stats.spearmanr(matrix[a][both], matrix[b][both]).statistic)
+    got = _mean_pairwise_spearman(matrix)
+    assert got["pairs"] == 15 and got["value"] == pytest.approx(np.mean(pairs))
+    pearsons = []
+    for r in range(6):
+        others = np.delete(matrix, r, axis=0)
+        keep = ~np.isnan(matrix[r]) & (np.sum(~np.isnan(others), axis=0) >= 1)
+        rest = np.nanmean(others[:, keep], axis=0)
+        pearsons.append(stats.pearsonr(matrix[r][keep], rest).statistic)
+    loo = _loo_ceiling(matrix)
+    assert loo["annotators"] == 6 and loo["pearson"] == pytest.approx(np.mean(pearsons))
+
+
+def test_alpha_with_intervals_equals_the_library_on_crowd_data():
+    rng = np.random.default_rng(5)
+    rows = []
+    for rid in range(120):
+        truth = int(rng.integers(1, 6))
+        for rater in rng.choice([f"p{i}" for i in range(8)], size=int(rng.integers(1, 4)),
+                                replace=False):  # fmt: skip
+            rows.append(
+                (
+                    rid,
+                    rid // 3,
+                    "s",
+                    "S",
+                    str(rater),
+                    int(np.clip(truth + rng.integers(-1, 2), 1, 5)),
+                )
+            )
+    with_ci = build_report(rows, [], resamples=100)["agreement"]["S"]["krippendorff_alpha"]
+    without = build_report(rows, [])["agreement"]["S"]["krippendorff_alpha"]
+    for level in metrics.ALPHA_LEVELS:
+        assert with_ci[level] == pytest.approx(without[level], abs=1e-12)
