@@ -48,8 +48,8 @@ def _chunks(n_items: int, n_points: int, resamples: int, rng: np.random.Generato
     done = 0
     while done < resamples:
         take = min(size, resamples - done)
-        drawn = rng.integers(0, n_items, size=(take, n_items))
-        drawn += (np.arange(take) * n_items)[:, None]
+        drawn = rng.integers(0, n_items, size=(take, n_items), dtype=np.int64)
+        drawn += (np.arange(take, dtype=np.int64) * n_items)[:, None]
         counts = np.bincount(drawn.ravel(), minlength=take * n_items).reshape(take, n_items)
         yield counts.astype(float)
         done += take

@@ -114,12 +114,16 @@ def _icc(matrix: np.ndarray) -> dict | None:
         result = metrics.icc(complete.T)
         if result is not None:
             return {**asdict(result), "design": "complete"}
-    per_unit = [col[~np.isnan(col)] for col in matrix.T]
-    sizes = [len(v) for v in per_unit if len(v) >= 2]
-    if not sizes:
+    present = ~np.isnan(matrix)
+    sizes = present.sum(axis=0)
+    pairable = sizes[sizes >= 2]
+    if pairable.size == 0:
         return None
-    k = max(set(sizes), key=lambda s: (sizes.count(s), s))
-    slots = np.array([v[:k] for v in per_unit if len(v) >= k])
+    values, frequency = np.unique(pairable, return_counts=True)
+    k = int(max(zip(frequency, values, strict=True))[1])  # most common size, larger on a tie
+    units = np.flatnonzero(sizes >= k)
+    order = np.argsort(~present, axis=0, kind="stable")  # each unit's scores first, by rater
+    slots = matrix[order[:k, units], units].T
     if slots.shape[0] < 2:
         return None
     result = metrics.icc(slots)
@@ -132,17 +136,33 @@ def _icc(matrix: np.ndarray) -> dict | None:
 
 def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
     """Spearman of every two annotators over the units both scored (at least three, with
-    variation on both sides), averaged. Works on each annotator's sorted unit indices, so a
-    pair costs its overlap, not the whole matrix."""
-    rated = [np.flatnonzero(~np.isnan(row)) for row in matrix]
+    variation on both sides), averaged. The pairs are collected per unit (a unit with m
+    scores gives m(m-1)/2 pairs), so the cost follows the scores, not raters squared."""
+    present = ~np.isnan(matrix)
+    per_unit = present.sum(axis=0)
+    order = np.argsort(~present, axis=0, kind="stable")  # each unit's raters first
+    pair_ids, xs, ys = [], [], []
+    n_raters = matrix.shape[0]
+    for m in np.unique(per_unit[per_unit >= 2]):
+        units = np.flatnonzero(per_unit == m)
+        raters = order[:m, units]  # m x units, in rater order
+        for i, j in combinations(range(m), 2):
+            a, b = raters[i], raters[j]
+            pair_ids.append(a * n_raters + b)
+            xs.append(matrix[a, units])
+            ys.append(matrix[b, units])
     values = []
-    for a, b in combinations(range(matrix.shape[0]), 2):
-        both = np.intersect1d(rated[a], rated[b], assume_unique=True)
-        if both.size < 3:
-            continue
-        x, y = matrix[a, both], matrix[b, both]
-        if np.ptp(x) > 0 and np.ptp(y) > 0:
-            values.append(stats.spearmanr(x, y).statistic)
+    if pair_ids:
+        ids, x, y = np.concatenate(pair_ids), np.concatenate(xs), np.concatenate(ys)
+        sort = np.argsort(ids, kind="stable")
+        ids, x, y = ids[sort], x[sort], y[sort]
+        bounds = np.flatnonzero(np.diff(ids)) + 1
+        for gx, gy in zip(np.split(x, bounds), np.split(y, bounds), strict=True):
+            if gx.size >= 3 and np.ptp(gx) > 0 and np.ptp(gy) > 0:
+                rx, ry = stats.rankdata(gx), stats.rankdata(gy)  # Spearman: Pearson of ranks
+                rx -= rx.mean()
+                ry -= ry.mean()
+                values.append(float((rx * ry).sum() / np.sqrt((rx * rx).sum() * (ry * ry).sum())))
     return {"value": float(np.mean(values)) if values else None, "pairs": len(values)}
 
 
@@ -180,10 +200,32 @@ def _exact(value):
     return int(value) if value.is_integer() else Fraction(value)
 
 
-def human_means(rows: Iterable[Row]) -> dict[int, tuple]:
+def human_means(rows: Sequence[Row]) -> dict[int, tuple]:
     """response id -> (item id, system, mean, total, count): the mean of its human scores
-    (N/A left out) as a float, from the exact total and count (ints for Likert scores), so
-    equal means are equal floats."""
+    (N/A left out) as a float, from the exact total and count (ints for whole scores), so
+    equal means are equal floats. Whole scores take a numpy path (totals are sums of small
+    integers, exact in float64, and float64 division is correctly rounded like int / int)."""
+    rows = list(rows)
+    n = len(rows)
+    if n == 0:
+        return {}
+    values = np.fromiter((np.nan if r[5] is None else r[5] for r in rows), float, count=n)
+    scored = ~np.isnan(values)
+    if not np.array_equal(values[scored], np.round(values[scored])):
+        return _human_means_exact(rows)
+    rid = np.fromiter((r[0] for r in rows), np.int64, count=n)
+    ids, first, inverse = np.unique(rid, return_index=True, return_inverse=True)
+    totals = np.bincount(inverse, weights=np.where(scored, values, 0.0), minlength=ids.size)
+    counts = np.bincount(inverse, weights=scored.astype(float), minlength=ids.size)
+    means = np.divide(totals, counts, out=np.full(ids.size, np.nan), where=counts > 0)
+    return {
+        int(ids[k]): (rows[first[k]][1], rows[first[k]][2], float(means[k]), int(totals[k]),
+                      int(counts[k]))
+        for k in np.flatnonzero(counts > 0)
+    }  # fmt: skip
+
+
+def _human_means_exact(rows: Sequence[Row]) -> dict[int, tuple]:
     acc: dict[int, list] = {}
     for response_id, item_id, system, _skill, _rater, value in rows:
         entry = acc.get(response_id)

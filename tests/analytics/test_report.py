@@ -339,3 +339,21 @@ def test_alpha_with_intervals_equals_the_library_on_crowd_data():
     without = build_report(rows, [])["agreement"]["S"]["krippendorff_alpha"]
     for level in metrics.ALPHA_LEVELS:
         assert with_ci[level] == pytest.approx(without[level], abs=1e-12)
+
+
+def test_one_way_icc_for_crowd_designs_uses_each_units_first_k_scores():
+    from analytics.report import _icc
+
+    rng = np.random.default_rng(8)
+    truth = rng.integers(1, 6, 50).astype(float)
+    matrix = np.full((10, 50), np.nan)
+    for unit in range(50):
+        k = 3 if unit % 5 else 4  # mostly three scores; every fifth unit has four
+        for rater in rng.choice(10, size=k, replace=False):
+            matrix[rater, unit] = np.clip(truth[unit] + rng.integers(-1, 2), 1, 5)
+    got = _icc(matrix)
+    assert got["design"].startswith("one-way") and got["k"] == 3 and got["n"] == 50
+    slots = np.array([matrix[~np.isnan(matrix[:, u]), u][:3] for u in range(50)])
+    want = metrics.icc(slots)
+    assert got["ICC1"] == pytest.approx(want.ICC1) and got["ICC1k"] == pytest.approx(want.ICC1k)
+    assert got["ICC2"] is None
