@@ -231,23 +231,8 @@ def _claim_in_one_statement(campaign: Campaign, annotator) -> tuple[bool, Assign
     )
     lease_id, task_id, expires_at = row[10:]
     if lease_id is not None:
-        fields = {
-            "id": lease_id,
-            "task_id": task_id,
-            "campaign_id": campaign.pk,
-            "annotator_id": annotator.pk,
-            "kind": AssignmentKind.NORMAL,
-            "status": AssignmentStatus.ACTIVE,
-            "expires_at": aware(expires_at),
-            "submitted_at": None,
-            "active_ms": None,
-            "skip_reason": "",
-            "flagged": False,
-            "flag_reason": "",
-            "created_at": now,
-            "updated_at": now,
-        }
-        return True, _assignment(fields)
+        lease = _new_lease(lease_id, task_id, campaign.pk, annotator.pk, aware(expires_at), now)
+        return True, lease
     if not state.in_pool:
         return True, None
     plain = (
@@ -341,6 +326,11 @@ def _claim_normal(
     if row is None:
         return None
     assignment_id, task_id = row
+    return _new_lease(assignment_id, task_id, campaign_id, annotator_id, lease, now)
+
+
+def _new_lease(assignment_id, task_id, campaign_id, annotator_id, expires_at, now) -> Assignment:
+    """The Assignment a claim just wrote, without reading it back."""
     fields = {
         "id": assignment_id,
         "task_id": task_id,
@@ -348,7 +338,7 @@ def _claim_normal(
         "annotator_id": annotator_id,
         "kind": AssignmentKind.NORMAL,
         "status": AssignmentStatus.ACTIVE,
-        "expires_at": lease,
+        "expires_at": expires_at,
         "submitted_at": None,
         "active_ms": None,
         "skip_reason": "",
