@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import IO, Any, NamedTuple
 
+from annotation.parsers import NA_SPELLINGS, Problem, skill_key
+
 REQUIRED = ("item", "system", "rater", "rater_kind", "skill", "score")
 OPTIONAL = ("instruction", "response", "reference", "domain", "difficulty", "rationale")
 RATER_KINDS = ("human", "judge")
 #: Spellings of "not applicable", compared trimmed and case-insensitively.
-NA_SPELLINGS = frozenset({"n/a", "na", "not applicable"})
 MAX_NAME = 200  # item ids, systems and raters, as the models store them
 MAX_SKILL_NAME = 100
 MAX_TEXT_CHARS = 1_000_000
@@ -35,34 +36,6 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 CSV, JSONL = "csv", "jsonl"
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong. `file` is empty for a problem of the options; `line` is None for a
-    problem of a whole file."""
-
-    file: str
-    line: int | None
-    field: str
-    code: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file or "options"
-        if self.line:
-            where += f", line {self.line}"
-        fld = f" [{self.field}]" if self.field else ""
-        return f"{where}{fld}: {self.message} ({self.code})"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "field": self.field,
-            "code": self.code,
-            "message": self.message,
-        }
 
 
 # --- scales ----------------------------------------------------------------------------------
@@ -119,12 +92,6 @@ def scale_spec_parse(spec: str) -> tuple[str, Scale]:
 
 
 # --- values ----------------------------------------------------------------------------------
-
-
-def skill_key(name: str) -> str:
-    """How skill names are matched: case-insensitive, with `_`, `-` and runs of spaces
-    alike (so `logical_correctness` is Logical Correctness)."""
-    return re.sub(r"[\s_\-]+", " ", name).strip().casefold()
 
 
 def score_value(raw: Any) -> float | None:

@@ -66,6 +66,10 @@ MAX_TEXT_CHARS = 1_000_000
 
 @dataclass(frozen=True)
 class Problem:
+    """One thing wrong with an input, for every importer of the project (datasets, judge
+    outputs, long-format scores). `line` is None for a problem of a whole file; `file` is
+    empty too for a problem of the options."""
+
     file: str
     line: int | None
     field: str
@@ -73,9 +77,26 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}, line {self.line}" if self.line else self.file
+        where = self.file or "options"
+        if self.line:
+            where += f", line {self.line}"
         fld = f" [{self.field}]" if self.field else ""
         return f"{where}{fld}: {self.message} ({self.code})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "field": self.field, "code": self.code,
+                "message": self.message}  # fmt: skip
+
+
+#: How an input writes "not applicable" for a score (compared case-insensitively).
+NA_SPELLINGS = frozenset({"n/a", "na", "not applicable"})
+
+
+def skill_key(name: str) -> str:
+    """How skill names written in an input are matched to the catalogue: case-insensitive,
+    with `_`, `-` and runs of spaces alike (so `logical_correctness` is Logical
+    Correctness)."""
+    return re.sub(r"[\s_\-]+", " ", name).strip().casefold()
 
 
 @dataclass

@@ -32,6 +32,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import Dataset, Item, Project, Response
+from annotation.parsers import NA_SPELLINGS, Problem, skill_key
 from annotation.selectors import skill_list_for_project
 from judging.models import (
     JudgeConfig,
@@ -48,7 +49,6 @@ LONG = "long"
 FORMATS = (FLASK_REVIEW, LONG)
 
 #: Spellings of "not applicable" (compared case-insensitively, spaces trimmed).
-NA_SPELLINGS = frozenset({"n/a", "na", "not applicable"})
 #: Columns (or keys) every long-format row must have; `rationale` is optional.
 LONG_COLUMNS = ("item", "system", "rater", "rater_kind", "skill", "score")
 PARSE_METHOD = "imported"
@@ -57,34 +57,6 @@ SCALE_NOTE = "other scales are not imported here: map them to 1-5 first"
 
 
 # === pure part: parsing ======================================================================
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with the input. `line` is None for a problem of a whole file (or of
-    the options, when `file` is empty too)."""
-
-    file: str
-    line: int | None
-    field: str
-    code: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file or "options"
-        if self.line:
-            where += f", line {self.line}"
-        fld = f" [{self.field}]" if self.field else ""
-        return f"{where}{fld}: {self.message} ({self.code})"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "field": self.field,
-            "code": self.code,
-            "message": self.message,
-        }
 
 
 @dataclass(frozen=True)
@@ -120,11 +92,6 @@ class ParsedInput:
     human_rows: int = 0  # long format: rows of human raters, left to another importer
     other_rater_rows: int = 0  # long format: judge rows of raters not chosen with --judge
     models: dict[str, str] = field(default_factory=dict)  # flask-review: file -> model
-
-
-def skill_key(name: str) -> str:
-    """How skill names are compared: case-insensitive, `_`, `-` and spaces alike."""
-    return re.sub(r"[\s_\-]+", " ", name).strip().casefold()
 
 
 def skill_catalogue(names: Iterable[str]) -> dict[str, str]:
