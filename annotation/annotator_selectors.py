@@ -59,7 +59,7 @@ IN_POOL_SQL = f"""(
 
 def campaign_pool_for_user(*, user) -> QuerySet[Campaign]:
     """Campaigns whose pool holds the user, directly or through a group (the rule of
-    services.assignments.campaign_has_annotator, as one query without duplicate rows).
+    IN_POOL_SQL below, as one query without duplicate rows).
     A project role alone does not put anyone in a pool."""
     direct = Campaign.annotators.through.objects.filter(campaign_id=OuterRef("pk"), user_id=user.pk)
     via_group = Campaign.groups.through.objects.filter(

@@ -303,21 +303,23 @@ class ScoreSummary:
         return None if self.low is None else self.high - self.low
 
 
-def run_score_summaries(*, run: JudgeRun, response_ids: list[int]) -> list[ScoreSummary]:
-    """The aggregated scores of the given responses (one query)."""
-    rows = (
-        JudgeScore.objects.filter(run=run, response_id__in=response_ids)
-        .values_list(
-            "response_id",
-            "response__item__external_id",
-            "response__model_name",
-            "skill__name",
-            "skill__order",
-            "score",
-            "is_na",
-        )  # fmt: skip
-        .order_by("response_id", "skill__order", "skill__name")
-    )
+def run_score_summaries(
+    *, run: JudgeRun, response_ids: list[int] | None = None
+) -> list[ScoreSummary]:
+    """The aggregated scores of the given responses, or of every response of the run (one
+    query)."""
+    scores = JudgeScore.objects.filter(run=run)
+    if response_ids is not None:
+        scores = scores.filter(response_id__in=response_ids)
+    rows = scores.values_list(
+        "response_id",
+        "response__item__external_id",
+        "response__model_name",
+        "skill__name",
+        "skill__order",
+        "score",
+        "is_na",
+    ).order_by("response_id", "skill__order", "skill__name")  # fmt: skip
     grouped: dict[tuple, list] = {}
     for response_id, item, model_name, skill, order, score, is_na in rows:
         grouped.setdefault((response_id, order, skill, item, model_name), []).append(
@@ -366,9 +368,8 @@ class SkillSummary:
 
 def run_skill_summaries(*, run: JudgeRun) -> list[SkillSummary]:
     """Per skill over the whole run, from the per-response aggregates (for the run page)."""
-    ids = list(Judgment.objects.filter(run=run).values_list("response_id", flat=True).distinct())
     by_skill: dict[str, list[ScoreSummary]] = {}
-    for row in run_score_summaries(run=run, response_ids=ids):
+    for row in run_score_summaries(run=run):
         by_skill.setdefault(row.skill, []).append(row)
     result = []
     for skill, rows in by_skill.items():

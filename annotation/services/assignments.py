@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from annotation import locks
@@ -59,20 +59,6 @@ class AssignmentError(Exception):
 
 
 # --- pool ---------------------------------------------------------------------------------------
-
-
-def campaign_has_annotator(*, campaign: Campaign, user) -> bool:
-    return Campaign.objects.filter(pk=campaign.pk).filter(_in_pool(user)).exists()
-
-
-def _in_pool(user) -> Q:
-    """The campaign's pool holds `user`, directly or through a group (one query, no joins
-    that could duplicate campaign rows)."""
-    direct = Campaign.annotators.through.objects.filter(campaign_id=OuterRef("pk"), user_id=user.pk)
-    via_group = Campaign.groups.through.objects.filter(
-        campaign_id=OuterRef("pk"), group__user=user.pk
-    )
-    return Q(Exists(direct)) | Q(Exists(via_group))
 
 
 # --- claim ----------------------------------------------------------------------------------------
@@ -791,7 +777,6 @@ __all__ = [
     "assignment_next",
     "assignment_skip",
     "assignments_expire_stale",
-    "campaign_has_annotator",
     "human_score_edit",
     "human_score_submit",
     "task_skills",
