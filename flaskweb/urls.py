@@ -6,12 +6,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from analytics.apis import AnalyticsReportApi
+from analytics.urls import api_urlpatterns as analytics_api
 from annotation.urls import api_urlpatterns as annotation_api
 from judging.urls import api_urlpatterns as judging_api_urlpatterns
 
 urlpatterns = [
     path("", include("annotation.urls")),
     path("", include("judging.urls")),
+    path("", include("analytics.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -22,5 +24,6 @@ urlpatterns = [
         AnalyticsReportApi.as_view(),
         name="analytics-report",
     ),
+    path("api/v1/", include((analytics_api, "analytics-api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]

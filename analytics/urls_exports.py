@@ -1,0 +1,4 @@
+"""Analytics exports URLs (included by analytics/urls.py)."""
+
+urlpatterns: list = []
+api_urlpatterns: list = []

@@ -1,0 +1,4 @@
+"""Analytics imports URLs (included by analytics/urls.py)."""
+
+urlpatterns: list = []
+api_urlpatterns: list = []
