@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analytics.models import ImportedScore, RaterKind
+from analytics.models import ImportedScore, RaterKind, ScoreImport
 from analytics.report import breakdowns, build_report
 from annotation.models import Project
 from annotation.selectors import human_score_rows, item_facets
@@ -122,3 +122,10 @@ def raw_judge_skills(project: Project) -> set[tuple[str, str]]:
         .values_list("rater", "skill__name")
         .distinct()
     )
+
+
+def score_import_list(*, project: Project, limit: int = 50):
+    """The project's latest long-format score imports, newest first, with who made them."""
+    return ScoreImport.objects.filter(project=project).select_related("dataset", "created_by")[
+        :limit
+    ]

@@ -1,4 +1,25 @@
-"""Analytics imports URLs (included by analytics/urls.py)."""
+"""Long-format score import URLs (included by analytics/urls.py)."""
 
-urlpatterns: list = []
-api_urlpatterns: list = []
+from django.urls import path
+
+from analytics import import_apis, import_views
+
+urlpatterns = [
+    path(
+        "projects/<slug:slug>/analytics/scores/import/",
+        import_views.score_import,
+        name="score-import",
+    ),
+]
+api_urlpatterns = [
+    path(
+        "projects/<slug:slug>/scores/import/",
+        import_apis.ScoreImportApi.as_view(),
+        name="score-import",
+    ),
+    path(
+        "projects/<slug:slug>/scores/imports/",
+        import_apis.ScoreImportListApi.as_view(),
+        name="score-import-list",
+    ),
+]

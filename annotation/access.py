@@ -20,8 +20,17 @@ from annotation.models import (
 STAFF_ROLES = {ProjectRole.ADMIN, ProjectRole.RESEARCHER}
 
 
+def is_site_admin(user) -> bool:
+    """Admins of the whole site: every project, and creating projects."""
+    return user.is_authenticated and (user.is_superuser or user.is_staff)
+
+
+def project_exists(slug: str) -> bool:
+    return Project.objects.filter(slug=slug).exists()
+
+
 def project_role(user, project: Project) -> str | None:
-    if user.is_superuser or user.is_staff:
+    if is_site_admin(user):
         return ProjectRole.ADMIN
     membership = ProjectMembership.objects.filter(project=project, user=user).first()
     return membership.role if membership else None

@@ -13,8 +13,9 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 
 class MultipleFileField(forms.FileField):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, command: str = "import_dataset", **kwargs):
         kwargs.setdefault("widget", MultipleFileInput())
+        self.command = command  # named in the error for files over the upload limit
         super().__init__(*args, **kwargs)
 
     def clean(self, data, initial=None):
@@ -28,7 +29,7 @@ class MultipleFileField(forms.FileField):
             if f.size > limit:
                 raise forms.ValidationError(
                     f"{f.name} is {f.size:,} bytes; the limit is {limit:,} bytes "
-                    "(use the import_dataset command for larger files)"
+                    f"(use the {self.command} command for larger files)"
                 )
         return cleaned
 

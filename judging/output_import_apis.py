@@ -6,8 +6,6 @@ message}]}."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -17,38 +15,13 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.selectors import dataset_list_for_project
+from flaskweb.api_errors import field_problems, problems_response
 from judging import access
 from judging.apis import RunOutputSerializer
 from judging.output_imports import FORMATS, JudgeOutputImportRejected, judge_outputs_import
 
 #: Files are read in the request: larger inputs go through the command.
 MAX_INPUT_BYTES = 256 * 1024 * 1024
-#: Problems listed in a 400 (all are counted in problem_count).
-MAX_PROBLEMS_SHOWN = 1000
-
-
-def _bad_request(detail: str, code: str, problems: list[dict[str, Any]]) -> ApiResponse:
-    return ApiResponse(
-        {
-            "detail": detail,
-            "code": code,
-            "problems": problems[:MAX_PROBLEMS_SHOWN],
-            "problem_count": len(problems),
-        },
-        status=status.HTTP_400_BAD_REQUEST,
-    )
-
-
-def _field_problems(errors: dict) -> list[dict[str, Any]]:
-    problems = []
-    for name, messages in errors.items():
-        if isinstance(messages, dict):  # a list field: {index: [messages]}
-            messages = [m for each in messages.values() for m in each]
-        for message in messages:
-            problems.append(
-                {"file": "", "line": None, "field": name, "code": "invalid", "message": message}
-            )
-    return problems
 
 
 class ImportedRunSerializer(serializers.Serializer):
@@ -110,13 +83,13 @@ class JudgeOutputImportApi(APIView):
         data = request.data.dict() if hasattr(request.data, "dict") else dict(request.data)
         serializer = self.InputSerializer(data={**data, "files": request.FILES.getlist("files")})
         if not serializer.is_valid():
-            return _bad_request(
-                "the request is not valid", "invalid", _field_problems(serializer.errors)
+            return problems_response(
+                "the request is not valid", "invalid", field_problems(serializer.errors)
             )
         v = serializer.validated_data
         limit = min(MAX_INPUT_BYTES, settings.FLASKWEB_MAX_UPLOAD_BYTES)
         if sum(f.size or 0 for f in v["files"]) > limit:
-            return _bad_request(
+            return problems_response(
                 f"the files are larger than {limit:,} bytes together: use the "
                 "import_judge_outputs command",
                 "too_large",
@@ -124,7 +97,7 @@ class JudgeOutputImportApi(APIView):
             )
         dataset = dataset_list_for_project(project=project).filter(name=v["dataset"]).first()
         if dataset is None:
-            return _bad_request(
+            return problems_response(
                 f"the project has no dataset named {v['dataset']!r}", "unknown_dataset", []
             )
         try:
@@ -138,7 +111,7 @@ class JudgeOutputImportApi(APIView):
                 created_by=request.user,
             )
         except JudgeOutputImportRejected as exc:
-            return _bad_request(str(exc), exc.code, [p.as_dict() for p in exc.problems])
+            return problems_response(str(exc), exc.code, [p.as_dict() for p in exc.problems])
         body = self.OutputSerializer(result, context={}).data
         return ApiResponse(
             body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
