@@ -26,6 +26,10 @@ from scipy import sparse
 
 CONFIDENCE = 0.95
 _CELLS_PER_CHUNK = 2_000_000  # floats held at once per chunk of resamples
+#: A statistic's item sums are multiplied as a dense matrix when at least this share of
+#: them is non-zero, and all dense ones together hold at most _DENSE_CELLS floats.
+DENSE_SHARE = 0.2
+_DENSE_CELLS = 40_000_000
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,9 @@ def _pearson_table(tables, n, tx, ty, sx_vals, sy_vals) -> np.ndarray:
     sx, sy = (tx * sx_vals).sum(axis=1), (ty * sy_vals).sum(axis=1)
     sxx, syy = (tx * sx_vals**2).sum(axis=1), (ty * sy_vals**2).sum(axis=1)
     sxy = np.einsum("rij,ri,rj->r", tables, sx_vals, sy_vals)
-    cov = sxy - sx * sy / n
-    vx, vy = sxx - sx * sx / n, syy - sy * sy / n
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # empty tables: NaN
+        cov = sxy - sx * sy / n
+        vx, vy = sxx - sx * sx / n, syy - sy * sy / n
         r = cov / np.sqrt(vx * vy)
     r[(vx <= 1e-12 * np.maximum(sxx, 1)) | (vy <= 1e-12 * np.maximum(syy, 1))] = np.nan
     return r
@@ -252,3 +256,136 @@ def paired_difference(
     finite = values[np.isfinite(values)]
     p = float(np.mean(finite <= 0)) if finite.size else None
     return {**interval.as_dict(), "p_value_a_not_better": p}
+
+
+# --- one set of resamples for many statistics --------------------------------------------------
+
+
+class Resampler:
+    """Item-resampling intervals for many statistics over one universe of items, all
+    computed on the same resamples (drawn once per chunk): the intervals of one skill are
+    coherent with each other, and drawing costs once.
+
+    A statistic is registered as per-row features (any rows: units, pairs, items) with the
+    item each row belongs to, and a function from summed features (resamples x features)
+    to named values (one per resample; NaN where undefined). A resample's sums are the
+    count-weighted sums of its items' sums, so every statistic that is a function of sums
+    over units is resampled exactly. The estimate is the function of the full sums; after
+    `run()`, each registration's `sink[key]` holds {name: Interval.as_dict()} (or the one
+    interval's dict when `single`)."""
+
+    def __init__(self, items, *, resamples: int, seed: int = 0, keep: bool = False) -> None:
+        self.keys = np.unique(np.asarray(items))
+        self.resamples = resamples
+        self.seed = seed
+        self.keep = keep  # keep every resample's values in `values[key]` (for tests)
+        self.values: dict[str, dict[str, np.ndarray]] = {}
+        self._stats: list[tuple] = []
+        self._done: list = []
+
+    def on_done(self, callback) -> None:
+        """Call `callback()` after `run()` has filled every sink (to derive figures from
+        the intervals)."""
+        self._done.append(callback)
+
+    def add(self, items, features, fn, *, sink: dict, key: str, single: bool = False) -> None:
+        items = np.asarray(items)
+        rows = np.minimum(np.searchsorted(self.keys, items), max(self.keys.size - 1, 0))
+        feats = sparse.csr_matrix(features)
+        if feats.shape[0] != rows.size:
+            raise ValueError("one item per feature row")
+        if rows.size and (self.keys.size == 0 or not np.array_equal(self.keys[rows], items)):
+            raise ValueError("a feature row belongs to an item outside the resampled items")
+        coo = feats.tocoo()
+        summed = sparse.csr_matrix(
+            (coo.data, (rows[coo.row], coo.col)), shape=(self.keys.size, feats.shape[1])
+        )
+        self._stats.append((summed.T.tocsr(), fn, sink, key, single))
+
+    def run(self) -> None:
+        estimates, boots = [], []
+        for ft, fn, *_ in self._stats:
+            estimates.append(fn(np.asarray(ft.sum(axis=1)).reshape(1, -1)))
+            boots.append({name: [] for name in estimates[-1]})
+        n = self.keys.size
+        if self._stats and n >= 2 and self.resamples:
+            products = self._products()
+            widest = max(ft.shape[0] for ft, *_ in self._stats)
+            rng = np.random.default_rng(self.seed)
+            for counts in _chunks(n, widest, self.resamples, rng):
+                for (_, fn, *_), boot, sums in zip(
+                    self._stats, boots, products(counts), strict=True
+                ):
+                    for name, v in fn(sums).items():
+                        boot[name].append(v)
+        for (_, _, sink, key, single), est, boot in zip(self._stats, estimates, boots, strict=True):
+            out = {}
+            for name, value in est.items():
+                e = float(value[0])
+                out[name] = _interval(None if np.isnan(e) else e, _cat(boot[name])).as_dict()
+            sink[key] = next(iter(out.values())) if single else out
+            if self.keep:
+                self.values[key] = {name: _cat(parts) for name, parts in boot.items()}
+        for callback in self._done:
+            callback()
+
+    def _products(self):
+        """A function from a chunk of resamples (resamples x items counts) to each
+        statistic's summed features. Statistics with dense features (most units give every
+        feature) are multiplied together in one dense matrix product (BLAS); sparse ones
+        (one-hot joint tables) with a sparse product each."""
+        n = self.keys.size
+        dense_cols, dense_parts, layout = 0, [], []
+        for ft, *_ in self._stats:
+            d = ft.shape[0]
+            if ft.nnz >= DENSE_SHARE * n * d and n * (dense_cols + d) <= _DENSE_CELLS:
+                layout.append(("dense", slice(dense_cols, dense_cols + d)))
+                dense_parts.append(ft.T.toarray())
+                dense_cols += d
+            else:
+                layout.append(("sparse", ft))
+        dense = np.hstack(dense_parts) if dense_parts else None
+
+        def products(counts: np.ndarray) -> list[np.ndarray]:
+            together = counts @ dense if dense is not None else None
+            drawn = None
+            out = []
+            for kind, what in layout:
+                if kind == "dense":
+                    out.append(together[:, what])
+                else:
+                    if drawn is None:
+                        drawn = np.ascontiguousarray(counts.T)
+                    out.append((what @ drawn).T)
+            return out
+
+        return products
+
+
+def tau_b_tables(tables: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b per joint table (rows x nx x ny of counts over the sorted distinct
+    x and y values): concordant pairs P and discordant pairs Q from suffix/prefix sums of
+    the table, tau_b = (P - Q) / sqrt((n0 - n1)(n0 - n2)) with n0 = n(n-1)/2 and n1, n2 the
+    pairs tied on x and on y (Kendall 1945; what scipy's variant "b" computes)."""
+    t = np.asarray(tables, dtype=float)
+    # below_right[i, j] = sum of t[i' > i, j' > j]; below_left[i, j] = sum of t[i' > i, j' < j]
+    suffix_rows = np.cumsum(t[:, ::-1, :], axis=1)[:, ::-1, :]  # sum over i' >= i
+    after = np.zeros_like(t)
+    after[:, :-1, :] = suffix_rows[:, 1:, :]  # i' > i
+    right = np.cumsum(after[:, :, ::-1], axis=2)[:, :, ::-1]  # j' >= j
+    below_right = np.zeros_like(t)
+    below_right[:, :, :-1] = right[:, :, 1:]
+    left = np.cumsum(after, axis=2)  # j' <= j
+    below_left = np.zeros_like(t)
+    below_left[:, :, 1:] = left[:, :, :-1]
+    concordant = (t * below_right).sum(axis=(1, 2))
+    discordant = (t * below_left).sum(axis=(1, 2))
+    n = t.sum(axis=(1, 2))
+    rows, cols = t.sum(axis=2), t.sum(axis=1)
+    n0 = n * (n - 1) / 2
+    n1 = (rows * (rows - 1) / 2).sum(axis=1)
+    n2 = (cols * (cols - 1) / 2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = (concordant - discordant) / np.sqrt((n0 - n1) * (n0 - n2))
+    tau[(n0 - n1 <= 0) | (n0 - n2 <= 0)] = np.nan
+    return tau

@@ -244,15 +244,14 @@ def grouped_correlations(x, y, groups) -> dict[str, np.ndarray]:
         which = np.flatnonzero(sizes == size)
         idx = order[starts[which][:, None] + np.arange(size)]
         gx, gy = x[idx], y[idx]
-        out["pearson"][which] = _row_pearson(gx, gy)
-        out["spearman"][which] = _row_pearson(
-            stats.rankdata(gx, axis=1), stats.rankdata(gy, axis=1)
-        )
-        out["kendall"][which] = _row_tau_b(gx, gy)
+        out["pearson"][which] = row_pearson(gx, gy)
+        out["spearman"][which] = row_pearson(stats.rankdata(gx, axis=1), stats.rankdata(gy, axis=1))
+        out["kendall"][which] = row_tau_b(gx, gy)
     return out
 
 
-def _row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson of each row pair of two equally shaped 2-D arrays; NaN for a constant row."""
     da = a - a.mean(axis=1, keepdims=True)
     db = b - b.mean(axis=1, keepdims=True)
     num = (da * db).sum(axis=1)
@@ -263,7 +262,8 @@ def _row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return r
 
 
-def _row_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def row_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each row pair (all pairs of columns); NaN for a constant row."""
     i, j = np.triu_indices(a.shape[1], k=1)
     sa, sb = np.sign(a[:, i] - a[:, j]), np.sign(b[:, i] - b[:, j])
     s = (sa * sb).sum(axis=1)

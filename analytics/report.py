@@ -21,7 +21,7 @@ from itertools import combinations
 import numpy as np
 from scipy import stats
 
-from analytics import bootstrap, metrics
+from analytics import bootstrap, metrics, resampled
 
 Row = tuple  # (response id, item id, system, skill, rater, value or None for N/A)
 LIKERT = [1, 2, 3, 4, 5]
@@ -50,9 +50,12 @@ def _by_skill(rows: Iterable[Row]) -> dict[str, list[Row]]:
 # --- agreement among people ---------------------------------------------------------------
 
 
-def agreement(rows: Sequence[Row], *, resamples: int = 0) -> dict:
-    """Agreement of the human scores of one skill (rows of that skill only); with
-    `resamples`, item-resampling intervals for Krippendorff's alpha."""
+def agreement(
+    rows: Sequence[Row], *, resamples: int = 0, resampler: bootstrap.Resampler | None = None
+) -> dict:
+    """Agreement of the human scores of one skill (rows of that skill only). With
+    `resamples` (or a shared `resampler`, whose `run()` the caller owns), item-resampling
+    intervals for every figure (`*_ci` keys)."""
     raters = sorted({r[4] for r in rows})
     units = sorted({r[0] for r in rows})
     col = {u: i for i, u in enumerate(units)}
@@ -71,16 +74,24 @@ def agreement(rows: Sequence[Row], *, resamples: int = 0) -> dict:
         "n_scores": int(np.sum(rated)),
         "n_na": na,
     }
-    if resamples:
-        # The intervals' coincidence matrices give the point estimates too: the same numbers
-        # as the krippendorff library (tests/analytics/test_bootstrap.py and test_report.py
-        # compare them), without computing them a second time.
-        item_of = {r[0]: r[1] for r in rows}
-        intervals = bootstrap.alpha_intervals(
-            matrix, [item_of[u] for u in units], resamples=resamples
-        )
-        result["krippendorff_alpha"] = {k: v.estimate for k, v in intervals.items()}
-        result["krippendorff_alpha_ci"] = {k: v.as_dict() for k, v in intervals.items()}
+    item_of = {r[0]: r[1] for r in rows}
+    unit_items = np.array([item_of[u] for u in units])
+    own = None
+    if resamples and resampler is None:
+        resampler = own = bootstrap.Resampler(unit_items[rated >= 1], resamples=resamples)
+    if resampler is not None:
+        # The intervals' coincidence matrices give alpha's point estimates too: the same
+        # numbers as the krippendorff library (tests/analytics/test_bootstrap.py and
+        # test_report.py compare them), without computing them a second time.
+        resampled.alpha_register(resampler, matrix, unit_items, sink=result,
+                                 key="krippendorff_alpha_ci")  # fmt: skip
+
+        def alpha_estimates() -> None:
+            result["krippendorff_alpha"] = {
+                level: ci["estimate"] for level, ci in result["krippendorff_alpha_ci"].items()
+            }
+
+        resampler.on_done(alpha_estimates)
     else:
         result["krippendorff_alpha"] = {
             level: metrics.krippendorff_alpha(matrix, level) for level in metrics.ALPHA_LEVELS
@@ -99,22 +110,60 @@ def agreement(rows: Sequence[Row], *, resamples: int = 0) -> dict:
         if len(raters) == 2
         else None
     )
-    result["icc"] = _icc(matrix)
+    icc_design = _icc_design(matrix)
+    result["icc"] = _icc(matrix, icc_design)
     result["mean_pairwise_spearman"] = _mean_pairwise_spearman(matrix)
     result["loo_ceiling"] = _loo_ceiling(matrix)
+    if resampler is not None:
+        _register_agreement(
+            resampler, result, matrix, unit_items, rated, counts, len(cats), scale, icc_design
+        )
+    if own is not None:
+        own.run()
     return result
 
 
-def _icc(matrix: np.ndarray) -> dict | None:
-    """ICC on the units every rater scored (Shrout & Fleiss need one complete matrix); with
-    crowd data where raters differ per unit, ICC1/ICC1k (raters interchangeable) on each
-    unit's first k scores, k the most common number of scores per unit."""
-    complete = matrix[:, ~np.isnan(matrix).any(axis=0)]
-    if complete.shape[0] >= 2 and complete.shape[1] >= 2:
-        result = metrics.icc(complete.T)
-        if result is not None:
-            return {**asdict(result), "design": "complete"}
+def _register_agreement(rs, result, matrix, unit_items, rated, counts, q, scale, icc_design):
+    """Intervals for every agreement figure besides alpha, on the resampler's resamples."""
+    found: dict = {}
+    if counts.size and result["fleiss_kappa"] is not None:
+        resampled.kappa_register(
+            rs, counts[rated >= 1], unit_items[rated >= 1], q, sink=found, key="kappas"
+        )
+    if result["cohen_kappa"] is not None:
+        resampled.cohen_register(
+            rs, matrix[0], matrix[1], unit_items, scale, sink=result, key="cohen_kappa_ci"
+        )
+    if result["icc"] is not None and icc_design is not None:
+        slots, columns, complete = icc_design
+        resampled.icc_register(
+            rs, slots, unit_items[columns], complete=complete, sink=result, key="icc_ci"
+        )
+    if result["mean_pairwise_spearman"]["value"] is not None:
+        resampled.pairwise_spearman_register(
+            rs, matrix, unit_items, sink=result, key="mean_pairwise_spearman_ci"
+        )
+    if result["loo_ceiling"]["pearson"] is not None:
+        resampled.loo_register(rs, matrix, unit_items, sink=result, key="loo_ceiling_ci")
+
+    def kappas() -> None:
+        if "kappas" in found:
+            result["fleiss_kappa_ci"] = found["kappas"]["fleiss_kappa"]
+            result["gwet_ac1_ci"] = found["kappas"]["gwet_ac1"]
+
+    rs.on_done(kappas)
+
+
+def _icc_design(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The (units x k) scores ICC is computed on, the units' columns, and whether the
+    design is complete: the units every rater scored when there are at least two (and the
+    targets vary); otherwise, as in crowd designs where different people score different
+    responses, each unit's first k scores, k the most common number of scores per unit."""
     present = ~np.isnan(matrix)
+    columns = np.flatnonzero(present.all(axis=0))
+    complete = matrix[:, columns]
+    if complete.shape[0] >= 2 and complete.shape[1] >= 2 and metrics.icc(complete.T) is not None:
+        return complete.T, columns, True
     sizes = present.sum(axis=0)
     pairable = sizes[sizes >= 2]
     if pairable.size == 0:
@@ -126,9 +175,22 @@ def _icc(matrix: np.ndarray) -> dict | None:
     slots = matrix[order[:k, units], units].T
     if slots.shape[0] < 2:
         return None
+    return slots, units, False
+
+
+def _icc(matrix: np.ndarray, design=False) -> dict | None:
+    """The six ICCs on a complete design; ICC1 and ICC1k (raters interchangeable) on a
+    one-way design (see `_icc_design`; `design` when already found)."""
+    if design is False:
+        design = _icc_design(matrix)
+    if design is None:
+        return None
+    slots, _columns, complete = design
     result = metrics.icc(slots)
     if result is None:
         return None
+    if complete:
+        return {**asdict(result), "design": "complete"}
     return {"ICC1": result.ICC1, "ICC1k": result.ICC1k, "ICC2": None, "ICC2k": None,
             "ICC3": None, "ICC3k": None, "n": result.n, "k": result.k,
             "design": "one-way (raters differ per unit)"}  # fmt: skip
@@ -136,26 +198,10 @@ def _icc(matrix: np.ndarray) -> dict | None:
 
 def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
     """Spearman of every two annotators over the units both scored (at least three, with
-    variation on both sides), averaged. The pairs are collected per unit (a unit with m
-    scores gives m(m-1)/2 pairs), so the cost follows the scores, not raters squared."""
-    present = ~np.isnan(matrix)
-    per_unit = present.sum(axis=0)
-    order = np.argsort(~present, axis=0, kind="stable")  # each unit's raters first
-    pair_ids, xs, ys = [], [], []
-    n_raters = matrix.shape[0]
-    for m in np.unique(per_unit[per_unit >= 2]):
-        units = np.flatnonzero(per_unit == m)
-        raters = order[:m, units]  # m x units, in rater order
-        for i, j in combinations(range(m), 2):
-            a, b = raters[i], raters[j]
-            pair_ids.append(a * n_raters + b)
-            xs.append(matrix[a, units])
-            ys.append(matrix[b, units])
+    variation on both sides), averaged (pairs from `resampled.rater_pairs`)."""
+    ids, x, y, _units = resampled.rater_pairs(matrix)
     values = []
-    if pair_ids:
-        ids, x, y = np.concatenate(pair_ids), np.concatenate(xs), np.concatenate(ys)
-        sort = np.argsort(ids, kind="stable")
-        ids, x, y = ids[sort], x[sort], y[sort]
+    if ids.size:
         bounds = np.flatnonzero(np.diff(ids)) + 1
         for gx, gy in zip(np.split(x, bounds), np.split(y, bounds), strict=True):
             if gx.size >= 3 and np.ptp(gx) > 0 and np.ptp(gy) > 0:
@@ -260,10 +306,18 @@ def _corr_dict(c: metrics.Correlation) -> dict:
 
 
 def correlation(
-    human_rows: Sequence[Row], judge_rows: Sequence[Row], *, resamples: int = 0, means=None
+    human_rows: Sequence[Row],
+    judge_rows: Sequence[Row],
+    *,
+    resamples: int = 0,
+    means=None,
+    resampler: bootstrap.Resampler | None = None,
+    off_scale: bool = False,
 ) -> dict:
-    """One judge against the people on one skill, at the instance, item and system levels;
-    with `resamples`, item-resampling intervals for the instance-level Pearson/Spearman."""
+    """One judge against the people on one skill, at the instance, item and system levels.
+    With `resamples` (or a shared `resampler`, whose `run()` the caller owns), item-resampling
+    intervals for every figure of each level (`ci`). `off_scale`: the judge's values are not
+    on the skill's scale, so MAE and exact agreement get no interval."""
     humans = human_means(human_rows) if means is None else means
     judge = {r[0]: r[5] for r in judge_rows if r[5] is not None}
     shared = sorted(rid for rid in humans if rid in judge)
@@ -271,9 +325,13 @@ def correlation(
     j = np.array([judge[rid] for rid in shared], dtype=float)
     items = np.array([humans[rid][0] for rid in shared])
     result = {"instance": _corr_dict(metrics.correlate(h, j))}
-    if resamples:
-        intervals = bootstrap.correlation_intervals(h, j, items, resamples=resamples)
-        result["instance"]["ci"] = {k: v.as_dict() for k, v in intervals.items()}
+    own = None
+    if resamples and resampler is None and shared:
+        resampler = own = bootstrap.Resampler(items, resamples=resamples)
+    if resampler is not None and shared:
+        resampled.instance_register(
+            resampler, h, j, items, sink=result["instance"], agreement=not off_scale
+        )
     # item level: per item, across its systems' responses; then the mean over items
     if shared:
         per_item = metrics.grouped_correlations(h, j, items)
@@ -287,6 +345,8 @@ def correlation(
         "n": int(used.sum()),
         "items_skipped": int(n_items - used.sum()),
     }  # fmt: skip
+    if resampler is not None and used.any():
+        resampled.item_level_register(resampler, np.unique(items), per_item, sink=result["item"])
     # system level: exact per-system means of the shared responses
     per_system: dict[str, tuple[list, list]] = {}
     for rid in shared:
@@ -299,6 +359,14 @@ def correlation(
     js = [mean_of_means(per_system[s][1]) for s in systems]
     system = _corr_dict(metrics.correlate(hs, js))
     result["system"] = {**system, "systems": systems}
+    if resampler is not None and system["pearson"] is not None:
+        resampled.system_level_register(
+            resampler, items, [humans[rid][1] for rid in shared],
+            [humans[rid][3] for rid in shared], [humans[rid][4] for rid in shared], j,
+            sink=result["system"],
+        )  # fmt: skip
+    if own is not None:
+        own.run()
     return result
 
 
@@ -319,28 +387,43 @@ def build_report(
     for row in judges:
         judge_by_name[row[4]].append(row)
     names = list(skills) if skills else sorted(set(human_by_skill) | {r[3] for r in judges})
-    report = {
-        "resamples": resamples,
-        "agreement": {
-            s: agreement(human_by_skill[s], resamples=resamples)
-            for s in names
-            if human_by_skill.get(s)
-        },
-        "correlation": {},
-    }
-    judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
     means = {s: human_means(rows) for s, rows in human_by_skill.items()}
+    resamplers: dict[bytes, bootstrap.Resampler] = {}
+
+    def resampler_for(item_ids) -> bootstrap.Resampler | None:
+        """One set of resamples per set of items: a skill's agreement and the correlations
+        of the judges that scored all its responses share theirs."""
+        if not resamples:
+            return None
+        keys = np.unique(np.asarray(list(item_ids)))
+        found = resamplers.get(keys.tobytes())
+        if found is None:
+            found = resamplers[keys.tobytes()] = bootstrap.Resampler(keys, resamples=resamples)
+        return found
+
+    report = {"resamples": resamples, "agreement": {}, "correlation": {}}
+    for s in names:
+        if human_by_skill.get(s):
+            items = {item for item, *_ in means[s].values()}
+            report["agreement"][s] = agreement(human_by_skill[s], resampler=resampler_for(items))
+    judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
     for judge, by_skill in judge_skills.items():
-        report["correlation"][judge] = {
-            s: _scale_aware(
+        report["correlation"][judge] = {}
+        for s in names:
+            if s not in by_skill or not human_by_skill.get(s):
+                continue
+            scored = {r[0] for r in by_skill[s] if r[5] is not None}
+            items = {means[s][rid][0] for rid in scored if rid in means[s]}
+            report["correlation"][judge][s] = _scale_aware(
                 correlation(
-                    human_by_skill.get(s, []), by_skill[s], resamples=resamples, means=means[s]
+                    human_by_skill[s], by_skill[s], means=means[s],
+                    resampler=resampler_for(items) if items else None,
+                    off_scale=(judge, s) in off_scale,
                 ),
                 (judge, s) in off_scale,
-            )
-            for s in names
-            if s in by_skill and human_by_skill.get(s)
-        }
+            )  # fmt: skip
+    for rs in resamplers.values():
+        rs.run()
     if resamples and len(judge_skills) >= 2:
         report["judge_comparison"] = _compare_judges(means, judge_skills, names, resamples)
     judge_by_skill = _by_skill(judges)

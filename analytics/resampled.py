@@ -1,0 +1,391 @@
+"""Every agreement and correlation figure of the report written as a function of sums over
+units, so that analytics.bootstrap.Resampler gives it an item-resampling interval exactly
+(a resample's sums are the count-weighted sums of its items' sums).
+
+Each `*_register` function adds one statistic to a Resampler and names where its interval
+goes (`sink[key]`, filled by `Resampler.run()`). The sums reproduce the point estimates of
+analytics.report and analytics.metrics: tests/analytics/test_resampled.py checks each
+interval's estimate against them, and a resample against the statistic recomputed on the
+explicitly expanded resample.
+
+- Krippendorff's alpha: per-unit coincidence matrices (bootstrap.py).
+- Fleiss' kappa and Gwet's AC1 (generalised to any number of raters per unit, Gwet 2014):
+  per unit, its agreement term and pairable flag, and its category shares and rated flag.
+- Cohen's kappa (two raters): the two raters' joint table of categories.
+- ICC (Shrout & Fleiss 1979): the ANOVA's sums — units, sum, sum of squares, sum of squared
+  unit totals and (complete design) each rater's total.
+- Mean pairwise Spearman and the leave-one-out ceiling: one joint table per rater pair or
+  per annotator, ranks from its margins.
+- Instance level: the joint table of (human value, judge value): Pearson, Spearman,
+  Kendall's tau-b, MAE, exact and within-one agreement.
+- Item level: each item's correlations (fixed per item) and whether they are defined.
+- System level: per system the integer numerators of the human means over one common
+  denominator and the judge's sum, so that equal means in a resample stay equal floats.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from itertools import combinations
+
+import numpy as np
+from scipy import sparse, stats
+
+from analytics import metrics
+from analytics.bootstrap import (
+    Resampler,
+    _alpha_from,
+    _codes,
+    _coincidences,
+    _stats_from_tables,
+    tau_b_tables,
+)
+
+#: Kendall's tau-b intervals are computed from the joint table when it has at most this
+#: many cells (distinct human values x distinct judge values); beyond it (a judge's raw
+#: continuous values) only Pearson and Spearman get intervals.
+MAX_TAU_CELLS = 10_000
+#: The common denominator of human means is used while it stays this small.
+MAX_COMMON_DENOMINATOR = 1_000_000
+
+
+def _nanmean_rows(values: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are NaN
+        return np.nanmean(values, axis=1)
+
+
+def _safe_div(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
+
+
+def _onehot(codes: np.ndarray, width: int) -> sparse.csr_matrix:
+    return sparse.csr_matrix(
+        (np.ones(codes.size), (np.arange(codes.size), codes)), shape=(codes.size, width)
+    )
+
+
+# --- agreement ---------------------------------------------------------------------------------
+
+
+def alpha_register(rs: Resampler, matrix, unit_items, *, sink: dict, key: str) -> None:
+    data = np.asarray(matrix, dtype=float)
+    values = np.unique(data[~np.isnan(data)])
+    if values.size < 2:
+        sink[key] = {level: _none() for level in metrics.ALPHA_LEVELS}
+        return
+    per_unit, keep = _coincidences(data, values)
+    v = values.size
+
+    def fn(sums):
+        o = sums.reshape(-1, v, v)
+        return {level: _alpha_from(o, level, values) for level in metrics.ALPHA_LEVELS}
+
+    rs.add(np.asarray(unit_items)[keep], per_unit.reshape(-1, v * v), fn, sink=sink, key=key)
+
+
+def kappa_register(rs: Resampler, counts, unit_items, n_categories: int, *, sink, key) -> None:
+    """Fleiss' kappa and Gwet's AC1 from a (units x categories) table of rating counts."""
+    table = np.asarray(counts, dtype=float)
+    q = table.shape[1]
+    r = table.sum(axis=1)
+    pairable, rated = r >= 2, r >= 1
+    agree = np.zeros(r.size)
+    agree[pairable] = (table[pairable] * (table[pairable] - 1)).sum(axis=1) / (
+        r[pairable] * (r[pairable] - 1)
+    )
+    shares = np.zeros_like(table)
+    shares[rated] = table[rated] / r[rated, None]
+    features = np.column_stack([agree, pairable, shares, rated]).astype(float)
+
+    def fn(sums):
+        p_a = _safe_div(sums[:, 0], sums[:, 1])
+        pi = sums[:, 2 : 2 + q] / np.where(sums[:, 2 + q] > 0, sums[:, 2 + q], np.nan)[:, None]
+        pe_fleiss = (pi**2).sum(axis=1)
+        pe_gwet = (pi * (1 - pi)).sum(axis=1) / max(n_categories - 1, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fleiss = (p_a - pe_fleiss) / (1 - pe_fleiss)
+            ac1 = (p_a - pe_gwet) / (1 - pe_gwet)
+        fleiss[np.isclose(pe_fleiss, 1.0)] = np.nan
+        ac1[np.isclose(pe_gwet, 1.0) | (n_categories < 2)] = np.nan
+        return {"fleiss_kappa": fleiss, "gwet_ac1": ac1}
+
+    rs.add(unit_items, features, fn, sink=sink, key=key)
+
+
+def cohen_register(rs: Resampler, first, second, unit_items, categories, *, sink, key) -> None:
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    both = ~np.isnan(a) & ~np.isnan(b)
+    a, b, items = a[both], b[both], np.asarray(unit_items)[both]
+    if a.size == 0:
+        sink[key] = {w: _none() for w in metrics.KAPPA_WEIGHTS}
+        return
+    cats = np.unique(np.concatenate([a, b])) if categories is None else np.sort(categories)
+    q = cats.size
+    codes = np.searchsorted(cats, a) * q + np.searchsorted(cats, b)
+    i, j = np.meshgrid(np.arange(q), np.arange(q), indexing="ij")
+    weights = {
+        "unweighted": (i != j).astype(float),
+        "linear": np.abs(i - j).astype(float),
+        "quadratic": ((i - j) ** 2).astype(float),
+    }
+
+    def fn(sums):
+        t = sums.reshape(-1, q, q)
+        n = t.sum(axis=(1, 2))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            observed = t / n[:, None, None]
+        expected = observed.sum(axis=2)[:, :, None] * observed.sum(axis=1)[:, None, :]
+        out = {}
+        for name, w in weights.items():
+            chance = (w * expected).sum(axis=(1, 2))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                kappa = 1 - (w * observed).sum(axis=(1, 2)) / chance
+            kappa[np.isclose(chance, 0.0) | (n == 0)] = np.nan
+            out[name] = kappa
+        return out
+
+    rs.add(items, _onehot(codes, q * q), fn, sink=sink, key=key)
+
+
+def icc_register(rs: Resampler, slots, unit_items, *, complete: bool, sink, key) -> None:
+    """ICCs of a (units x k) matrix of scores: all six forms on a complete design (the same
+    k raters in every column), ICC1 and ICC1k on a one-way design (k scores per unit from
+    raters that differ per unit)."""
+    x = np.asarray(slots, dtype=float)
+    k = x.shape[1]
+    totals = x.sum(axis=1)
+    base = [np.ones(x.shape[0]), totals, (x**2).sum(axis=1), totals**2]
+    features = np.column_stack(base + ([x[:, j] for j in range(k)] if complete else []))
+
+    def fn(sums):
+        n = sums[:, 0]
+        big_n = n * k
+        with np.errstate(divide="ignore", invalid="ignore"):
+            correction = sums[:, 1] ** 2 / big_n
+            ss_total = sums[:, 2] - correction
+            ss_targets = sums[:, 3] / k - correction
+            bms = ss_targets / (n - 1)
+            wms = (ss_total - ss_targets) / (n * (k - 1))
+            out = {
+                "ICC1": (bms - wms) / (bms + (k - 1) * wms),
+                "ICC1k": (bms - wms) / bms,
+            }
+            if complete:
+                ss_judges = (sums[:, 4 : 4 + k] ** 2).sum(axis=1) / n - correction
+                jms = ss_judges / (k - 1)
+                ems = (ss_total - ss_targets - ss_judges) / ((n - 1) * (k - 1))
+                out["ICC2"] = (bms - ems) / (bms + (k - 1) * ems + k * (jms - ems) / n)
+                out["ICC2k"] = (bms - ems) / (bms + (jms - ems) / n)
+                out["ICC3"] = (bms - ems) / (bms + (k - 1) * ems)
+                out["ICC3k"] = (bms - ems) / bms
+        undefined = (n < 2) | np.isclose(bms, 0.0)
+        for value in out.values():
+            value[undefined] = np.nan
+        return out
+
+    rs.add(unit_items, features, fn, sink=sink, key=key)
+
+
+def rater_pairs(matrix: np.ndarray):
+    """Every two raters' scores on the units both scored, collected per unit (a unit with m
+    scores gives m(m-1)/2 pairs): (pair ids, first scores, second scores, unit indexes),
+    sorted by pair id. Cost follows the scores, not the number of raters squared."""
+    present = ~np.isnan(matrix)
+    per_unit = present.sum(axis=0)
+    order = np.argsort(~present, axis=0, kind="stable")  # each unit's raters first
+    n_raters = matrix.shape[0]
+    ids, xs, ys, us = [], [], [], []
+    for m in np.unique(per_unit[per_unit >= 2]):
+        units = np.flatnonzero(per_unit == m)
+        raters = order[:m, units]
+        for i, j in combinations(range(m), 2):
+            a, b = raters[i], raters[j]
+            ids.append(a * n_raters + b)
+            xs.append(matrix[a, units])
+            ys.append(matrix[b, units])
+            us.append(units)
+    if not ids:
+        empty = np.array([], dtype=float)
+        return empty.astype(int), empty, empty, empty.astype(int)
+    pid, x, y, u = (np.concatenate(v) for v in (ids, xs, ys, us))
+    sort = np.argsort(pid, kind="stable")
+    return pid[sort], x[sort], y[sort], u[sort]
+
+
+def _table_spearman_mean(rs, codes_x, codes_y, group, n_groups, vx, vy, items, fn_names, *,
+                         sink, key, single=False) -> None:  # fmt: skip
+    """Mean over groups (rater pairs, annotators) of per-group Pearson/Spearman from each
+    group's joint table; a group counts in a resample when it has three or more pairs and
+    variation on both sides."""
+    nx, ny = vx.size, vy.size
+    cells = group * nx * ny + codes_x * ny + codes_y
+
+    def fn(sums):
+        t = sums.reshape(-1, nx, ny)
+        pearson, spearman = _stats_from_tables(t, vx, vy)
+        few = t.sum(axis=(1, 2)) < 3
+        pearson[few] = np.nan
+        spearman[few] = np.nan
+        shaped = {"pearson": pearson, "spearman": spearman}
+        return {out: _nanmean_rows(shaped[src].reshape(-1, n_groups)) for out, src in fn_names}
+
+    rs.add(items, _onehot(cells, n_groups * nx * ny), fn, sink=sink, key=key, single=single)
+
+
+def pairwise_spearman_register(rs: Resampler, matrix, unit_items, *, sink, key) -> None:
+    pid, x, y, unit = rater_pairs(matrix)
+    keep = np.zeros(pid.size, dtype=bool)
+    kept_pairs = []
+    if pid.size:
+        bounds = np.flatnonzero(np.diff(pid)) + 1
+        for start, end in zip(np.r_[0, bounds], np.r_[bounds, pid.size], strict=True):
+            gx, gy = x[start:end], y[start:end]
+            if gx.size >= 3 and np.ptp(gx) > 0 and np.ptp(gy) > 0:
+                keep[start:end] = True
+                kept_pairs.append(pid[start])
+    if not kept_pairs:
+        sink[key] = _none()
+        return
+    values = np.unique(np.concatenate([x[keep], y[keep]]))
+    group = np.searchsorted(np.asarray(kept_pairs), pid[keep])
+    _table_spearman_mean(
+        rs, np.searchsorted(values, x[keep]), np.searchsorted(values, y[keep]), group,
+        len(kept_pairs), values, values, np.asarray(unit_items)[unit[keep]],
+        [("value", "spearman")], sink=sink, key=key, single=True,
+    )  # fmt: skip
+
+
+def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> None:
+    present = ~np.isnan(matrix)
+    sums, counts = np.where(present, matrix, 0.0).sum(axis=0), present.sum(axis=0)
+    own_parts, rest_parts, groups, units = [], [], [], []
+    for r in range(matrix.shape[0]):
+        mine = present[r] & (counts >= 2)
+        if mine.sum() < 3:
+            continue
+        own = matrix[r, mine]
+        rest = (sums[mine] - own) / (counts[mine] - 1)
+        if np.ptp(own) == 0 or np.ptp(rest) == 0:
+            continue  # undefined on the full data: not in the estimate, not in resamples
+        own_parts.append(own)
+        rest_parts.append(rest)
+        groups.append(np.full(own.size, len(groups)))
+        units.append(np.flatnonzero(mine))
+    if not groups:
+        sink[key] = {"pearson": _none(), "spearman": _none()}
+        return
+    own, rest = np.concatenate(own_parts), np.concatenate(rest_parts)
+    vx, cx = _codes(own)
+    vy, cy = _codes(rest)
+    _table_spearman_mean(
+        rs, cx, cy, np.concatenate(groups), len(groups), vx, vy,
+        np.asarray(unit_items)[np.concatenate(units)],
+        [("pearson", "pearson"), ("spearman", "spearman")], sink=sink, key=key,
+    )  # fmt: skip
+
+
+# --- human-judge correlation -----------------------------------------------------------------
+
+
+def instance_register(
+    rs: Resampler, h, j, items, *, sink: dict, key: str = "ci", agreement: bool = True
+) -> None:
+    """`agreement`: MAE, exact and within-one too (only for a judge on the skill's scale)."""
+    vx, cx = _codes(h)
+    vy, cy = _codes(j)
+    nx, ny = vx.size, vy.size
+    diff = np.abs(vx[:, None] - vy[None, :])
+    with_tau = nx * ny <= MAX_TAU_CELLS
+
+    def fn(sums):
+        t = sums.reshape(-1, nx, ny)
+        n = t.sum(axis=(1, 2))
+        pearson, spearman = _stats_from_tables(t, vx, vy)
+        few = n < 2
+        pearson[few] = np.nan
+        spearman[few] = np.nan
+        out = {"pearson": pearson, "spearman": spearman}
+        if with_tau:
+            out["kendall"] = tau_b_tables(t)
+        if agreement:
+            out["mae"] = _safe_div((t * diff).sum(axis=(1, 2)), n)
+            out["exact"] = _safe_div((t * (diff < 0.5)).sum(axis=(1, 2)), n)
+            out["within_one"] = _safe_div((t * (diff <= 1)).sum(axis=(1, 2)), n)
+        return out
+
+    rs.add(items, _onehot(cx * ny + cy, nx * ny), fn, sink=sink, key=key)
+
+
+def item_level_register(rs: Resampler, item_keys, per_item: dict, *, sink, key="ci") -> None:
+    """The item level is the mean over items of each item's correlation, items where it is
+    undefined left out: a resample's mean is the count-weighted mean of the items drawn."""
+    used = ~np.isnan(per_item["pearson"])
+    names = ("pearson", "spearman", "kendall")
+    features = np.column_stack(
+        [np.where(used, np.nan_to_num(per_item[n]), 0.0) for n in names] + [used.astype(float)]
+    )
+
+    def fn(sums):
+        return {name: _safe_div(sums[:, i], sums[:, 3]) for i, name in enumerate(names)}
+
+    rs.add(item_keys, features, fn, sink=sink, key=key)
+
+
+def system_level_register(rs, items, systems, totals, counts, j, *, sink, key="ci") -> None:
+    """Correlation of per-system means. Human means are exact: each response's mean is
+    total/count; with whole totals they are summed as integers over one common denominator
+    L (the lcm of the counts), and a system's mean is one division of two exact integers,
+    so equal means in a resample are equal floats, as in the report's own system level."""
+    names, sidx = np.unique(np.asarray(systems), return_inverse=True)
+    s = names.size
+    totals = np.asarray(totals, dtype=object)
+    counts = np.asarray(counts, dtype=np.int64)
+    whole = all(isinstance(t, int | np.integer) for t in totals)
+    common = math.lcm(*{int(c) for c in counts}) if whole and counts.size else 1
+    if whole and common <= MAX_COMMON_DENOMINATOR:
+        pairs = zip(totals, counts, strict=True)
+        numerators = np.array([int(t) * (common // int(c)) for t, c in pairs], dtype=float)
+    else:
+        common = 1
+        numerators = np.array([float(t) / int(c) for t, c in zip(totals, counts, strict=True)])
+    judge = np.asarray(j, dtype=float)
+    rows = np.arange(sidx.size)
+    features = sparse.csr_matrix(
+        (
+            np.concatenate([numerators, np.ones(sidx.size), judge]),
+            (np.tile(rows, 3), np.concatenate([sidx, s + sidx, 2 * s + sidx])),
+        ),
+        shape=(sidx.size, 3 * s),
+    )
+
+    def fn(sums):
+        c = sums[:, s : 2 * s]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            human = sums[:, :s] / (c * common)
+            judge_means = sums[:, 2 * s :] / c
+        out = {name: np.full(sums.shape[0], np.nan) for name in ("pearson", "spearman", "kendall")}
+        full = (c > 0).all(axis=1)
+        if full.any() and s >= 2:
+            a, b = human[full], judge_means[full]
+            out["pearson"][full] = metrics.row_pearson(a, b)
+            out["spearman"][full] = metrics.row_pearson(
+                stats.rankdata(a, axis=1), stats.rankdata(b, axis=1)
+            )
+            out["kendall"][full] = metrics.row_tau_b(a, b)
+        for row in np.flatnonzero(~full):  # a system not drawn: correlate the others
+            present = c[row] > 0
+            if present.sum() >= 2:
+                r = metrics.correlate(human[row, present], judge_means[row, present])
+                for name in out:
+                    value = getattr(r, name)
+                    out[name][row] = np.nan if value is None else value
+        return out
+
+    rs.add(items, features, fn, sink=sink, key=key)
+
+
+def _none() -> dict:
+    return {"estimate": None, "low": None, "high": None, "resamples": 0}

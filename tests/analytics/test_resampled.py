@@ -1,0 +1,301 @@
+"""Intervals for every agreement and correlation figure (analytics.resampled on
+analytics.bootstrap.Resampler). Two checks per statistic: its sums give the report's point
+estimate on the full data, and a resample's value is exactly the statistic recomputed by the
+report's own code on that resample written out (each drawn item copied as often as drawn)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from analytics import bootstrap, metrics, resampled
+from analytics.report import (
+    _icc,
+    _icc_design,
+    _loo_ceiling,
+    _mean_pairwise_spearman,
+    agreement,
+    build_report,
+    correlation,
+    human_means,
+)
+
+SEED = 11
+
+
+def crowd_rows(n_items=30, systems=3, raters=8, per_unit=3, seed=SEED, na_rate=0.0):
+    """Human rows (response, item, system, skill, rater, value) and judge rows of one skill:
+    each response scored by `per_unit` of `raters` annotators, near a latent quality."""
+    rng = np.random.default_rng(seed)
+    human, judge = [], []
+    rid = 0
+    for item in range(n_items):
+        for s in range(systems):
+            truth = rng.integers(1, 6)
+            for rater in rng.choice(raters, size=per_unit, replace=False):
+                value = int(np.clip(truth + rng.integers(-1, 2), 1, 5))
+                if rng.random() < na_rate:
+                    value = None
+                human.append((rid, 1000 + item, f"sys{s}", "Skill", f"r{rater}", value))
+            judged = int(np.clip(truth + rng.integers(-1, 2), 1, 5))
+            judge.append((rid, 1000 + item, f"sys{s}", "Skill", "judge", judged))
+            rid += 1
+    return human, judge
+
+
+def complete_rows(n_items=25, systems=2, raters=2, seed=SEED):
+    """Every response scored by the same raters (a complete design: Cohen's kappa, all ICCs)."""
+    rng = np.random.default_rng(seed)
+    rows, rid = [], 0
+    for item in range(n_items):
+        for s in range(systems):
+            truth = rng.integers(1, 6)
+            for rater in range(raters):
+                value = int(np.clip(truth + rng.integers(-1, 2) * (rater % 2), 1, 5))
+                rows.append((rid, item, f"sys{s}", "Skill", f"r{rater}", value))
+            rid += 1
+    return rows
+
+
+def expand(rows, counts_by_item: dict) -> list[tuple]:
+    """The resample written out: each item's rows repeated as often as the item was drawn,
+    every copy its own item and responses (the same raters and systems)."""
+    out = []
+    for copy in range(max(counts_by_item.values(), default=0)):
+        for response, item, system, skill, rater, value in rows:
+            if counts_by_item.get(item, 0) > copy:
+                out.append(
+                    (response * 1000 + copy, item * 1000 + copy, system, skill, rater, value)
+                )
+    return out
+
+
+def first_resample(rs: bootstrap.Resampler) -> dict:
+    """The item counts of the Resampler's first resample (its first row of draws)."""
+    rng = np.random.default_rng(rs.seed)
+    counts = next(bootstrap._chunks(rs.keys.size, 1, rs.resamples, rng))[0]
+    return {int(item): int(c) for item, c in zip(rs.keys, counts, strict=True)}
+
+
+def matrix_of(rows):
+    raters = sorted({r[4] for r in rows})
+    units = sorted({r[0] for r in rows})
+    matrix = np.full((len(raters), len(units)), np.nan)
+    for response, _i, _s, _k, rater, value in rows:
+        if value is not None:
+            matrix[raters.index(rater), units.index(response)] = value
+    item_of = {r[0]: r[1] for r in rows}
+    return matrix, np.array([item_of[u] for u in units])
+
+
+def close(a, b):
+    return (a is None and b is None) or (
+        a is not None and b is not None and abs(a - b) < 1e-9
+    ), f"{a} != {b}"
+
+
+# --- estimates equal the report's figures ------------------------------------------------------
+
+
+def test_every_agreement_interval_is_centred_on_the_reports_figure():
+    human, _ = crowd_rows()
+    result = agreement(human, resamples=200)
+    for level, value in result["krippendorff_alpha"].items():
+        assert close(result["krippendorff_alpha_ci"][level]["estimate"], value)[0]
+    assert close(result["fleiss_kappa_ci"]["estimate"], result["fleiss_kappa"])[0]
+    assert close(result["gwet_ac1_ci"]["estimate"], result["gwet_ac1"])[0]
+    assert result["icc"]["design"].startswith("one-way")
+    assert set(result["icc_ci"]) == {"ICC1", "ICC1k"}
+    for form in ("ICC1", "ICC1k"):
+        assert close(result["icc_ci"][form]["estimate"], result["icc"][form])[0]
+    assert close(
+        result["mean_pairwise_spearman_ci"]["estimate"], result["mean_pairwise_spearman"]["value"]
+    )[0]
+    for name in ("pearson", "spearman"):
+        assert close(result["loo_ceiling_ci"][name]["estimate"], result["loo_ceiling"][name])[0]
+    for ci in (
+        result["fleiss_kappa_ci"],
+        result["icc_ci"]["ICC1"],
+        result["loo_ceiling_ci"]["pearson"],
+    ):
+        assert ci["low"] <= ci["estimate"] <= ci["high"] and ci["resamples"] == 200
+
+
+def test_complete_designs_get_cohen_and_all_six_icc_intervals():
+    rows = complete_rows()
+    result = agreement(rows, resamples=200)
+    assert result["icc"]["design"] == "complete"
+    for form in ("ICC1", "ICC1k", "ICC2", "ICC2k", "ICC3", "ICC3k"):
+        assert close(result["icc_ci"][form]["estimate"], result["icc"][form])[0]
+    for weights in metrics.KAPPA_WEIGHTS:
+        assert close(result["cohen_kappa_ci"][weights]["estimate"], result["cohen_kappa"][weights])[
+            0
+        ]
+
+
+def test_every_correlation_interval_is_centred_on_the_reports_figure():
+    human, judge = crowd_rows(na_rate=0.1)
+    result = correlation(human, judge, resamples=200)
+    for level, names in {
+        "instance": ("pearson", "spearman", "kendall", "mae", "exact", "within_one"),
+        "item": ("pearson", "spearman", "kendall"),
+        "system": ("pearson", "spearman", "kendall"),
+    }.items():
+        for name in names:
+            assert close(result[level]["ci"][name]["estimate"], result[level][name])[0], (
+                level,
+                name,
+            )
+
+
+def test_a_judge_on_its_own_scale_gets_no_agreement_intervals():
+    human, judge = crowd_rows()
+    raw = [(*r[:5], r[5] * 0.137) for r in judge]
+    report = build_report(human, raw, resamples=50, off_scale={("judge", "Skill")})
+    ci = report["correlation"]["judge"]["Skill"]["instance"]["ci"]
+    assert set(ci) == {"pearson", "spearman", "kendall"}
+
+
+def test_the_agreement_and_a_full_coverage_judge_share_one_set_of_resamples():
+    human, judge = crowd_rows()
+    report = build_report(human, judge, resamples=100)
+    skill = report["agreement"]["Skill"]
+    corr = report["correlation"]["judge"]["Skill"]
+    assert skill["krippendorff_alpha_ci"]["interval"]["resamples"] == 100
+    assert corr["instance"]["ci"]["pearson"]["resamples"] == 100
+    assert corr["system"]["ci"]["pearson"]["resamples"] == 100
+
+
+# --- a resample is the statistic of the written-out resample --------------------------------
+
+
+def test_a_resample_of_each_agreement_figure_is_the_figure_of_the_expanded_data():
+    human, _ = crowd_rows(n_items=20, raters=6)
+    matrix, unit_items = matrix_of(human)
+    rs = bootstrap.Resampler(unit_items, resamples=5, seed=3, keep=True)
+    sink: dict = {}
+    counts, cats = metrics.category_counts(matrix, categories=[1, 2, 3, 4, 5])
+    resampled.alpha_register(rs, matrix, unit_items, sink=sink, key="alpha")
+    resampled.kappa_register(rs, counts, unit_items, len(cats), sink=sink, key="kappas")
+    design = _icc_design(matrix)
+    resampled.icc_register(
+        rs, design[0], unit_items[design[1]], complete=False, sink=sink, key="icc"
+    )
+    resampled.pairwise_spearman_register(rs, matrix, unit_items, sink=sink, key="pairs")
+    resampled.loo_register(rs, matrix, unit_items, sink=sink, key="loo")
+    rs.run()
+    drawn = expand(human, first_resample(rs))
+    m2, _ = matrix_of(drawn)
+    c2, _ = metrics.category_counts(m2, categories=[1, 2, 3, 4, 5])
+    expected = {
+        ("alpha", "interval"): metrics.krippendorff_alpha(m2, "interval"),
+        ("alpha", "ordinal"): metrics.krippendorff_alpha(m2, "ordinal"),
+        ("kappas", "fleiss_kappa"): metrics.fleiss_kappa(c2),
+        ("kappas", "gwet_ac1"): metrics.gwet_ac1(c2, n_categories=5),
+        ("icc", "ICC1"): _icc(m2)["ICC1"],
+        ("icc", "ICC1k"): _icc(m2)["ICC1k"],
+        ("pairs", "value"): _mean_pairwise_spearman(m2)["value"],
+        ("loo", "pearson"): _loo_ceiling(m2)["pearson"],
+        ("loo", "spearman"): _loo_ceiling(m2)["spearman"],
+    }
+    for (key, name), value in expected.items():
+        assert rs.values[key][name][0] == pytest.approx(value, abs=1e-9), (key, name)
+
+
+def test_a_resample_of_cohen_and_two_way_icc_is_the_figure_of_the_expanded_data():
+    rows = complete_rows(n_items=15)
+    matrix, unit_items = matrix_of(rows)
+    rs = bootstrap.Resampler(unit_items, resamples=3, seed=5, keep=True)
+    sink: dict = {}
+    resampled.cohen_register(
+        rs, matrix[0], matrix[1], unit_items, [1, 2, 3, 4, 5], sink=sink, key="cohen"
+    )
+    slots, columns, complete = _icc_design(matrix)
+    assert complete
+    resampled.icc_register(rs, slots, unit_items[columns], complete=True, sink=sink, key="icc")
+    rs.run()
+    m2, _ = matrix_of(expand(rows, first_resample(rs)))
+    for weights in metrics.KAPPA_WEIGHTS:
+        expected = metrics.cohen_kappa(m2[0], m2[1], weights, categories=[1, 2, 3, 4, 5])
+        assert rs.values["cohen"][weights][0] == pytest.approx(expected, abs=1e-9)
+    icc = metrics.icc(m2.T)
+    for form in ("ICC1", "ICC1k", "ICC2", "ICC2k", "ICC3", "ICC3k"):
+        assert rs.values["icc"][form][0] == pytest.approx(getattr(icc, form), abs=1e-9), form
+
+
+def test_a_resample_of_each_correlation_level_is_the_level_of_the_expanded_data():
+    human, judge = crowd_rows(n_items=25, systems=4, na_rate=0.05)
+    means = human_means(human)
+    jv = {r[0]: r[5] for r in judge}
+    shared = sorted(rid for rid in means if rid in jv)
+    h = np.array([means[r][2] for r in shared])
+    j = np.array([jv[r] for r in shared], dtype=float)
+    items = np.array([means[r][0] for r in shared])
+    rs = bootstrap.Resampler(items, resamples=4, seed=9, keep=True)
+    sink: dict = {}
+    resampled.instance_register(rs, h, j, items, sink=sink, key="instance")
+    resampled.item_level_register(
+        rs, np.unique(items), metrics.grouped_correlations(h, j, items), sink=sink, key="item"
+    )
+    resampled.system_level_register(
+        rs, items, [means[r][1] for r in shared], [means[r][3] for r in shared],
+        [means[r][4] for r in shared], j, sink=sink, key="system",
+    )  # fmt: skip
+    rs.run()
+    counts = first_resample(rs)
+    expected = correlation(expand(human, counts), expand(judge, counts))
+    for level, names in {
+        "instance": ("pearson", "spearman", "kendall", "mae", "exact", "within_one"),
+        "item": ("pearson", "spearman", "kendall"),
+        "system": ("pearson", "spearman", "kendall"),
+    }.items():
+        for name in names:
+            got = rs.values[level][name][0]
+            assert got == pytest.approx(expected[level][name], abs=1e-9), (level, name)
+
+
+def test_system_means_that_are_equal_stay_tied_in_every_resample():
+    # system a: two responses per item with means 4/3 and 5/3; system b: one with 3/2.
+    # Both system means are exactly 3/2 in any resample; summed as floats they need not be
+    # equal floats, and a broken tie changes Spearman (1.0 with the tie, 0.87 without).
+    rows = []
+    for item in range(7):
+        base = item * 10
+        rows += [(base, item, "a", "S", "r1", 1), (base, item, "a", "S", "r2", 1),
+                 (base, item, "a", "S", "r3", 2)]  # fmt: skip
+        rows += [(base + 1, item, "a", "S", "r1", 1), (base + 1, item, "a", "S", "r2", 2),
+                 (base + 1, item, "a", "S", "r3", 2)]  # fmt: skip
+        rows += [(base + 2, item, "b", "S", "r1", 1), (base + 2, item, "b", "S", "r2", 2)]
+        rows += [(base + 3, item, "c", "S", "r1", 5), (base + 3, item, "c", "S", "r2", 4)]
+    means = human_means(rows)
+    ids = sorted(means)
+    items = [means[r][0] for r in ids]
+    rs = bootstrap.Resampler(items, resamples=300, keep=True)
+    judge = np.array([3.0 if means[r][1] == "c" else 1.0 for r in ids])
+    sink: dict = {}
+    resampled.system_level_register(
+        rs, items, [means[r][1] for r in ids], [means[r][3] for r in ids],
+        [means[r][4] for r in ids], judge, sink=sink, key="s",
+    )  # fmt: skip
+    rs.run()
+    assert sink["s"]["spearman"]["estimate"] == 1.0
+    assert np.all(rs.values["s"]["spearman"] == 1.0)
+
+
+def test_tau_b_from_tables_equals_scipy():
+    rng = np.random.default_rng(4)
+    x = rng.integers(1, 6, 200).astype(float)
+    y = np.clip(x + rng.integers(-2, 3, 200), 1, 5).astype(float)
+    vx, cx = np.unique(x, return_inverse=True)
+    vy, cy = np.unique(y, return_inverse=True)
+    table = np.zeros((1, vx.size, vy.size))
+    np.add.at(table[0], (cx, cy), 1)
+    expected = stats.kendalltau(x, y, variant="b").statistic
+    assert bootstrap.tau_b_tables(table)[0] == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_feature_row_outside_the_items_is_refused():
+    rs = bootstrap.Resampler([1, 2, 3], resamples=1)
+    with pytest.raises(ValueError, match="outside"):
+        rs.add([1, 4], np.ones((2, 1)), lambda s: {"x": s[:, 0]}, sink={}, key="k")
