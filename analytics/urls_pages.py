@@ -1,4 +1,10 @@
 """Analytics pages URLs (included by analytics/urls.py)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from analytics import views
+
+urlpatterns: list = [
+    path("projects/<slug:slug>/analytics/", views.dashboard, name="dashboard"),
+]
 api_urlpatterns: list = []

@@ -1,0 +1,394 @@
+"""What the analytics dashboard draws and tabulates, from a report (analytics.report, as
+`project_report` returns it) and the rows it was computed from (ReportRows).
+
+Pure functions, no Django: JSON-ready dicts and lists. The report's dicts are keyed by
+names people chose (skills, judges, systems); templates look keys up as attributes, so a
+skill called "items" would shadow dict.items. Everything a template iterates is therefore
+turned into lists here, in the report's order.
+
+- `report_tables`: agreement, correlation, judge comparison and leaderboard tables;
+- `dashboard_charts`: radar per system, bars per domain and per difficulty, correlation
+  bars with their intervals (static/js/analytics_charts.js draws them with Chart.js);
+- `heatmaps`: human mean x judge score counts, rendered as an HTML table;
+- `filter_options`: the values the filter form offers.
+
+Means follow the report: a response's human score is the mean of its human scores (N/A
+left out), and a group's mean is the exact mean of those means (analytics.report).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from analytics.report import human_means, mean_of_means
+
+if TYPE_CHECKING:
+    from analytics.selectors import ReportRows
+
+HUMANS = "Humans"
+NONE = "(none)"
+ALPHA_LEVELS = ("nominal", "ordinal", "interval", "ratio")
+ICC_FORMS = ("ICC1", "ICC1k", "ICC2", "ICC2k", "ICC3", "ICC3k")
+KAPPA_WEIGHTS = ("unweighted", "linear", "quadratic")
+LEVELS = ("instance", "item", "system")
+MEASURES = ("pearson", "spearman")
+#: Heat map cells are shaded in this many steps (CSS classes heat-0 ... heat-10).
+HEAT_STEPS = 10
+#: A heat map axis longer than this (a 0-100 scale in half steps) is not drawn.
+MAX_BINS = 41
+
+
+def judge_names(report: dict) -> list[str]:
+    """Every judge with scores in the report (the report keys each one in `correlation`)."""
+    return sorted(report.get("correlation", {}))
+
+
+def report_skills(report: dict) -> list[str]:
+    """Skills in the report's order: those with a leaderboard (human or judge scores)."""
+    skills = list(report.get("leaderboard", {}))
+    return skills + [s for s in report.get("agreement", {}) if s not in skills]
+
+
+# --- tables ---------------------------------------------------------------------------------
+
+
+def report_tables(report: dict) -> dict:
+    """The report as lists for the dashboard's tables (values as in the report; each
+    figure's interval beside it where the report has one, else None)."""
+    judges = judge_names(report)
+    agreement = [
+        {
+            **figures,
+            "skill": skill,
+            "alpha": [
+                {
+                    "level": level,
+                    "value": (figures.get("krippendorff_alpha") or {}).get(level),
+                    "ci": (figures.get("krippendorff_alpha_ci") or {}).get(level),
+                }
+                for level in ALPHA_LEVELS
+            ],
+            "icc_forms": [
+                {
+                    "form": form,
+                    "value": (figures.get("icc") or {}).get(form),
+                    "ci": (figures.get("icc_ci") or {}).get(form),
+                }
+                for form in ICC_FORMS
+            ],
+            "cohen": [
+                {
+                    "weights": weights,
+                    "value": figures["cohen_kappa"].get(weights),
+                    "ci": (figures.get("cohen_kappa_ci") or {}).get(weights),
+                }
+                for weights in KAPPA_WEIGHTS
+            ]
+            if figures.get("cohen_kappa")
+            else None,
+        }
+        for skill, figures in report.get("agreement", {}).items()
+    ]
+    correlation = [
+        {
+            "judge": judge,
+            "skills": [
+                {
+                    "skill": skill,
+                    "levels": [
+                        {"level": level, **levels[level], "ci": levels[level].get("ci") or {}}
+                        for level in LEVELS
+                        if level in levels
+                    ],
+                }
+                for skill, levels in report["correlation"][judge].items()
+            ],
+        }
+        for judge in judges
+    ]
+    comparison = [
+        {"skill": skill, "pair": pair, **figures}
+        for skill, pairs in (report.get("judge_comparison") or {}).items()
+        for pair, figures in pairs.items()
+    ]
+    leaderboards = []
+    for skill, rows in report.get("leaderboard", {}).items():
+        raters = [j for j in judges if any(j in row for row in rows)]
+        leaderboards.append(
+            {
+                "skill": skill,
+                "judges": raters,
+                "rows": [
+                    {
+                        "system": row["system"],
+                        "n": row["n"],
+                        "scores": [
+                            {"mean": row.get(name), "rank": row.get(f"{name}_rank")}
+                            for name in ("humans", *raters)
+                        ],
+                    }
+                    for row in rows
+                ],
+            }
+        )
+    return {
+        "judges": judges,
+        "agreement": agreement,
+        "correlation": correlation,
+        "comparison": comparison,
+        "leaderboards": leaderboards,
+    }
+
+
+# --- charts ---------------------------------------------------------------------------------
+
+
+def dashboard_charts(report: dict, rows: ReportRows) -> dict:
+    """Everything the dashboard's canvases draw, in one JSON-ready dict."""
+    skills, judges = report_skills(report), judge_names(report)
+    return {
+        "radar": radar_charts(report, off_scale=rows.off_scale),
+        "domain": facet_bars(rows, "domain", skills=skills, judges=judges),
+        "difficulty": facet_bars(rows, "difficulty", skills=skills, judges=judges),
+        "correlation": [
+            chart for measure in MEASURES if (chart := correlation_bars(report, measure))
+        ],
+    }
+
+
+def _scale_hint(datasets: list[dict]) -> dict:
+    """Suggested axis bounds: the 1-5 scale when every value is on it, else the data's."""
+    values = [v for d in datasets for v in d["data"] if v is not None]
+    if values and min(values) >= 1 and max(values) <= 5:
+        return {"min": 1, "max": 5}
+    return {}
+
+
+def radar_charts(report: dict, *, off_scale: Iterable[tuple[str, str]] = ()) -> list[dict]:
+    """One chart per system: the mean score per skill of the humans and of each judge, from
+    the leaderboards. A radar needs three axes; with fewer skills it is a bar chart. A judge's
+    values on its own scale (off_scale) are left out: they do not share the axis."""
+    leaderboard = report.get("leaderboard", {})
+    skills = list(leaderboard)
+    raw = set(off_scale)
+    judges = judge_names(report)
+    systems = sorted({row["system"] for rows in leaderboard.values() for row in rows})
+    charts = []
+    for system in systems:
+        by_skill = {
+            skill: next((row for row in rows if row["system"] == system), {})
+            for skill, rows in leaderboard.items()
+        }
+        datasets = []
+        for name in ("humans", *judges):
+            data = [None if (name, skill) in raw else by_skill[skill].get(name) for skill in skills]
+            if any(v is not None for v in data):
+                datasets.append({"label": HUMANS if name == "humans" else name, "data": data})
+        charts.append(
+            {
+                "kind": "radar" if len(skills) >= 3 else "bar",
+                "title": system,
+                "labels": skills,
+                "datasets": datasets,
+                "scale": _scale_hint(datasets),
+            }
+        )
+    return charts
+
+
+def _facet_keys(facets: dict[int, dict], item_id: int, facet: str) -> list[str]:
+    """The facet values an item counts under, as the report's breakdowns key them."""
+    found = facets.get(item_id, {})
+    if facet == "domain":
+        return list(found.get("domains") or [NONE])
+    level = found.get("difficulty")
+    return [str(level) if level else NONE]
+
+
+def _facet_order(values: Iterable[str]) -> list[str]:
+    """Names (and levels "1"-"5") in order, "(none)" last."""
+    return sorted(values, key=lambda v: (v == NONE, v.zfill(8) if v.isdigit() else v))
+
+
+def facet_bars(
+    rows: ReportRows, facet: str, *, skills: Sequence[str], judges: Sequence[str]
+) -> list[dict]:
+    """Per skill, one bar chart: for each domain (facet="domain") or difficulty level
+    ("difficulty"), the mean human score and each judge's mean score over the responses of
+    that group (FLASK's per-domain and per-difficulty views). An item with several domains
+    counts in each. `n` counts the responses with a human score per group."""
+    human_by_skill: dict[str, list[tuple]] = defaultdict(list)
+    for row in rows.human:
+        human_by_skill[row[3]].append(row)
+    judge_values: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for _rid, item_id, _system, skill, judge, value in rows.judge:
+        if value is not None and (judge, skill) not in rows.off_scale:
+            for key in _facet_keys(rows.facets, item_id, facet):
+                judge_values[(judge, skill)][key].append((value, 1))
+    charts = []
+    for skill in skills:
+        human_parts: dict[str, list] = defaultdict(list)
+        for item_id, _system, _mean, total, count in human_means(human_by_skill[skill]).values():
+            for key in _facet_keys(rows.facets, item_id, facet):
+                human_parts[key].append((total, count))
+        keys = set(human_parts)
+        for judge in judges:
+            keys |= set(judge_values.get((judge, skill), {}))
+        if not keys:
+            continue
+        labels = _facet_order(keys)
+        datasets = []
+        if human_parts:
+            datasets.append(
+                {"label": HUMANS, "data": [mean_of_means(human_parts[k]) for k in labels]}
+            )
+        for judge in judges:
+            parts = judge_values.get((judge, skill))
+            if parts:
+                datasets.append({"label": judge, "data": [mean_of_means(parts[k]) for k in labels]})
+        n = [len(human_parts[k]) for k in labels]
+        charts.append(
+            {
+                "kind": "bar",
+                "facet": facet,
+                "title": skill,
+                "labels": labels,
+                "n": n,
+                "datasets": datasets,
+                "scale": _scale_hint(datasets),
+                # the same numbers by row, for the table under the chart
+                "rows": [
+                    {"label": k, "n": n[i], "values": [d["data"][i] for d in datasets]}
+                    for i, k in enumerate(labels)
+                ],
+            }
+        )
+    return charts
+
+
+def correlation_bars(report: dict, measure: str) -> dict | None:
+    """Instance-level correlation (`measure`: pearson or spearman) of each judge with the
+    people, per skill, with its 95 % bootstrap interval where the report has one (`errors`:
+    [low, high] per bar, None without), and the leave-one-out human ceiling beside them."""
+    judges = judge_names(report)
+    correlation = report.get("correlation", {})
+    skills = [s for s in report_skills(report) if any(s in correlation[j] for j in judges)]
+    if not skills:
+        return None
+    datasets = []
+    for judge in judges:
+        data, errors = [], []
+        for skill in skills:
+            instance = correlation[judge].get(skill, {}).get("instance", {})
+            data.append(instance.get(measure))
+            ci = (instance.get("ci") or {}).get(measure) or {}
+            has_ci = ci.get("low") is not None and ci.get("high") is not None
+            errors.append([ci["low"], ci["high"]] if has_ci else None)
+        datasets.append({"label": judge, "data": data, "errors": errors})
+    ceiling = [
+        ((report.get("agreement", {}).get(s) or {}).get("loo_ceiling") or {}).get(measure)
+        for s in skills
+    ]
+    return {
+        "kind": "correlation",
+        "measure": measure,
+        "title": measure.capitalize(),
+        "labels": skills,
+        "datasets": datasets,
+        "ceiling": ceiling if any(v is not None for v in ceiling) else None,
+    }
+
+
+# --- heat maps ------------------------------------------------------------------------------
+
+
+def half_step(value: float) -> float:
+    """To the nearest 0.5, halves rounded up (4.25 -> 4.5, 1.75 -> 2.0)."""
+    return math.floor(value * 2 + 0.5) / 2
+
+
+def _bins(values: Iterable[float]) -> list[float]:
+    values = list(values)
+    low, high = min(values), max(values)
+    return [low + i / 2 for i in range(int(round((high - low) * 2)) + 1)]
+
+
+def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) -> list[dict]:
+    """Per judge and skill: how many responses have each (human mean, judge score) pair,
+    both rounded to the nearest 0.5, on the responses both sides scored. Rows run from the
+    highest human score down, columns from the lowest judge score up; `agree` marks the
+    diagonal and `level` (0-10) shades a cell by its count relative to the largest. Judges
+    on their own scale (off_scale) and axes longer than MAX_BINS are left out."""
+    human_by_skill: dict[str, list[tuple]] = defaultdict(list)
+    for row in rows.human:
+        human_by_skill[row[3]].append(row)
+    judge_scores: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for rid, _item, _system, skill, judge, value in rows.judge:
+        if value is not None:
+            judge_scores[(judge, skill)][rid] = value
+    maps = []
+    for judge in judges:
+        for skill in skills:
+            if (judge, skill) in rows.off_scale:
+                continue
+            means = human_means(human_by_skill[skill])
+            scored = judge_scores.get((judge, skill), {})
+            pairs = [
+                (half_step(means[r][2]), half_step(v)) for r, v in scored.items() if r in means
+            ]
+            if not pairs:
+                continue
+            human_bins = _bins(h for h, _ in pairs)[::-1]
+            judge_bins = _bins(j for _, j in pairs)
+            if max(len(human_bins), len(judge_bins)) > MAX_BINS:
+                continue
+            counts: dict[tuple[float, float], int] = defaultdict(int)
+            for pair in pairs:
+                counts[pair] += 1
+            top = max(counts.values())
+            maps.append(
+                {
+                    "judge": judge,
+                    "skill": skill,
+                    "n": len(pairs),
+                    "max": top,
+                    "judge_bins": judge_bins,
+                    "rows": [
+                        {
+                            "human": h,
+                            "cells": [
+                                {
+                                    "judge": j,
+                                    "count": counts.get((h, j), 0),
+                                    "level": math.ceil(HEAT_STEPS * counts.get((h, j), 0) / top),
+                                    "agree": h == j,
+                                }
+                                for j in judge_bins
+                            ],
+                        }
+                        for h in human_bins
+                    ],
+                }
+            )
+    return maps
+
+
+# --- filters --------------------------------------------------------------------------------
+
+
+def filter_options(rows: ReportRows) -> dict[str, list]:
+    """The values present in the rows, for the filter form: skills, judges, systems, domains
+    (of the scored items) and difficulty levels."""
+    scored = [*rows.human, *rows.judge]
+    item_ids = {row[1] for row in scored}
+    facets = [rows.facets.get(i, {}) for i in item_ids]
+    return {
+        "skill": sorted({row[3] for row in scored}),
+        "judge": sorted({row[4] for row in rows.judge}),
+        "system": sorted({row[2] for row in scored}),
+        "domain": sorted({d for f in facets for d in f.get("domains") or []}),
+        "difficulty": sorted({f["difficulty"] for f in facets if f.get("difficulty")}),
+    }
