@@ -73,17 +73,20 @@ def project_report(
     difficulties: list[int] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     with_breakdowns: bool = True,
+    rows: ReportRows | None = None,
 ) -> dict:
     """Agreement among the project's annotators and each judge's correlation with them,
-    per skill (analytics/report.py). `skills` and `judges` narrow it down by name."""
-    rows = report_rows(
-        project=project,
-        skills=skills,
-        judges=judges,
-        systems=systems,
-        domains=domains,
-        difficulties=difficulties,
-    )
+    per skill (analytics/report.py). `skills` and `judges` narrow it down by name. `rows`:
+    the `report_rows` of these filters, when the caller has read them already."""
+    if rows is None:
+        rows = report_rows(
+            project=project,
+            skills=skills,
+            judges=judges,
+            systems=systems,
+            domains=domains,
+            difficulties=difficulties,
+        )
     report = build_report(
         rows.human, rows.judge, skills=skills, resamples=resamples, off_scale=rows.off_scale
     )

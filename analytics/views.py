@@ -92,8 +92,8 @@ def _report_context(project, form: ReportFilterForm) -> dict:
     if not form.is_valid():
         return {}
     filters = form.report_filters()
-    report = project_report(project=project, with_breakdowns=False, **filters)
     rows = report_rows(project=project, **filters)
+    report = project_report(project=project, with_breakdowns=False, rows=rows, **filters)
     skills, judges = chart_data.report_skills(report), chart_data.judge_names(report)
     return {
         "report": report,

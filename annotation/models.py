@@ -720,3 +720,42 @@ class GoldScore(models.Model):
 
     def __str__(self) -> str:
         return f"gold {self.task_id}:{self.skill_id}"
+
+
+class ReannotationRequest(models.Model):
+    """The audit trail of one "send back for re-annotation" request: who asked, when, for
+    which responses of which campaign, how many extra annotations, and what it did to each
+    response's task (annotation/services/reannotation.py). Rows are only ever inserted."""
+
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="reannotation_requests", db_index=False
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    extra = models.PositiveSmallIntegerField()  # annotations wanted beyond those submitted
+    response_ids = models.JSONField(default=list)  # as requested, sorted, without repeats
+    # one entry per requested response: {"response", "outcome", "task", "overlap_before",
+    # "overlap_after", "submitted", "eligible"}
+    outcomes = models.JSONField(default=list)
+    reopened = models.PositiveIntegerField(default=0)  # tasks whose overlap was raised
+    campaign_status_before = models.CharField(max_length=20, choices=CampaignStatus.choices)
+    campaign_status_after = models.CharField(max_length=20, choices=CampaignStatus.choices)
+    campaign_overlap_before = models.PositiveSmallIntegerField()
+    campaign_overlap_after = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(extra__gte=1, extra__lte=5), name="reannotation_extra_1_5"
+            ),
+        ]
+        indexes = [
+            # a campaign's request history, newest first
+            models.Index(fields=["campaign", "-created_at"], name="reannotation_campaign"),
+        ]
+
+    def __str__(self) -> str:
+        return f"re-annotation {self.pk} of campaign {self.campaign_id} (+{self.extra})"

@@ -1,0 +1,192 @@
+"""REST API of the disagreement explorer (docs/DISAGREEMENTS.md): the ranked list, and the
+send-back for re-annotation. Project researchers and admins only (annotators 403, others
+404). Invalid input is a 400 with the problems by field, and changes nothing."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
+from rest_framework import serializers
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from analytics.disagreement import PAGE_SIZE, SORTS, DisagreementFilters, disagreement_list
+from annotation.response_selectors import campaign_list_for_reannotation
+from annotation.services.reannotation import (
+    MAX_EXTRA,
+    MAX_OVERLAP,
+    MAX_RESPONSES,
+    MIN_EXTRA,
+    responses_reannotate,
+)
+from judging.access import project_get_for_staff
+
+
+class DisagreementPagination(PageNumberPagination):
+    page_size = PAGE_SIZE
+
+
+class DisagreementListApi(APIView):
+    """The project's (response, skill) pairs with human scores, ranked by the largest gap
+    between the human mean and a judge (`sort=gap`, the default) or by the spread of the
+    human scores (`sort=spread`), 50 per page (`page`)."""
+
+    class FilterSerializer(serializers.Serializer):
+        skill = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        judge = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        system = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        domain = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        difficulty = serializers.ListField(
+            child=serializers.IntegerField(min_value=1, max_value=5), required=False, default=list
+        )
+        min_human = serializers.IntegerField(
+            min_value=1, max_value=MAX_OVERLAP, required=False, default=1
+        )
+        sort = serializers.ChoiceField(choices=SORTS, required=False, default="gap")
+
+        class Meta:
+            ref_name = "AnalyticsDisagreementFilters"
+
+    class OutputSerializer(serializers.Serializer):
+        class HumanScoreSerializer(serializers.Serializer):
+            rater = serializers.CharField()
+            value = serializers.FloatField(allow_null=True, help_text="null: N/A")
+
+            class Meta:
+                ref_name = "AnalyticsDisagreementHumanScore"
+
+        class JudgeSerializer(serializers.Serializer):
+            judge = serializers.CharField()
+            value = serializers.FloatField(allow_null=True, help_text="null: N/A")
+            gap = serializers.FloatField(allow_null=True)
+
+            class Meta:
+                ref_name = "AnalyticsDisagreementJudge"
+
+        response = serializers.IntegerField(source="response_id")
+        item = serializers.IntegerField(source="item_id")
+        system = serializers.CharField()
+        skill = serializers.CharField()
+        human_scores = serializers.SerializerMethodField()
+        n_human = serializers.IntegerField(help_text="human scores with a value")
+        n_na = serializers.IntegerField()
+        human_mean = serializers.FloatField()
+        human_sd = serializers.FloatField(help_text="population standard deviation")
+        human_range = serializers.FloatField()
+        judges = JudgeSerializer(many=True)
+        gap = serializers.FloatField(allow_null=True, help_text="the largest gap over judges")
+
+        class Meta:
+            ref_name = "AnalyticsDisagreement"
+
+        @extend_schema_field(HumanScoreSerializer(many=True))
+        def get_human_scores(self, row) -> list[dict]:
+            return [{"rater": rater, "value": value} for rater, value in row.human_scores]
+
+    @extend_schema(
+        parameters=[FilterSerializer, OpenApiParameter("page", int, required=False)],
+        responses=inline_serializer(
+            "AnalyticsDisagreementPage",
+            {
+                "count": serializers.IntegerField(),
+                "next": serializers.URLField(allow_null=True),
+                "previous": serializers.URLField(allow_null=True),
+                "results": OutputSerializer(many=True),
+            },
+        ),
+    )
+    def get(self, request, slug: str):
+        project = project_get_for_staff(request.user, slug)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        filters = DisagreementFilters(
+            skills=tuple(data["skill"]),
+            judges=tuple(data["judge"]),
+            systems=tuple(data["system"]),
+            domains=tuple(data["domain"]),
+            difficulties=tuple(data["difficulty"]),
+            min_human=data["min_human"],
+            sort=data["sort"],
+        )
+        rows = disagreement_list(project=project, filters=filters)
+        paginator = DisagreementPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class ReannotationCreateApi(APIView):
+    """Send responses of a campaign back for re-annotation: ask for at least `extra` more
+    annotations (1-5) than each has submitted now. Repeating the request changes nothing
+    more (docs/DISAGREEMENTS.md). 200 with the outcome per response; 400 with the problems
+    by field (nothing changed)."""
+
+    class InputSerializer(serializers.Serializer):
+        campaign = serializers.IntegerField(min_value=1)
+        response_ids = serializers.ListField(
+            child=serializers.IntegerField(min_value=1),
+            allow_empty=False,
+            max_length=MAX_RESPONSES,
+        )
+        extra = serializers.IntegerField(min_value=MIN_EXTRA, max_value=MAX_EXTRA)
+
+        class Meta:
+            ref_name = "AnalyticsReannotationInput"
+
+    class OutputSerializer(serializers.Serializer):
+        class OutcomeSerializer(serializers.Serializer):
+            response = serializers.IntegerField()
+            outcome = serializers.CharField(
+                help_text="reopened, reopened_partly, already_open, no_annotator_left, "
+                "at_cap or not_in_campaign"
+            )
+            task = serializers.IntegerField(allow_null=True)
+            overlap_before = serializers.IntegerField(allow_null=True)
+            overlap_after = serializers.IntegerField(allow_null=True)
+            submitted = serializers.IntegerField(allow_null=True)
+            eligible = serializers.IntegerField(
+                allow_null=True, help_text="pool annotators who could still be served it"
+            )
+
+            class Meta:
+                ref_name = "AnalyticsReannotationOutcome"
+
+        request = serializers.IntegerField(source="request.pk")
+        campaign = serializers.IntegerField(source="request.campaign_id")
+        extra = serializers.IntegerField(source="request.extra")
+        reopened = serializers.IntegerField(source="request.reopened")
+        campaign_status = serializers.CharField()
+        campaign_overlap = serializers.IntegerField(source="request.campaign_overlap_after")
+        outcomes = OutcomeSerializer(many=True)
+
+        class Meta:
+            ref_name = "AnalyticsReannotation"
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def post(self, request, slug: str):
+        project = project_get_for_staff(request.user, slug)
+        given = self.InputSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        campaign = (
+            campaign_list_for_reannotation(project=project).filter(pk=data["campaign"]).first()
+        )
+        if campaign is None:
+            raise serializers.ValidationError(
+                {"campaign": ["no campaign of this project with tasks has this id"]}
+            )
+        try:
+            result = responses_reannotate(
+                campaign=campaign, response_ids=data["response_ids"], extra=data["extra"],
+                requested_by=request.user,
+            )  # fmt: skip
+        except DjangoValidationError as exc:
+            problems = exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+            raise serializers.ValidationError(problems) from None
+        return ApiResponse(self.OutputSerializer(result).data)
