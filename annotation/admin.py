@@ -22,6 +22,7 @@ from annotation.models import (
     ItemSkill,
     Project,
     ProjectMembership,
+    ReannotationRequest,
     Response,
     Rubric,
     Skill,
@@ -224,3 +225,12 @@ class AnnotatorExpertiseAdmin(admin.ModelAdmin):
     search_fields = ["user__username"]
     list_select_related = ["user", "domain"]
     autocomplete_fields = ["user"]
+
+
+@admin.register(ReannotationRequest)
+class ReannotationRequestAdmin(ReadOnlyAdmin):
+    """The audit trail of send-backs for re-annotation (annotation.services.reannotation)."""
+
+    list_display = ["id", "campaign", "requested_by", "created_at", "extra", "reopened"]
+    list_filter = ["campaign__project"]
+    list_select_related = ["campaign", "requested_by"]

@@ -95,7 +95,8 @@ _ROUTING = f"""
                   WHERE r.id = t.response_id))"""
 # Take a slot of the open normal task to fill first (most covered, then oldest) that this
 # annotator never had, skipping rows other claims hold. `t.assigned < %s` repeats
-# `assigned < overlap` with the campaign's K (a task's overlap is fixed at activation) so
+# `assigned < overlap` with the campaign's K (no task's overlap exceeds it: activation sets
+# both, and re-annotation raises K with any task it raises above it) so
 # that the scan of the task_claim_order index starts below K instead of walking every
 # complete task first: with 9,000 of 10,000 tasks complete, 0.64 ms -> 0.015 ms per claim.
 # `OFFSET 0` (PostgreSQL) keeps NOT EXISTS a per-row probe of the (task, annotator, kind)
