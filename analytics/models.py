@@ -124,3 +124,85 @@ class SkillScale(models.Model):
     def __str__(self) -> str:
         kind = "continuous" if self.continuous else "integer"
         return f"{self.skill_id}: {self.low:g}-{self.high:g} {kind}"
+
+
+# --- exports ------------------------------------------------------------------------------------
+
+
+class ExportKind(models.TextChoices):
+    LONG = "long", "Long table (one row per score)"
+    FLASK_REVIEW = "flask_review", "FLASK review file (one judge)"
+    WIDE = "wide", "Wide table (one column per rater)"
+
+
+class ExportFormat(models.TextChoices):
+    CSV = "csv", "CSV"
+    JSONL = "jsonl", "JSON Lines"
+
+
+class ExportStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ExportJob(TimestampedModel):
+    """The job row of one export of a project's scores (analytics/exports.py): claimed
+    pending -> running by a conditional update, finished done (with its file) or failed
+    (with the error). Formats: docs/EXPORTS.md."""
+
+    # no own index: exportjob_project_created leads with project
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    kind = models.CharField(max_length=20, choices=ExportKind.choices)
+    format = models.CharField(max_length=10, choices=ExportFormat.choices)
+    # {"skill": [...], "rater_kind": "", "judge": [...], "campaign": "", "dataset": "",
+    #  "system": [...], "run": id or None}, as cleaned by analytics.exports.export_options_clean
+    filters = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=10, choices=ExportStatus.choices, default=ExportStatus.PENDING
+    )
+    file = models.FileField(upload_to="exports/%Y/%m/", blank=True, max_length=300)
+    rows = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ExportStatus.values), name="exportjob_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=ExportKind.values), name="exportjob_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(format__in=ExportFormat.values), name="exportjob_format_valid"
+            ),
+        ]
+        indexes = [
+            # the exports page and API list a project's jobs, newest first
+            models.Index(fields=["project", "-created_at"], name="exportjob_project_created"),
+            # the stale-job check looks for old running jobs
+            models.Index(fields=["status", "started_at"], name="exportjob_status_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"export {self.pk} ({self.kind}, {self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {ExportStatus.DONE, ExportStatus.FAILED}
+
+    @property
+    def filters_shown(self) -> list[str]:
+        """The filters as "name: value, value" labels (for the exports page)."""
+        shown = []
+        for name, value in (self.filters or {}).items():
+            values = value if isinstance(value, list) else [value]
+            shown.append(f"{name}: {', '.join(str(v) for v in values)}")
+        return shown

@@ -167,6 +167,7 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.tasks.dataset_import_task": {"queue": "imports"},
+    "analytics.tasks.export_run_task": {"queue": "imports"},
     "judging.tasks.*": {"queue": "judging"},
 }
 # Hard limit well under the Redis visibility timeout (1 h) so a slow task is never

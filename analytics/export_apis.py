@@ -1,0 +1,154 @@
+"""REST API of the score exports (docs/EXPORTS.md): ask for an export, follow its job,
+download its file. The same service and access rules as the exports page (admins and
+researchers; annotators 403, non-members 404). A 400 names the fields:
+{"skill": ["not a skill of the project: …"], …}."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from analytics.export_selectors import export_get_for_staff, export_list_for_project
+from analytics.export_views import export_file_response
+from analytics.exports import ExportOptionsError, export_job_create
+from analytics.models import ExportFormat, ExportJob, ExportKind, ExportStatus, RaterKind
+from judging.access import project_get_for_staff
+
+KIND_HELP = f"One of {', '.join(ExportKind.values)}."
+FORMAT_HELP = (
+    f"One of {', '.join(ExportFormat.values)}. long: csv (default) or jsonl; wide: csv; "
+    "flask_review: jsonl."
+)
+
+
+class ExportOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.CharField(source="project.slug")
+    # plain strings, not enums: "kind" and "format" are other choice sets elsewhere in the
+    # API, and drf-spectacular warns on enums that share a field name
+    kind = serializers.CharField(help_text=KIND_HELP)
+    format = serializers.CharField(help_text=FORMAT_HELP)
+    filters = serializers.JSONField()
+    status = serializers.ChoiceField(choices=ExportStatus.choices)
+    rows = serializers.IntegerField(help_text="Data rows written (once done).")
+    error = serializers.CharField(help_text="Why the export failed (failed only).")
+    requested_by = serializers.CharField(source="requested_by.username", allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    urls = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "AnalyticsExportJob"
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {
+                "self": {"type": "string"},
+                "download": {"type": "string", "nullable": True},
+                "page": {"type": "string"},
+            },
+        }
+    )
+    def get_urls(self, job: ExportJob) -> dict:
+        done = job.status == ExportStatus.DONE
+        return {
+            "self": reverse("analytics-api:export-detail", args=[job.pk]),
+            "download": reverse("analytics-api:export-download", args=[job.pk]) if done else None,
+            "page": reverse("analytics:exports", args=[job.project.slug]),
+        }
+
+
+class ExportListCreateApi(APIView):
+    """GET: the project's export jobs, newest first (paginated). POST: ask for an export;
+    201 with the job (pending), written in the background: follow `urls.self` until
+    `status` is done, then GET `urls.download`."""
+
+    class InputSerializer(serializers.Serializer):
+        kind = serializers.CharField(max_length=20, help_text=KIND_HELP)
+        format = serializers.CharField(
+            max_length=10, required=False, allow_blank=True, default="", help_text=FORMAT_HELP
+        )
+        skill = serializers.ListField(
+            child=serializers.CharField(max_length=100), required=False, default=list
+        )
+        rater_kind = serializers.ChoiceField(
+            choices=RaterKind.choices, required=False, allow_blank=True, default=""
+        )
+        judge = serializers.ListField(
+            child=serializers.CharField(max_length=200),
+            required=False,
+            default=list,
+            help_text="Narrows the judge rows; flask_review: exactly one judge.",
+        )
+        campaign = serializers.CharField(max_length=200, required=False, default="")
+        dataset = serializers.CharField(max_length=200, required=False, default="")
+        system = serializers.ListField(
+            child=serializers.CharField(max_length=200), required=False, default=list
+        )
+        run = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="A judge run (long, flask_review). flask_review default: the judge's "
+            "latest finished run.",
+        )
+
+        class Meta:
+            ref_name = "AnalyticsExportRequest"
+
+    @extend_schema(responses=ExportOutputSerializer(many=True))
+    def get(self, request, slug: str):
+        project = project_get_for_staff(request.user, slug)
+        jobs = export_list_for_project(project=project, limit=None)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(jobs, request, view=self)
+        return paginator.get_paginated_response(ExportOutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: ExportOutputSerializer, 400: OpenApiTypes.OBJECT},
+    )
+    def post(self, request, slug: str):
+        project = project_get_for_staff(request.user, slug)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        kind, fmt = data.pop("kind"), data.pop("format")
+        try:
+            job = export_job_create(
+                project=project, kind=kind, fmt=fmt, filters=data, requested_by=request.user
+            )
+        except ExportOptionsError as exc:
+            raise serializers.ValidationError(exc.errors)
+        return ApiResponse(ExportOutputSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class ExportDetailApi(APIView):
+    """One export job: its status, row count, error and links."""
+
+    @extend_schema(responses=ExportOutputSerializer)
+    def get(self, request, pk: int):
+        job = export_get_for_staff(request.user, pk)
+        return ApiResponse(ExportOutputSerializer(job).data)
+
+
+class ExportDownloadApi(APIView):
+    """The finished export's file, as an attachment; 409 while the job is not done."""
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 409: None})
+    def get(self, request, pk: int):
+        job = export_get_for_staff(request.user, pk)
+        response = export_file_response(job)
+        if response is None:
+            return ApiResponse(
+                {"detail": f"a {job.status} export has no file", "status": job.status},
+                status=status.HTTP_409_CONFLICT,
+            )
+        return response

@@ -1,0 +1,381 @@
+"""Reads of the score exports (analytics/exports.py): every score of a project as a stream
+of plain rows, the raters that become the wide table's columns, the rows of a FLASK review
+file, and the export jobs themselves.
+
+Why these queries are here and not in annotation.selectors / judging.selectors: the
+upstream selectors for analytics (`human_score_rows`, `judge_score_rows`) return whole
+lists of six columns for the report, while an export needs fifteen columns (rationale,
+time on task, rubric and prompt versions, timestamps) and must stream, with memory bound
+by a chunk and not by the project. They read the upstream tables through their models (the
+FK-level access the layering allows) with the same inclusion rules as those selectors, and
+are candidates to move upstream as `*_export_rows` selectors.
+
+Every row stream is ordered by (response id, skill id): integers, so the database and
+Python agree on the order and the three sources (campaign scores, judge scores, imported
+scores) merge into one ordered stream without sorting in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from django.db.models import Max, Q, QuerySet
+from django.shortcuts import get_object_or_404
+
+from analytics.models import ExportJob, ImportedScore, RaterKind
+from annotation.models import (
+    AssignmentKind,
+    AssignmentStatus,
+    HumanScore,
+    Project,
+    TaskKind,
+)
+from judging.access import project_get_for_staff
+from judging.models import (
+    JudgeConfig,
+    JudgeRun,
+    JudgeScore,
+    Judgment,
+    JudgmentStatus,
+    RunStatus,
+)
+
+#: Rows fetched per round trip of a streaming query (server-side cursor on PostgreSQL).
+#: 2,000 rows of about 20 short columns is a few hundred KB of Python objects.
+FETCH_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class ExportFilters:
+    """What an export narrows to, resolved to ids (analytics.exports.export_options_clean).
+
+    `judges` narrows judge rows only and `campaign_id` human rows only (judge and imported
+    rows of a campaign's export are narrowed to its dataset and systems instead, given as
+    `dataset_id` and `systems`)."""
+
+    skills: tuple[str, ...] = ()
+    rater_kind: str = ""  # "", "human" or "judge"
+    judges: tuple[str, ...] = ()
+    campaign_id: int | None = None
+    dataset_id: int | None = None
+    systems: tuple[str, ...] = ()
+    run_id: int | None = None
+
+    def wants(self, kind: str) -> bool:
+        return not self.rater_kind or self.rater_kind == kind
+
+
+class ScoreRow(NamedTuple):
+    """One score of the long table; `score` is None for N/A."""
+
+    response_id: int
+    skill_id: int
+    dataset: str
+    item: str
+    system: str
+    skill: str
+    rater: str
+    rater_kind: str
+    score: float | int | None
+    is_na: bool
+    rationale: str
+    time_on_task_ms: int | None
+    rubric_version: int | None
+    prompt_version: int | None
+    source: str
+    created_at: datetime
+    updated_at: datetime
+    sample: int | None
+
+
+def _narrowed(qs: QuerySet, f: ExportFilters, *, response: str = "response__") -> QuerySet:
+    if f.skills:
+        qs = qs.filter(skill__name__in=f.skills)
+    if f.dataset_id is not None:
+        qs = qs.filter(**{f"{response}item__dataset_id": f.dataset_id})
+    if f.systems:
+        qs = qs.filter(**{f"{response}model_name__in": f.systems})
+    return qs
+
+
+# --- campaign scores ------------------------------------------------------------------------------
+
+
+def human_scores_for_export(*, project: Project, filters: ExportFilters) -> QuerySet[HumanScore]:
+    """The project's accepted campaign scores, by the rules of annotation.selectors.
+    human_score_rows: normal tasks and assignments, submitted (gold items, attention checks
+    and hidden repeats are quality control, not data)."""
+    if not filters.wants(RaterKind.HUMAN):
+        return HumanScore.objects.none()
+    qs = HumanScore.objects.filter(
+        campaign__project=project,
+        assignment__kind=AssignmentKind.NORMAL,
+        assignment__task__kind=TaskKind.NORMAL,
+        assignment__status=AssignmentStatus.SUBMITTED,
+    )
+    if filters.campaign_id is not None:
+        qs = qs.filter(campaign_id=filters.campaign_id)
+    return _narrowed(qs, filters)
+
+
+def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iterator[ScoreRow]:
+    rows = (
+        human_scores_for_export(project=project, filters=filters)
+        .order_by("response_id", "skill_id", "annotator__username", "pk")
+        .values_list(
+            "response_id",
+            "skill_id",
+            "response__item__dataset__name",
+            "response__item__external_id",
+            "response__model_name",
+            "skill__name",
+            "annotator__username",
+            "score",
+            "is_na",
+            "rationale",
+            "time_ms",
+            "assignment__active_ms",
+            "rubric__version",
+            "campaign__name",
+            "created_at",
+            "updated_at",
+        )  # fmt: skip
+    )
+    for (response_id, skill_id, dataset, item, system, skill, rater, score, is_na, rationale,
+         time_ms, active_ms, rubric_version, campaign, created_at, updated_at,
+         ) in rows.iterator(chunk_size=FETCH_CHUNK):  # fmt: skip
+        yield ScoreRow(
+            response_id, skill_id, dataset, item, system, skill, rater, RaterKind.HUMAN.value,
+            None if is_na else score, is_na, rationale,
+            time_ms if time_ms is not None else active_ms, rubric_version, None,
+            f"campaign:{campaign}", created_at, updated_at, None,
+        )  # fmt: skip
+
+
+# --- judge scores ---------------------------------------------------------------------------------
+
+
+def latest_run_ids(*, project: Project, filters: ExportFilters) -> list[int]:
+    """Each judge's latest finished pointwise run per dataset: the runs the analytics report
+    reads (judging.selectors.judge_score_rows), hence the wide table's."""
+    runs = JudgeRun.objects.filter(
+        judge__project=project, status=RunStatus.DONE, pairwise_against=""
+    )
+    if filters.judges:
+        runs = runs.filter(judge__name__in=filters.judges)
+    if filters.dataset_id is not None:
+        runs = runs.filter(dataset_id=filters.dataset_id)
+    return list(
+        runs.values("judge_id", "dataset_id")
+        .annotate(run_id=Max("pk"))
+        .values_list("run_id", flat=True)
+        .order_by()
+    )
+
+
+def judge_scores_for_export(
+    *, project: Project, filters: ExportFilters, run_ids: list[int] | None = None
+) -> QuerySet[JudgeScore]:
+    """The project's judge scores, one per sample: of every pointwise run, or of `run_ids`."""
+    if not filters.wants(RaterKind.JUDGE):
+        return JudgeScore.objects.none()
+    qs = JudgeScore.objects.filter(run__judge__project=project, run__pairwise_against="")
+    if run_ids is not None:
+        qs = qs.filter(run_id__in=run_ids)
+    if filters.run_id is not None:
+        qs = qs.filter(run_id=filters.run_id)
+    if filters.judges:
+        qs = qs.filter(run__judge__name__in=filters.judges)
+    return _narrowed(qs, filters)
+
+
+def judge_score_export_rows(
+    *, project: Project, filters: ExportFilters, run_ids: list[int] | None = None
+) -> Iterator[ScoreRow]:
+    rows = (
+        judge_scores_for_export(project=project, filters=filters, run_ids=run_ids)
+        .order_by("response_id", "skill_id", "run__judge__name", "run_id",
+                  "judgment__sample_index", "pk")
+        .values_list(
+            "response_id", "skill_id", "response__item__dataset__name",
+            "response__item__external_id", "response__model_name", "skill__name",
+            "run__judge__name", "score", "is_na", "feedback", "judgment__latency_ms",
+            "rubric__version", "judgment__prompt_template__version", "run_id",
+            "judgment__created_at", "judgment__updated_at", "judgment__sample_index",
+        )
+    )  # fmt: skip
+    for (response_id, skill_id, dataset, item, system, skill, rater, score, is_na, feedback,
+         latency_ms, rubric_version, prompt_version, run_id, created_at, updated_at, sample,
+         ) in rows.iterator(chunk_size=FETCH_CHUNK):  # fmt: skip
+        yield ScoreRow(
+            response_id, skill_id, dataset, item, system, skill, rater, RaterKind.JUDGE.value,
+            None if is_na else score, is_na, feedback, latency_ms, rubric_version,
+            prompt_version, f"run:{run_id}", created_at, updated_at, sample,
+        )  # fmt: skip
+
+
+# --- imported scores ------------------------------------------------------------------------------
+
+
+def imported_scores_for_export(
+    *, project: Project, filters: ExportFilters
+) -> QuerySet[ImportedScore]:
+    """Scores brought in with `import_scores`. A campaign's export leaves out imported human
+    scores (they are not the campaign's); `judges` narrows the imported judge rows."""
+    qs = ImportedScore.objects.filter(project=project)
+    if filters.rater_kind:
+        qs = qs.filter(rater_kind=filters.rater_kind)
+    if filters.campaign_id is not None:
+        qs = qs.filter(rater_kind=RaterKind.JUDGE)
+    if filters.judges:
+        qs = qs.filter(Q(rater_kind=RaterKind.HUMAN) | Q(rater__in=filters.judges))
+    if filters.run_id is not None:  # one judge run asked for: no imported judge rows
+        qs = qs.filter(rater_kind=RaterKind.HUMAN)
+    return _narrowed(qs, filters)
+
+
+def imported_score_export_rows(*, project: Project, filters: ExportFilters) -> Iterator[ScoreRow]:
+    rows = (
+        imported_scores_for_export(project=project, filters=filters)
+        .order_by("response_id", "skill_id", "rater_kind", "rater", "pk")
+        .values_list(
+            "response_id", "skill_id", "response__item__dataset__name",
+            "response__item__external_id", "response__model_name", "skill__name", "rater",
+            "rater_kind", "value", "is_na", "rationale", "batch_id", "batch__created_at",
+            "batch__updated_at",
+        )
+    )  # fmt: skip
+    for (response_id, skill_id, dataset, item, system, skill, rater, kind, value, is_na,
+         rationale, batch_id, created_at, updated_at,
+         ) in rows.iterator(chunk_size=FETCH_CHUNK):  # fmt: skip
+        yield ScoreRow(
+            response_id, skill_id, dataset, item, system, skill, rater, kind, value, is_na,
+            rationale, None, None, None, f"import:{batch_id}", created_at, updated_at, None,
+        )  # fmt: skip
+
+
+# --- the wide table's columns ---------------------------------------------------------------------
+
+
+def raters_for_export(
+    *, project: Project, filters: ExportFilters, run_ids: list[int]
+) -> tuple[list[str], list[str]]:
+    """(annotators, judges), each sorted: the raters with at least one score in the export.
+    An imported rater joins the annotator or judge of the same name (as in the report)."""
+    humans = set(
+        human_scores_for_export(project=project, filters=filters)
+        .values_list("annotator__username", flat=True)
+        .distinct()
+        .order_by()
+    )
+    judges = set(
+        judge_scores_for_export(project=project, filters=filters, run_ids=run_ids)
+        .values_list("run__judge__name", flat=True)
+        .distinct()
+        .order_by()
+    )
+    imported = (
+        imported_scores_for_export(project=project, filters=filters)
+        .values_list("rater_kind", "rater")
+        .distinct()
+        .order_by()
+    )
+    for kind, rater in imported:
+        (humans if kind == RaterKind.HUMAN else judges).add(rater)
+    return sorted(humans), sorted(judges)
+
+
+def judge_names_for_export(*, project: Project) -> list[str]:
+    """The project's judges and the raters of its imported judge scores, sorted."""
+    names = set(JudgeConfig.objects.filter(project=project).values_list("name", flat=True))
+    names |= set(
+        ImportedScore.objects.filter(project=project, rater_kind=RaterKind.JUDGE)
+        .values_list("rater", flat=True)
+        .distinct()
+        .order_by()
+    )
+    return sorted(names)
+
+
+# --- FLASK review files ---------------------------------------------------------------------------
+
+
+class ReviewLine(NamedTuple):
+    item: str
+    system: str
+    instruction: str
+    reference: str
+    response: str
+    review: str
+    total_tokens: int | None
+    scores: list[tuple[str, int | None]]  # (skill name, score or None for N/A), in skill order
+
+
+def flask_review_lines(
+    *, run_id: int, filters: ExportFilters, chunk_size: int = FETCH_CHUNK
+) -> Iterator[ReviewLine]:
+    """One line per judged response of a run: its first judgment that got an answer (a
+    call that failed has no review). A judgment whose answer could not be read has no
+    scores. Scores are read per chunk of judgments, so memory holds one chunk."""
+    judgments = Judgment.objects.filter(run_id=run_id).exclude(status=JudgmentStatus.FAILED)
+    if filters.systems:
+        judgments = judgments.filter(response__model_name__in=filters.systems)
+    rows = judgments.order_by("response_id", "sample_index").values_list(
+        "pk", "response_id", "response__item__external_id", "response__model_name",
+        "response__item__instruction", "response__item__reference_answer", "response__text",
+        "raw_output", "prompt_tokens", "completion_tokens", "request__total_tokens",
+    )  # fmt: skip
+    batch: list[tuple] = []
+    last_response = None
+    for row in rows.iterator(chunk_size=chunk_size):
+        if row[1] == last_response:
+            continue  # a later sample of the same response
+        last_response = row[1]
+        batch.append(row)
+        if len(batch) >= chunk_size:
+            yield from _review_batch(batch, filters)
+            batch = []
+    if batch:
+        yield from _review_batch(batch, filters)
+
+
+def _review_batch(batch: list[tuple], filters: ExportFilters) -> Iterator[ReviewLine]:
+    scores = JudgeScore.objects.filter(judgment_id__in=[row[0] for row in batch])
+    if filters.skills:
+        scores = scores.filter(skill__name__in=filters.skills)
+    by_judgment: dict[int, list[tuple[str, int | None]]] = {}
+    for judgment_id, skill, score, is_na in scores.order_by(
+        "judgment_id", "skill__order", "skill__name"
+    ).values_list("judgment_id", "skill__name", "score", "is_na"):
+        by_judgment.setdefault(judgment_id, []).append((skill, None if is_na else score))
+    for (pk, _, item, system, instruction, reference, response, review, prompt_tokens,
+         completion_tokens, imported_tokens) in batch:  # fmt: skip
+        if isinstance(imported_tokens, int) and not isinstance(imported_tokens, bool):
+            tokens: int | None = imported_tokens
+        else:
+            tokens = (prompt_tokens + completion_tokens) or None
+        yield ReviewLine(
+            item, system, instruction, reference, response, review, tokens,
+            by_judgment.get(pk, []),
+        )  # fmt: skip
+
+
+# --- export jobs ----------------------------------------------------------------------------------
+
+
+def export_list_for_project(*, project: Project, limit: int | None = 50) -> QuerySet[ExportJob]:
+    jobs = ExportJob.objects.filter(project=project).select_related("requested_by")
+    jobs = jobs.order_by("-created_at", "-pk")
+    return jobs[:limit] if limit is not None else jobs
+
+
+def export_get_for_staff(user, pk: int) -> ExportJob:
+    """The export job, if `user` is an admin or researcher of its project: 404 for unknown
+    ids and non-members, 403 for annotators (exports hold judge scores and every
+    annotator's scores). Pre-joins the project and the requester."""
+    job = get_object_or_404(ExportJob.objects.select_related("project", "requested_by"), pk=pk)
+    project_get_for_staff(user, job.project.slug)
+    return job

@@ -1,0 +1,624 @@
+"""Exports of a project's scores (docs/EXPORTS.md): the formats, written as a stream of text
+chunks, and the export job (ExportJob) that writes one to a file in the background.
+
+Contract
+- One writer for every entry point: the Celery task, the pages, the API and the
+  `export_scores` command all stream through `ScoreExport.chunks()`, whose memory is bound by
+  one chunk of rows (the queries run on server-side cursors), not by the export.
+- Options are checked before a job exists: `export_options_clean` resolves every filter
+  against the project and raises ExportOptionsError with the problems per field.
+- Jobs are claimed pending -> running by a conditional UPDATE, so a redelivered task finds
+  the job claimed and does nothing; finishing is conditional too, so a late success never
+  overwrites a recorded failure. A crash marks the job failed with the error.
+- The file is written to a temporary file first and saved to storage only when complete;
+  the job points at it only once it is saved, so a half-written export is never served.
+- One snapshot: on PostgreSQL an export reads in one REPEATABLE READ, READ ONLY
+  transaction, so scores submitted meanwhile cannot make its sources disagree.
+- CSV cells are protected against formula injection (`csv_safe`); JSONL is left as is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import heapq
+import io
+import json
+import logging
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import chain, groupby
+from typing import IO, Any
+
+from django.core.exceptions import SuspiciousFileOperation
+from django.core.files import File
+from django.db import connection, transaction
+from django.utils import timezone
+from django.utils.text import get_valid_filename
+
+from analytics.export_selectors import (
+    ExportFilters,
+    ReviewLine,
+    ScoreRow,
+    flask_review_lines,
+    human_score_export_rows,
+    imported_score_export_rows,
+    judge_score_export_rows,
+    latest_run_ids,
+    raters_for_export,
+)
+from analytics.models import (
+    ExportFormat,
+    ExportJob,
+    ExportKind,
+    ExportStatus,
+    ImportedScore,
+    RaterKind,
+)
+from analytics.tasks import export_run_task
+from annotation.models import Campaign, Dataset, Project, Response
+from annotation.selectors import skill_list_for_project
+from flaskweb.db import is_postgres
+from judging.models import JudgeConfig, JudgeRun, RunStatus
+
+logger = logging.getLogger(__name__)
+
+#: Rows per chunk handed to the caller (and written to the file at once).
+CHUNK_ROWS = 2000
+#: Unfinished (pending or running) exports a project may have at a time.
+MAX_ACTIVE_EXPORTS = 5
+
+LONG_COLUMNS = (
+    "project", "dataset", "item", "system", "skill", "rater", "rater_kind", "score", "is_na",
+    "rationale", "time_on_task_ms", "rubric_version", "prompt_version", "source",
+    "created_at", "updated_at", "sample",
+)  # fmt: skip
+WIDE_COLUMNS = ("dataset", "item", "system", "skill")
+NA = "N/A"
+
+#: The formats each kind is written in; the first is the default.
+FORMATS_OF = {
+    ExportKind.LONG: (ExportFormat.CSV, ExportFormat.JSONL),
+    ExportKind.WIDE: (ExportFormat.CSV,),
+    ExportKind.FLASK_REVIEW: (ExportFormat.JSONL,),
+}
+CONTENT_TYPES = {
+    ExportFormat.CSV: "text/csv; charset=utf-8",
+    ExportFormat.JSONL: "application/x-ndjson; charset=utf-8",
+}
+FILTER_KEYS = ("skill", "rater_kind", "judge", "campaign", "dataset", "system", "run")
+_LIST_FILTERS = ("skill", "judge", "system")
+
+#: What a spreadsheet would read as the start of a formula (OWASP "CSV injection").
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text, never evaluates: a string starting with =, +,
+    -, @, a tab or a carriage return gets a leading apostrophe. Numbers (a score, -0.5
+    included) and everything else are returned untouched."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def _number(value: float | int | None) -> float | int | None:
+    """4.0 -> 4: imported and averaged scores read like the 1-5 integers of campaigns."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# --- options ------------------------------------------------------------------------------------
+
+
+class ExportOptionsError(ValueError):
+    """An export asked for with options that cannot work; `errors` maps each field (kind,
+    format, skill, rater_kind, judge, campaign, dataset, system, run, filters or
+    non_field_errors) to its messages."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        super().__init__(
+            "; ".join(f"{name}: {' '.join(messages)}" for name, messages in errors.items())
+        )
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    project: Project
+    kind: str
+    fmt: str
+    filters: ExportFilters
+    stored: dict[str, Any]  # the filters as given, resolved (what ExportJob.filters keeps)
+
+    @property
+    def content_type(self) -> str:
+        return CONTENT_TYPES[ExportFormat(self.fmt)]
+
+    @property
+    def download_name(self) -> str:
+        return download_name(
+            project_slug=self.project.slug, kind=self.kind, fmt=self.fmt, filters=self.stored
+        )
+
+
+def download_name(*, project_slug: str, kind: str, fmt: str, filters: Mapping[str, Any]) -> str:
+    """The file name a download is offered under. A FLASK review file of one system is
+    named as the FLASK scripts name theirs, `<system>_review.jsonl`: the judge-output
+    import reads the judged model from that name."""
+    if kind == ExportKind.FLASK_REVIEW:
+        systems, judges = filters.get("system") or [], filters.get("judge") or ["judge"]
+        if len(systems) == 1:
+            name = f"{systems[0]}_review.jsonl"
+        else:
+            name = f"{judges[0]}-run{filters.get('run')}-reviews.jsonl"
+    else:
+        name = f"{project_slug}-scores-{kind}.{fmt}"
+    try:
+        return get_valid_filename(name)
+    except SuspiciousFileOperation:
+        return f"export.{fmt}"
+
+
+def _names(value: Any) -> list[str]:
+    """A filter's names: a string or a list of strings, trimmed, blanks and repeats dropped."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    names: list[str] = []
+    for item in items:
+        text = str(item).strip()
+        if text and text not in names:
+            names.append(text)
+    return names
+
+
+def export_options_clean(
+    *, project: Project, kind: str, fmt: str = "", filters: Mapping[str, Any] | None = None
+) -> ExportOptions:
+    """Check an export's kind, format and filters against the project and resolve them.
+    Raises ExportOptionsError with every problem, per field."""
+    errors: dict[str, list[str]] = {}
+
+    def bad(name: str, message: str) -> None:
+        errors.setdefault(name, []).append(message)
+
+    raw = dict(filters or {})
+    unknown = sorted(set(raw) - set(FILTER_KEYS))
+    if unknown:
+        bad("filters", f"unknown filter(s): {', '.join(unknown)} (known: {', '.join(FILTER_KEYS)})")
+    if kind not in ExportKind.values:
+        bad("kind", f"{kind!r} is not one of {', '.join(ExportKind.values)}")
+        raise ExportOptionsError(errors)
+    kind = ExportKind(kind)
+    fmt = fmt or FORMATS_OF[kind][0]
+    if fmt not in FORMATS_OF[kind]:
+        allowed = " or ".join(str(f) for f in FORMATS_OF[kind])
+        bad("format", f"a {kind} export is written as {allowed}, not {fmt!r}")
+
+    skills = _names(raw.get("skill"))
+    judges = _names(raw.get("judge"))
+    systems = _names(raw.get("system"))
+    rater_kind = str(raw.get("rater_kind") or "").strip()
+    campaign_name = str(raw.get("campaign") or "").strip()
+    dataset_name = str(raw.get("dataset") or "").strip()
+    run_id = raw.get("run")
+
+    if skills:
+        known = set(skill_list_for_project(project=project).values_list("name", flat=True))
+        missing = [s for s in skills if s not in known]
+        if missing:
+            bad("skill", f"not a skill of the project: {', '.join(missing)}")
+    if rater_kind not in ("", *RaterKind.values):
+        bad("rater_kind", f"{rater_kind!r} is not one of {', '.join(RaterKind.values)}")
+    if judges:
+        known = set(
+            JudgeConfig.objects.filter(project=project, name__in=judges).values_list(
+                "name", flat=True
+            )
+        ) | set(
+            ImportedScore.objects.filter(
+                project=project, rater_kind=RaterKind.JUDGE, rater__in=judges
+            ).values_list("rater", flat=True)
+        )
+        missing = [j for j in judges if j not in known]
+        if missing:
+            bad("judge", f"not a judge of the project: {', '.join(missing)}")
+
+    campaign = dataset = None
+    if campaign_name:
+        campaign = Campaign.objects.filter(project=project, name=campaign_name).first()
+        if campaign is None:
+            bad("campaign", f"the project has no campaign {campaign_name!r}")
+    if dataset_name:
+        dataset = Dataset.objects.filter(project=project, name=dataset_name).first()
+        if dataset is None:
+            bad("dataset", f"the project has no dataset {dataset_name!r}")
+    if campaign is not None and dataset is not None and campaign.dataset_id != dataset.pk:
+        bad("campaign", f"campaign {campaign.name!r} scores another dataset than {dataset.name!r}")
+    missing = [
+        s
+        for s in systems
+        if not Response.objects.filter(item__dataset__project=project, model_name=s).exists()
+    ]
+    if missing:
+        bad("system", f"no response of the project is by {', '.join(missing)}")
+    dataset_id = dataset.pk if dataset is not None else None
+    if campaign is not None:
+        dataset_id = campaign.dataset_id
+
+    run = None
+    if run_id not in (None, ""):
+        try:
+            run = JudgeRun.objects.select_related("judge").get(
+                pk=int(run_id), judge__project=project, pairwise_against=""
+            )
+        except (TypeError, ValueError, JudgeRun.DoesNotExist):
+            bad("run", f"the project has no pointwise judge run {run_id!r}")
+        if kind == ExportKind.WIDE:
+            bad("run", "a wide table reads each judge's latest finished run; no run is chosen")
+    if kind == ExportKind.FLASK_REVIEW and "judge" not in errors:
+        run = _review_run(project, judges, run, dataset_id, rater_kind, bad)
+
+    effective_systems = tuple(systems)
+    if campaign is not None and campaign.model_names:
+        # a campaign that names its systems covers only their responses
+        effective_systems = tuple(s for s in systems or campaign.model_names
+                                  if s in campaign.model_names)  # fmt: skip
+        if not effective_systems:
+            bad("system", f"campaign {campaign.name!r} scores only "
+                          f"{', '.join(campaign.model_names)}")  # fmt: skip
+    if errors:
+        raise ExportOptionsError(errors)
+    stored = {
+        "skill": skills,
+        "rater_kind": rater_kind,
+        "judge": judges,
+        "campaign": campaign_name,
+        "dataset": dataset_name,
+        "system": systems,
+        "run": run.pk if run is not None else None,
+    }
+    resolved = ExportFilters(
+        skills=tuple(skills),
+        rater_kind=rater_kind,
+        judges=tuple(judges),
+        campaign_id=campaign.pk if campaign is not None else None,
+        dataset_id=dataset_id,
+        systems=effective_systems,
+        run_id=run.pk if run is not None else None,
+    )
+    return ExportOptions(
+        project=project,
+        kind=kind,
+        fmt=fmt,
+        filters=resolved,
+        stored={k: v for k, v in stored.items() if v not in ("", [], None)},
+    )
+
+
+def _review_run(project, judges, run, dataset_id, rater_kind, bad) -> JudgeRun | None:
+    """The run a FLASK review file is written from: the one asked for, or the judge's
+    latest finished pointwise run (on the dataset asked for)."""
+    if len(judges) != 1:
+        bad("judge", "a FLASK review file holds one judge's reviews: name exactly one judge")
+        return None
+    if rater_kind == RaterKind.HUMAN:
+        bad("rater_kind", "a FLASK review file holds judge reviews, not human scores")
+    judge = JudgeConfig.objects.filter(project=project, name=judges[0]).first()
+    if judge is None:
+        bad("judge", f"{judges[0]!r} is a rater of imported scores, not a judge with runs; "
+                     "export its scores as a long table")  # fmt: skip
+        return None
+    if run is not None:
+        if run.judge_id != judge.pk:
+            bad("run", f"run {run.pk} is not a run of judge {judge.name!r}")
+        return run
+    runs = JudgeRun.objects.filter(judge=judge, status=RunStatus.DONE, pairwise_against="")
+    if dataset_id is not None:
+        runs = runs.filter(dataset_id=dataset_id)
+    latest = runs.order_by("-pk").first()
+    if latest is None:
+        bad("judge", f"judge {judge.name!r} has no finished pointwise run"
+                     + (" on that dataset" if dataset_id is not None else ""))  # fmt: skip
+    return latest
+
+
+# --- the writer -----------------------------------------------------------------------------------
+
+
+def _row_key(row: ScoreRow) -> tuple[int, int]:
+    return row.response_id, row.skill_id
+
+
+class ScoreExport:
+    """One export, written as text chunks of `chunk_rows` rows each (the CSV header goes
+    with the first). `rows` counts the data rows yielded so far."""
+
+    def __init__(self, options: ExportOptions, *, chunk_rows: int = CHUNK_ROWS) -> None:
+        self.options = options
+        self.chunk_rows = chunk_rows
+        self.rows = 0
+
+    def chunks(self) -> Iterator[str]:
+        kind, fmt = self.options.kind, self.options.fmt
+        if kind == ExportKind.FLASK_REVIEW:
+            return self._jsonl(self._review_objects())
+        if kind == ExportKind.WIDE:
+            header, rows = self._wide_table()
+            return self._csv(header, rows)
+        if fmt == ExportFormat.JSONL:
+            return self._jsonl(self._long_object(row) for row in self._score_rows())
+        return self._csv(LONG_COLUMNS, (self._long_cells(row) for row in self._score_rows()))
+
+    # --- framing
+
+    def _csv(self, header, rows) -> Iterator[str]:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([csv_safe(cell) for cell in header])
+        pending = 0
+        for row in rows:
+            writer.writerow([csv_safe(cell) for cell in row])
+            self.rows += 1
+            pending += 1
+            if pending >= self.chunk_rows:
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+                pending = 0
+        if buffer.tell():
+            yield buffer.getvalue()
+
+    def _jsonl(self, objects) -> Iterator[str]:
+        lines: list[str] = []
+        for obj in objects:
+            lines.append(json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n")
+            self.rows += 1
+            if len(lines) >= self.chunk_rows:
+                yield "".join(lines)
+                lines = []
+        if lines:
+            yield "".join(lines)
+
+    # --- long
+
+    def _score_rows(self) -> Iterator[ScoreRow]:
+        project, f = self.options.project, self.options.filters
+        return heapq.merge(
+            human_score_export_rows(project=project, filters=f),
+            judge_score_export_rows(project=project, filters=f),
+            imported_score_export_rows(project=project, filters=f),
+            key=_row_key,
+        )
+
+    def _long_values(self, row: ScoreRow) -> list[Any]:
+        return [
+            self.options.project.slug, row.dataset, row.item, row.system, row.skill, row.rater,
+            row.rater_kind, _number(row.score), row.is_na, row.rationale, row.time_on_task_ms,
+            row.rubric_version, row.prompt_version, row.source, _iso(row.created_at),
+            _iso(row.updated_at), row.sample,
+        ]  # fmt: skip
+
+    def _long_cells(self, row: ScoreRow) -> list[Any]:
+        values = self._long_values(row)
+        values[8] = "true" if row.is_na else "false"
+        return values
+
+    def _long_object(self, row: ScoreRow) -> dict[str, Any]:
+        return dict(zip(LONG_COLUMNS, self._long_values(row), strict=True))
+
+    # --- wide
+
+    def _wide_table(self) -> tuple[list[str], Iterator[list[Any]]]:
+        project, f = self.options.project, self.options.filters
+        run_ids = latest_run_ids(project=project, filters=f)
+        humans, judges = raters_for_export(project=project, filters=f, run_ids=run_ids)
+        columns = [(RaterKind.HUMAN.value, h) for h in humans]
+        columns += [(RaterKind.JUDGE.value, j) for j in judges]
+        index = {column: i for i, column in enumerate(columns)}
+        header = [*WIDE_COLUMNS, *(f"{kind}:{name}" for kind, name in columns)]
+        stream = heapq.merge(
+            human_score_export_rows(project=project, filters=f),
+            judge_score_export_rows(project=project, filters=f, run_ids=run_ids),
+            imported_score_export_rows(project=project, filters=f),
+            key=_row_key,
+        )
+
+        def rows() -> Iterator[list[Any]]:
+            for _, group in groupby(stream, key=_row_key):
+                first = next(group)
+                # per column: [sum of values, number of values, number of N/A]
+                acc: dict[int, list] = {}
+                for row in chain((first,), group):
+                    cell = acc.setdefault(index[(row.rater_kind, row.rater)], [0, 0, 0])
+                    if row.is_na:
+                        cell[2] += 1
+                    else:
+                        cell[0] += row.score
+                        cell[1] += 1
+                cells = [_wide_cell(acc.get(i)) for i in range(len(columns))]
+                yield [first.dataset, first.item, first.system, first.skill, *cells]
+
+        return header, rows()
+
+    # --- FLASK review
+
+    def _review_objects(self) -> Iterator[dict[str, Any]]:
+        f = self.options.filters
+        for line in flask_review_lines(run_id=f.run_id, filters=f, chunk_size=self.chunk_rows):
+            yield _review_object(line)
+
+
+def _wide_cell(acc: list | None) -> Any:
+    """A rater's cell: the score; the mean of several (k judge samples, or one person in two
+    campaigns), N/A left out; N/A when every one was N/A; empty when not scored."""
+    if acc is None:
+        return None
+    total, count, na = acc
+    if count:
+        return _number(total / count if count > 1 else total)
+    return NA if na else None
+
+
+def _review_object(line: ReviewLine) -> dict[str, Any]:
+    """One line of a FLASK review file, as judging.output_imports reads it."""
+    obj: dict[str, Any] = {
+        "question_id": line.item,
+        "model_id": line.system,
+        "text": line.instruction,
+        "answer": line.reference,
+        "metrics": [skill for skill, _ in line.scores],
+        "target_txt": line.response,
+        "review": line.review,
+        "score": {skill: NA if score is None else score for skill, score in line.scores},
+    }
+    if line.total_tokens is not None:
+        obj["total_tokens_step4"] = line.total_tokens
+    return obj
+
+
+@contextlib.contextmanager
+def export_snapshot() -> Iterator[None]:
+    """Read an export in one consistent snapshot (PostgreSQL: REPEATABLE READ, READ ONLY).
+    Inside a caller's transaction (tests) the caller's transaction is the snapshot."""
+    if connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        if is_postgres():
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
+def export_write(options: ExportOptions, out: IO[bytes], *, chunk_rows: int = CHUNK_ROWS) -> int:
+    """Write an export to a binary stream, UTF-8; returns the number of data rows."""
+    export = ScoreExport(options, chunk_rows=chunk_rows)
+    with export_snapshot():
+        for chunk in export.chunks():
+            out.write(chunk.encode("utf-8"))
+    return export.rows
+
+
+# --- jobs -----------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def export_job_create(
+    *,
+    project: Project,
+    kind: str,
+    fmt: str = "",
+    filters: Mapping[str, Any] | None = None,
+    requested_by=None,
+    enqueue: bool = True,
+) -> ExportJob:
+    """Check the options and create the job (pending); the export runs in the background,
+    enqueued on commit. Raises ExportOptionsError, having created nothing."""
+    options = export_options_clean(project=project, kind=kind, fmt=fmt, filters=filters)
+    # Counted under a lock on the project row, so two requests cannot both pass the cap.
+    Project.objects.select_for_update(no_key=True).filter(pk=project.pk).first()
+    active = ExportJob.objects.filter(
+        project=project, status__in=[ExportStatus.PENDING, ExportStatus.RUNNING]
+    ).count()
+    if active >= MAX_ACTIVE_EXPORTS:
+        raise ExportOptionsError(
+            {
+                "non_field_errors": [
+                    f"the project has {active} exports waiting or running; ask again "
+                    "when one has finished"
+                ]
+            }
+        )
+    job = ExportJob(
+        project=project,
+        requested_by=requested_by,
+        kind=options.kind,
+        format=options.fmt,
+        filters=options.stored,
+    )
+    job.full_clean()
+    job.save()
+    if enqueue:
+        transaction.on_commit(lambda: export_run_task.delay(job.pk))
+    return job
+
+
+def export_job_claim(*, job_id: int) -> ExportJob | None:
+    """pending -> running, by conditional update; None if another worker won or it is done."""
+    won = ExportJob.objects.filter(pk=job_id, status=ExportStatus.PENDING).update(
+        status=ExportStatus.RUNNING, started_at=timezone.now()
+    )
+    return ExportJob.objects.select_related("project").get(pk=job_id) if won else None
+
+
+def export_job_run(*, job_id: int) -> ExportJob | None:
+    """Claim and run an export job to done (its file saved) or failed (with the error).
+    Returns None when the job is missing or was claimed already (a redelivered task)."""
+    job = export_job_claim(job_id=job_id)
+    if job is None:
+        return None
+    try:
+        options = export_options_clean(
+            project=job.project, kind=job.kind, fmt=job.format, filters=job.filters
+        )
+        with tempfile.TemporaryFile() as tmp:
+            rows = export_write(options, tmp)
+            tmp.seek(0)
+            stored_name = f"{job.project.slug}-{job.kind}-{job.pk}.{job.format}"
+            job.file.save(stored_name, File(tmp, name=stored_name), save=False)
+    except Exception as exc:  # a soft time limit included: record why, never leave it running
+        logger.exception("export %s failed", job.pk)
+        error = str(exc) if isinstance(exc, ExportOptionsError) else f"{type(exc).__name__}: {exc}"
+        ExportJob.objects.filter(pk=job.pk, status=ExportStatus.RUNNING).update(
+            status=ExportStatus.FAILED, error=error[:5000], finished_at=timezone.now()
+        )
+    else:
+        won = ExportJob.objects.filter(pk=job.pk, status=ExportStatus.RUNNING).update(
+            status=ExportStatus.DONE, file=job.file.name, rows=rows, finished_at=timezone.now()
+        )
+        if not won:  # failed meanwhile (stale-job check): the file belongs to no job
+            job.file.storage.delete(job.file.name)
+    job.refresh_from_db()
+    return job
+
+
+def export_jobs_fail_stale(*, older_than_seconds: int) -> int:
+    """Mark exports stuck in running (their worker died) as failed. Returns how many."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    return ExportJob.objects.filter(status=ExportStatus.RUNNING, started_at__lt=cutoff).update(
+        status=ExportStatus.FAILED,
+        error="the export stopped responding (worker lost) and was marked failed",
+        finished_at=timezone.now(),
+    )
+
+
+@dataclass(frozen=True)
+class ExportDownload:
+    file: IO[bytes]
+    name: str
+    content_type: str
+
+
+def export_file_open(*, job: ExportJob) -> ExportDownload | None:
+    """A finished export's file, opened, with the name and type it is offered under; None
+    while the job is not done."""
+    if job.status != ExportStatus.DONE or not job.file:
+        return None
+    return ExportDownload(
+        file=job.file.open("rb"),
+        name=download_name(
+            project_slug=job.project.slug, kind=job.kind, fmt=job.format, filters=job.filters
+        ),
+        content_type=CONTENT_TYPES[ExportFormat(job.format)],
+    )

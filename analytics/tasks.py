@@ -1,0 +1,34 @@
+"""Celery tasks of the analytics app: thin adapters that call one service."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+logger = logging.getLogger(__name__)
+
+#: A running export older than this lost its worker (the hard time limit is 3,500 s).
+EXPORT_STALE_SECONDS = 2 * 3600
+
+
+@shared_task(soft_time_limit=3300, time_limit=3500)
+def export_run_task(job_id: int) -> None:
+    """Write export `job_id` to its file. Idempotent: the job is claimed pending -> running
+    by a conditional update, so a redelivered message finds it claimed and returns. Enqueues
+    nothing. Not retried: a failed export is recorded on the job row (with the error) and
+    asked for again by a new job. Routed to the `imports` queue, off the default queue where
+    the per-minute lease expiry runs."""
+    from analytics.exports import export_job_run
+
+    if export_job_run(job_id=job_id) is None:
+        logger.info("export %s is missing or already claimed; nothing to do", job_id)
+
+
+@shared_task
+def export_jobs_health_check_task() -> int:
+    """Fail exports stuck in `running` for longer than EXPORT_STALE_SECONDS (their worker
+    died). Idempotent (a conditional update); meant for beat, every 10 minutes."""
+    from analytics.exports import export_jobs_fail_stale
+
+    return export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
