@@ -603,6 +603,22 @@ def export_jobs_fail_stale(*, older_than_seconds: int) -> int:
     )
 
 
+def export_files_expire(*, older_than_days: int) -> int:
+    """Delete the files of exports finished more than `older_than_days` ago and mark them
+    expired (the row stays: who exported what, when). Returns how many."""
+    cutoff = timezone.now() - timezone.timedelta(days=older_than_days)
+    expired = 0
+    for job in ExportJob.objects.filter(status=ExportStatus.DONE, finished_at__lt=cutoff):
+        claimed = ExportJob.objects.filter(pk=job.pk, status=ExportStatus.DONE).update(
+            status=ExportStatus.EXPIRED, error=f"the file was deleted after {older_than_days} days"
+        )
+        if claimed and job.file:
+            job.file.delete(save=False)
+            ExportJob.objects.filter(pk=job.pk).update(file="")
+        expired += claimed
+    return expired
+
+
 @dataclass(frozen=True)
 class ExportDownload:
     file: IO[bytes]

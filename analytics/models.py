@@ -145,6 +145,7 @@ class ExportStatus(models.TextChoices):
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+    EXPIRED = "expired", "Expired (file deleted)"
 
 
 class ExportJob(TimestampedModel):

@@ -28,7 +28,11 @@ def export_run_task(job_id: int) -> None:
 @shared_task
 def export_jobs_health_check_task() -> int:
     """Fail exports stuck in `running` for longer than EXPORT_STALE_SECONDS (their worker
-    died). Idempotent (a conditional update); meant for beat, every 10 minutes."""
-    from analytics.exports import export_jobs_fail_stale
+    died) and delete the files of exports older than FLASKWEB_EXPORT_RETENTION_DAYS.
+    Idempotent (conditional updates); run by beat every 10 minutes."""
+    from django.conf import settings
 
-    return export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
+    from analytics.exports import export_files_expire, export_jobs_fail_stale
+
+    failed = export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
+    return failed + export_files_expire(older_than_days=settings.FLASKWEB_EXPORT_RETENTION_DAYS)

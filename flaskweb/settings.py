@@ -193,6 +193,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.uploads_health_check_task",
         "schedule": crontab(minute="*/5"),
     },
+    # Exports whose worker died are failed; export files past their retention are deleted.
+    "export-jobs-health-check": {
+        "task": "analytics.tasks.export_jobs_health_check_task",
+        "schedule": crontab(minute="*/10"),
+    },
 }
 
 # --- Auth, i18n, static, media --------------------------------------------------------------
@@ -229,6 +234,8 @@ STORAGES = {
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Largest dataset file accepted through the web or the API (the CLI has no limit).
+# Export files are deleted this many days after they were made (the job row stays).
+FLASKWEB_EXPORT_RETENTION_DAYS = env_int("FLASKWEB_EXPORT_RETENTION_DAYS", 7)
 FLASKWEB_MAX_UPLOAD_BYTES = env_int("FLASKWEB_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 # Longest single line (JSONL) or record (CSV) accepted in an import file.
 FLASKWEB_MAX_LINE_BYTES = env_int("FLASKWEB_MAX_LINE_BYTES", 4 * 1024 * 1024)

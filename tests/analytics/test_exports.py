@@ -12,6 +12,7 @@ import json
 import types
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -29,6 +30,7 @@ from analytics.exports import (
     ExportOptionsError,
     ScoreExport,
     csv_safe,
+    export_files_expire,
     export_job_create,
     export_job_run,
     export_jobs_fail_stale,
@@ -490,6 +492,22 @@ def test_a_missing_job_is_a_no_op_and_stale_running_jobs_fail(scored):
     assert export_jobs_fail_stale(older_than_seconds=60) == 1
     job.refresh_from_db()
     assert job.status == ExportStatus.FAILED and "worker lost" in job.error
+
+
+def test_export_files_are_deleted_after_their_retention(scored):
+    old = export_job_run(job_id=export_job_create(project=scored.project, kind="long",
+                                                  enqueue=False).pk)  # fmt: skip
+    new = export_job_run(job_id=export_job_create(project=scored.project, kind="wide",
+                                                  enqueue=False).pk)  # fmt: skip
+    path = old.file.path
+    ExportJob.objects.filter(pk=old.pk).update(finished_at=T0)
+    assert export_files_expire(older_than_days=7) == 1
+    old.refresh_from_db()
+    new.refresh_from_db()
+    assert old.status == ExportStatus.EXPIRED and not old.file and "7 days" in old.error
+    assert not Path(path).exists()
+    assert new.status == ExportStatus.DONE and Path(new.file.path).exists()
+    assert export_files_expire(older_than_days=7) == 0  # idempotent
 
 
 def test_a_project_has_a_bounded_number_of_waiting_exports(scored):
