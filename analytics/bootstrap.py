@@ -26,10 +26,12 @@ from scipy import sparse
 
 CONFIDENCE = 0.95
 _CELLS_PER_CHUNK = 2_000_000  # floats held at once per chunk of resamples
-#: A statistic's item sums are multiplied as a dense matrix when at least this share of
-#: them is non-zero, and all dense ones together hold at most _DENSE_CELLS floats.
-DENSE_SHARE = 0.2
-_DENSE_CELLS = 40_000_000
+#: Resamples drawn at once by a Resampler (fewer when there are many items).
+_RESAMPLES_PER_CHUNK = 64
+#: Statistics with at most this many features are multiplied densely, all together, while
+#: their dense item sums hold at most _DENSE_CELLS floats.
+_NARROW = 256
+_DENSE_CELLS = 30_000_000
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,12 @@ class Interval:
                 "resamples": self.resamples}  # fmt: skip
 
 
-def _chunks(n_items: int, n_points: int, resamples: int, rng: np.random.Generator):
+def _chunks(n_items: int, n_points: int, resamples: int, rng: np.random.Generator, size: int = 0):
     """Resamples as rows of item counts: each row draws `n_items` items with replacement
     (multinomial counts), by drawing indices and counting them per row, which is much
-    faster than numpy's multinomial with many categories."""
-    size = max(1, min(resamples, _CELLS_PER_CHUNK // max(1, n_points + n_items)))
+    faster than numpy's multinomial with many categories. The rows depend only on `rng`,
+    not on the chunk size."""
+    size = size or max(1, min(resamples, _CELLS_PER_CHUNK // max(1, n_points + n_items)))
     done = 0
     while done < resamples:
         take = min(size, resamples - done)
@@ -79,18 +82,21 @@ def _joint(cluster: np.ndarray, n_items: int, cx, nx, cy, ny) -> sparse.csr_matr
     return sparse.csr_matrix((np.ones(cluster.size), (cluster, cells)), shape=(n_items, nx * ny))
 
 
-def _stats_from_tables(tables: np.ndarray, vx: np.ndarray, vy: np.ndarray):
-    """(Pearson, Spearman) per joint table (rows x nx x ny of counts)."""
+def _stats_from_tables(tables: np.ndarray, vx: np.ndarray, vy: np.ndarray, *, pearson=True):
+    """(Pearson, Spearman) per joint table (rows x nx x ny of counts); Pearson is None
+    when not asked for."""
     n = tables.sum(axis=(1, 2))
     tx, ty = tables.sum(axis=2), tables.sum(axis=1)
     rank_x = np.cumsum(tx, axis=1) - (tx - 1) / 2  # midrank of each distinct value
     rank_y = np.cumsum(ty, axis=1) - (ty - 1) / 2
-    return (
+    p = (
         _pearson_table(
             tables, n, tx, ty, np.broadcast_to(vx, tx.shape), np.broadcast_to(vy, ty.shape)
-        ),
-        _pearson_table(tables, n, tx, ty, rank_x, rank_y),
+        )
+        if pearson
+        else None
     )
+    return p, _pearson_table(tables, n, tx, ty, rank_x, rank_y)
 
 
 def _pearson_table(tables, n, tx, ty, sx_vals, sy_vals) -> np.ndarray:
@@ -310,9 +316,9 @@ class Resampler:
         n = self.keys.size
         if self._stats and n >= 2 and self.resamples:
             products = self._products()
-            widest = max(ft.shape[0] for ft, *_ in self._stats)
             rng = np.random.default_rng(self.seed)
-            for counts in _chunks(n, widest, self.resamples, rng):
+            size = max(1, min(_RESAMPLES_PER_CHUNK, _CELLS_PER_CHUNK // n))
+            for counts in _chunks(n, 0, self.resamples, rng, size=size):
                 for (_, fn, *_), boot, sums in zip(
                     self._stats, boots, products(counts), strict=True
                 ):
@@ -331,35 +337,51 @@ class Resampler:
 
     def _products(self):
         """A function from a chunk of resamples (resamples x items counts) to each
-        statistic's summed features. Statistics with dense features (most units give every
-        feature) are multiplied together in one dense matrix product (BLAS); sparse ones
-        (one-hot joint tables) with a sparse product each."""
+        statistic's summed features (resamples x features).
+
+        Narrow statistics (at most _NARROW features: sums over units, small joint tables)
+        are multiplied together in one dense matrix product (BLAS reads the counts once for
+        all of them). Wide ones (one joint table per annotator pair or per annotator,
+        mostly empty) are sparse products taken item by item (CSC: the counts are read in
+        order, the small output is what is written at random), in float32 when their
+        whole-number sums are exact in it (half the memory traffic)."""
         n = self.keys.size
-        dense_cols, dense_parts, layout = 0, [], []
+        narrow, layout, offset = [], [], 0
         for ft, *_ in self._stats:
             d = ft.shape[0]
-            if ft.nnz >= DENSE_SHARE * n * d and n * (dense_cols + d) <= _DENSE_CELLS:
-                layout.append(("dense", slice(dense_cols, dense_cols + d)))
-                dense_parts.append(ft.T.toarray())
-                dense_cols += d
+            if d <= _NARROW and n * (offset + d) <= _DENSE_CELLS:
+                narrow.append(ft.T.toarray())
+                layout.append(slice(offset, offset + d))
+                offset += d
             else:
-                layout.append(("sparse", ft))
-        dense = np.hstack(dense_parts) if dense_parts else None
+                single = _exact_in_float32(ft, n)
+                layout.append(((ft.astype(np.float32) if single else ft).tocsc(), single))
+        dense = np.hstack(narrow) if narrow else None
 
         def products(counts: np.ndarray) -> list[np.ndarray]:
             together = counts @ dense if dense is not None else None
-            drawn = None
-            out = []
-            for kind, what in layout:
-                if kind == "dense":
-                    out.append(together[:, what])
-                else:
-                    if drawn is None:
-                        drawn = np.ascontiguousarray(counts.T)
-                    out.append((what @ drawn).T)
+            drawn, out = None, []
+            for how in layout:
+                if isinstance(how, slice):
+                    out.append(together[:, how])
+                    continue
+                if drawn is None:
+                    drawn = np.ascontiguousarray(counts.T)
+                ft, single = how
+                x = drawn.astype(np.float32) if single else drawn
+                out.append((ft @ x).T.astype(float, copy=False))
             return out
 
         return products
+
+
+def _exact_in_float32(ft: sparse.csr_matrix, n_items: int) -> bool:
+    """Whole-number features whose resampled sums (at most n_items times the largest item
+    sum) stay below 2**24: float32 holds them and their sums exactly."""
+    data = ft.data
+    return bool(
+        data.size and np.all(data == np.round(data)) and np.abs(data).max() * n_items < 2**24
+    )
 
 
 def tau_b_tables(tables: np.ndarray) -> np.ndarray:

@@ -40,6 +40,13 @@ def _clean(value):
     return value
 
 
+def _by_rater(rows: Iterable[Row]) -> dict[str, list[Row]]:
+    grouped: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        grouped[row[4]].append(row)
+    return grouped
+
+
 def _by_skill(rows: Iterable[Row]) -> dict[str, list[Row]]:
     grouped: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
@@ -56,17 +63,7 @@ def agreement(
     """Agreement of the human scores of one skill (rows of that skill only). With
     `resamples` (or a shared `resampler`, whose `run()` the caller owns), item-resampling
     intervals for every figure (`*_ci` keys)."""
-    raters = sorted({r[4] for r in rows})
-    units = sorted({r[0] for r in rows})
-    col = {u: i for i, u in enumerate(units)}
-    ridx = {r: i for i, r in enumerate(raters)}
-    matrix = np.full((len(raters), len(units)), np.nan)
-    na = 0
-    for response_id, _item, _system, _skill, rater, value in rows:
-        if value is None:
-            na += 1
-            continue
-        matrix[ridx[rater], col[response_id]] = value
+    matrix, raters, unit_items, na = _reliability_matrix(rows)
     rated = np.sum(~np.isnan(matrix), axis=0)
     result: dict = {
         "n_units": int(np.sum(rated >= 2)),
@@ -74,8 +71,6 @@ def agreement(
         "n_scores": int(np.sum(rated)),
         "n_na": na,
     }
-    item_of = {r[0]: r[1] for r in rows}
-    unit_items = np.array([item_of[u] for u in units])
     own = None
     if resamples and resampler is None:
         resampler = own = bootstrap.Resampler(unit_items[rated >= 1], resamples=resamples)
@@ -112,8 +107,9 @@ def agreement(
     )
     icc_design = _icc_design(matrix)
     result["icc"] = _icc(matrix, icc_design)
-    result["mean_pairwise_spearman"] = _mean_pairwise_spearman(matrix)
-    result["loo_ceiling"] = _loo_ceiling(matrix)
+    if resampler is None:
+        result["mean_pairwise_spearman"] = _mean_pairwise_spearman(matrix)
+        result["loo_ceiling"] = _loo_ceiling(matrix)
     if resampler is not None:
         _register_agreement(
             resampler, result, matrix, unit_items, rated, counts, len(cats), scale, icc_design
@@ -121,6 +117,25 @@ def agreement(
     if own is not None:
         own.run()
     return result
+
+
+def _reliability_matrix(rows: Sequence[Row]):
+    """(raters x units matrix with NaN where not scored or N/A, the sorted rater names,
+    each unit's item, the number of N/A scores); units are the responses in id order."""
+    n = len(rows)
+    codes: dict = {}
+    rater_code = np.fromiter((codes.setdefault(r[4], len(codes)) for r in rows), np.int64, n)
+    raters = sorted(codes)
+    order = np.empty(len(codes), dtype=np.int64)
+    order[[codes[name] for name in raters]] = np.arange(len(codes))
+    rid = np.fromiter((r[0] for r in rows), np.int64, n)
+    values = np.fromiter((np.nan if r[5] is None else r[5] for r in rows), float, n)
+    units, first, unit_code = np.unique(rid, return_index=True, return_inverse=True)
+    matrix = np.full((len(raters), units.size), np.nan)
+    scored = ~np.isnan(values)
+    matrix[order[rater_code[scored]], unit_code[scored]] = values[scored]
+    unit_items = np.array([rows[i][1] for i in first.tolist()])
+    return matrix, raters, unit_items, int(n - scored.sum())
 
 
 def _register_agreement(rs, result, matrix, unit_items, rated, counts, q, scale, icc_design):
@@ -139,17 +154,22 @@ def _register_agreement(rs, result, matrix, unit_items, rated, counts, q, scale,
         resampled.icc_register(
             rs, slots, unit_items[columns], complete=complete, sink=result, key="icc_ci"
         )
-    if result["mean_pairwise_spearman"]["value"] is not None:
-        resampled.pairwise_spearman_register(
-            rs, matrix, unit_items, sink=result, key="mean_pairwise_spearman_ci"
-        )
-    if result["loo_ceiling"]["pearson"] is not None:
-        resampled.loo_register(rs, matrix, unit_items, sink=result, key="loo_ceiling_ci")
+    # The mean pairwise Spearman and the ceiling come from the intervals' tables, like
+    # alpha (test_resampled.py checks them against _mean_pairwise_spearman/_loo_ceiling).
+    pairs = resampled.pairwise_spearman_register(
+        rs, matrix, unit_items, sink=result, key="mean_pairwise_spearman_ci"
+    )
+    result["mean_pairwise_spearman"] = {"value": None, "pairs": pairs}
+    annotators = resampled.loo_register(rs, matrix, unit_items, sink=result, key="loo_ceiling_ci")
+    result["loo_ceiling"] = {"pearson": None, "spearman": None, "annotators": annotators}
 
     def kappas() -> None:
         if "kappas" in found:
             result["fleiss_kappa_ci"] = found["kappas"]["fleiss_kappa"]
             result["gwet_ac1_ci"] = found["kappas"]["gwet_ac1"]
+        result["mean_pairwise_spearman"]["value"] = result["mean_pairwise_spearman_ci"]["estimate"]
+        for name in ("pearson", "spearman"):
+            result["loo_ceiling"][name] = result["loo_ceiling_ci"][name]["estimate"]
 
     rs.on_done(kappas)
 
@@ -263,12 +283,20 @@ def human_means(rows: Sequence[Row]) -> dict[int, tuple]:
     ids, first, inverse = np.unique(rid, return_index=True, return_inverse=True)
     totals = np.bincount(inverse, weights=np.where(scored, values, 0.0), minlength=ids.size)
     counts = np.bincount(inverse, weights=scored.astype(float), minlength=ids.size)
-    means = np.divide(totals, counts, out=np.full(ids.size, np.nan), where=counts > 0)
-    return {
-        int(ids[k]): (rows[first[k]][1], rows[first[k]][2], float(means[k]), int(totals[k]),
-                      int(counts[k]))
-        for k in np.flatnonzero(counts > 0)
-    }  # fmt: skip
+    keep = np.flatnonzero(counts > 0)
+    means = totals[keep] / counts[keep]
+    heads = [rows[i] for i in first[keep].tolist()]
+    return dict(
+        zip(
+            ids[keep].tolist(),
+            zip(
+                [r[1] for r in heads], [r[2] for r in heads], means.tolist(),
+                totals[keep].astype(np.int64).tolist(), counts[keep].astype(np.int64).tolist(),
+                strict=True,
+            ),
+            strict=True,
+        )
+    )  # fmt: skip
 
 
 def _human_means_exact(rows: Sequence[Row]) -> dict[int, tuple]:
@@ -294,11 +322,46 @@ def mean_of_means(parts: Sequence[tuple]) -> float | None:
     it sums Fractions."""
     if not parts:
         return None
-    if all(isinstance(total, int) for total, _ in parts):
-        common = math.lcm(*{count for _, count in parts})
+    if all(total.__class__ is int for total, _ in parts):
+        pairs = np.array(parts, dtype=np.int64)
+        common = math.lcm(*np.unique(pairs[:, 1]).tolist())
+        scaled = pairs[:, 0] * (common // pairs[:, 1])
+        if common * int(np.abs(pairs[:, 0]).max()) * len(parts) < 2**62:  # no int64 overflow
+            return int(scaled.sum()) / (common * len(parts))
         numerator = sum(total * (common // count) for total, count in parts)
         return numerator / (common * len(parts))
     return float(sum(Fraction(total) / count for total, count in parts) / len(parts))
+
+
+def group_means(groups: Sequence, totals: Sequence, counts: Sequence | None = None) -> dict:
+    """Per group, the exact mean of totals[i]/counts[i] (counts default to 1), as
+    `mean_of_means` gives it. Whole totals take a numpy path: numerators over the least
+    common multiple of the counts, summed as integers (exact in float64 below 2**53) and
+    divided once per group as Python ints (correctly rounded); anything else goes through
+    `mean_of_means`."""
+    n = len(groups)
+    if n == 0:
+        return {}
+    c = np.ones(n, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+    t = np.asarray(totals)
+    whole = t.dtype.kind in "iu" or (
+        t.dtype.kind == "f" and bool(np.all(np.isfinite(t))) and bool(np.all(t == np.round(t)))
+    )
+    if whole:
+        t = t.astype(np.int64)
+        common = math.lcm(*np.unique(c).tolist())
+        numerators = t * (common // c)
+        whole = int(np.abs(numerators).max()) * n < 2**53
+    if not whole:
+        parts: dict = defaultdict(list)
+        for g, total, count in zip(groups, totals, c.tolist(), strict=True):
+            parts[g].append((total if total.__class__ is int else _exact(total), count))
+        return {g: mean_of_means(p) for g, p in parts.items()}
+    codes: dict = {}
+    code = np.fromiter((codes.setdefault(g, len(codes)) for g in groups), np.int64, n)
+    sums = np.bincount(code, weights=numerators.astype(float), minlength=len(codes))
+    sizes = np.bincount(code, minlength=len(codes))
+    return {g: int(sums[k]) / (common * int(sizes[k])) for g, k in codes.items()}
 
 
 def _corr_dict(c: metrics.Correlation) -> dict:
@@ -348,15 +411,14 @@ def correlation(
     if resampler is not None and used.any():
         resampled.item_level_register(resampler, np.unique(items), per_item, sink=result["item"])
     # system level: exact per-system means of the shared responses
-    per_system: dict[str, tuple[list, list]] = {}
-    for rid in shared:
-        human_parts, judge_parts = per_system.setdefault(humans[rid][1], ([], []))
-        human_parts.append((humans[rid][3], humans[rid][4]))
-        value = judge[rid]
-        judge_parts.append((value if value.__class__ is int else _exact(value), 1))
-    systems = sorted(per_system)
-    hs = [mean_of_means(per_system[s][0]) for s in systems]
-    js = [mean_of_means(per_system[s][1]) for s in systems]
+    system_of = [humans[rid][1] for rid in shared]
+    human_by_system = group_means(
+        system_of, [humans[rid][3] for rid in shared], [humans[rid][4] for rid in shared]
+    )
+    judge_by_system = group_means(system_of, [judge[rid] for rid in shared])
+    systems = sorted(human_by_system)
+    hs = [human_by_system[s] for s in systems]
+    js = [judge_by_system[s] for s in systems]
     system = _corr_dict(metrics.correlate(hs, js))
     result["system"] = {**system, "systems": systems}
     if resampler is not None and system["pearson"] is not None:
@@ -473,20 +535,25 @@ def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None
     """Per system, one skill: the mean human score (of per-response means, exact) and each
     judge's mean, with the ranks they give (1 = best; equal means share the best rank);
     sorted by the human mean, best first."""
-    per_system: dict[str, dict[str, list]] = defaultdict(lambda: {"humans": []})
     means = human_means(human_rows) if means is None else means
-    for _item, system, _mean, total, count in means.values():
-        per_system[system]["humans"].append((total, count))
-    for _rid, _item, system, _skill, judge, value in judge_rows:
-        if value is not None:
-            exact = value if value.__class__ is int else _exact(value)
-            per_system[system].setdefault(judge, []).append((exact, 1))
+    entries = list(means.values())
+    humans = group_means([e[1] for e in entries], [e[3] for e in entries], [e[4] for e in entries])
+    sizes: dict = defaultdict(int)
+    for e in entries:
+        sizes[e[1]] += 1
+    scored = [r for r in judge_rows if r[5] is not None]
     raters = sorted({r[4] for r in judge_rows})
+    by_judge = {
+        name: group_means([r[2] for r in rows], [r[5] for r in rows])
+        for name, rows in _by_rater(scored).items()
+    }
     table = []
-    for system, parts in per_system.items():
-        row = {"system": system, "n": len(parts["humans"])}
-        for name in ("humans", *raters):
-            row[name] = mean_of_means(parts.get(name, []))
+    for system in list(humans) + sorted(
+        {s for found in by_judge.values() for s in found} - set(humans)
+    ):
+        row = {"system": system, "n": sizes.get(system, 0), "humans": humans.get(system)}
+        for name in raters:
+            row[name] = by_judge.get(name, {}).get(system)
         table.append(row)
     for name in ("humans", *raters):
         for row in table:

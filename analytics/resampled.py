@@ -222,43 +222,52 @@ def _table_spearman_mean(rs, codes_x, codes_y, group, n_groups, vx, vy, items, f
     variation on both sides."""
     nx, ny = vx.size, vy.size
     cells = group * nx * ny + codes_x * ny + codes_y
+    with_pearson = any(src == "pearson" for _, src in fn_names)
 
     def fn(sums):
         t = sums.reshape(-1, nx, ny)
-        pearson, spearman = _stats_from_tables(t, vx, vy)
+        pearson, spearman = _stats_from_tables(t, vx, vy, pearson=with_pearson)
         few = t.sum(axis=(1, 2)) < 3
-        pearson[few] = np.nan
-        spearman[few] = np.nan
         shaped = {"pearson": pearson, "spearman": spearman}
+        for values in shaped.values():
+            if values is not None:
+                values[few] = np.nan
         return {out: _nanmean_rows(shaped[src].reshape(-1, n_groups)) for out, src in fn_names}
 
     rs.add(items, _onehot(cells, n_groups * nx * ny), fn, sink=sink, key=key, single=single)
 
 
-def pairwise_spearman_register(rs: Resampler, matrix, unit_items, *, sink, key) -> None:
+def pairwise_spearman_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
+    """The mean pairwise Spearman (report._mean_pairwise_spearman) over the annotator pairs
+    sharing at least three units with variation on both sides; returns how many pairs."""
     pid, x, y, unit = rater_pairs(matrix)
+    kept_pairs: np.ndarray = np.array([], dtype=np.int64)
     keep = np.zeros(pid.size, dtype=bool)
-    kept_pairs = []
     if pid.size:
-        bounds = np.flatnonzero(np.diff(pid)) + 1
-        for start, end in zip(np.r_[0, bounds], np.r_[bounds, pid.size], strict=True):
-            gx, gy = x[start:end], y[start:end]
-            if gx.size >= 3 and np.ptp(gx) > 0 and np.ptp(gy) > 0:
-                keep[start:end] = True
-                kept_pairs.append(pid[start])
-    if not kept_pairs:
+        # per pair (pid is sorted): at least three units and variation on both sides
+        starts = np.r_[0, np.flatnonzero(np.diff(pid)) + 1]
+        sizes = np.diff(np.r_[starts, pid.size])
+        varies_x = np.maximum.reduceat(x, starts) > np.minimum.reduceat(x, starts)
+        varies_y = np.maximum.reduceat(y, starts) > np.minimum.reduceat(y, starts)
+        good = (sizes >= 3) & varies_x & varies_y
+        keep = np.repeat(good, sizes)
+        kept_pairs = pid[starts[good]]
+    if not kept_pairs.size:
         sink[key] = _none()
-        return
+        return 0
     values = np.unique(np.concatenate([x[keep], y[keep]]))
-    group = np.searchsorted(np.asarray(kept_pairs), pid[keep])
+    group = np.searchsorted(kept_pairs, pid[keep])
     _table_spearman_mean(
         rs, np.searchsorted(values, x[keep]), np.searchsorted(values, y[keep]), group,
-        len(kept_pairs), values, values, np.asarray(unit_items)[unit[keep]],
+        kept_pairs.size, values, values, np.asarray(unit_items)[unit[keep]],
         [("value", "spearman")], sink=sink, key=key, single=True,
     )  # fmt: skip
+    return int(kept_pairs.size)
 
 
-def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> None:
+def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
+    """The leave-one-out ceiling (report._loo_ceiling) over the annotators with at least
+    three units shared with others and variation on both sides; returns how many."""
     present = ~np.isnan(matrix)
     sums, counts = np.where(present, matrix, 0.0).sum(axis=0), present.sum(axis=0)
     own_parts, rest_parts, groups, units = [], [], [], []
@@ -276,7 +285,7 @@ def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> None:
         units.append(np.flatnonzero(mine))
     if not groups:
         sink[key] = {"pearson": _none(), "spearman": _none()}
-        return
+        return 0
     own, rest = np.concatenate(own_parts), np.concatenate(rest_parts)
     vx, cx = _codes(own)
     vy, cy = _codes(rest)
@@ -285,6 +294,7 @@ def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> None:
         np.asarray(unit_items)[np.concatenate(units)],
         [("pearson", "pearson"), ("spearman", "spearman")], sink=sink, key=key,
     )  # fmt: skip
+    return len(groups)
 
 
 # --- human-judge correlation -----------------------------------------------------------------
