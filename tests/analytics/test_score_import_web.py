@@ -171,6 +171,7 @@ def test_the_api_explains_a_request_without_files(researcher, project):
 
 def test_only_site_admins_create_projects_through_the_api(researcher, admin_user):
     url = f"{API}/new-study/scores/import/"
+
     def body():
         return {"files": [upload(GOOD)], "create_project": "true"}
 
