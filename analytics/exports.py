@@ -404,7 +404,8 @@ class ScoreExport:
     def _long_values(self, row: ScoreRow) -> list[Any]:
         return [
             self.options.project.slug, row.dataset, row.item, row.system, row.skill, row.rater,
-            row.rater_kind, _number(row.score), row.is_na, row.rationale, row.time_on_task_ms,
+            row.rater_kind, NA if row.is_na else _number(row.score), row.is_na, row.rationale,
+            row.time_on_task_ms,
             row.rubric_version, row.prompt_version, row.source, _iso(row.created_at),
             _iso(row.updated_at), row.sample,
         ]  # fmt: skip

@@ -162,12 +162,12 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
     run, batch = f"run:{scored.run.pk}", f"import:{scored.batch.pk}"
     common = ["demo-project", "D", "i0"]
     expected = [list(LONG_COLUMNS)]
-    for system, alice, zoe, ext in (("m1", "5", "", ""), ("m2", "4", "4", "3")):
+    for system, alice, zoe, ext in (("m1", "5", "N/A", "N/A"), ("m2", "4", "4", "3")):
         expected += [
             [*common, system, "Readability", "alice", "human", alice, "false",
              "'" + FORMULA if system == "m1" else "", "1500", str(rv), "", "campaign:C",
              STAMP, STAMP, ""],
-            [*common, system, "Readability", "zoe", "human", zoe, "true" if not zoe else "false",
+            [*common, system, "Readability", "zoe", "human", zoe, str(zoe == "N/A").lower(),
              "", "9000", str(rv), "", "campaign:C", STAMP, STAMP, ""],
             [*common, system, "Readability", "gpt", "judge", j[system, "Readability"][0],
              "false", j[system, "Readability"][1], "1234", str(jv), "1", run, STAMP, STAMP, "0"],
@@ -176,14 +176,14 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
             expected.append([*common, "m1", "Readability", "alice", "human", "2", "false",
                              "second look", "", "", "", batch, STAMP, STAMP, ""])  # fmt: skip
         expected.append([*common, system, "Readability", "'=ext", "judge", ext,
-                         "true" if not ext else "false", "", "", "", "", batch, STAMP, STAMP,
+                         str(ext == "N/A").lower(), "", "", "", "", batch, STAMP, STAMP,
                          ""])  # fmt: skip
     assert list(csv.reader(io.StringIO(text))) == expected
     assert "\r" not in text and text.endswith("\n")
     assert '"\'=HYPERLINK(""http://x"")"' in text  # the guard, then CSV quoting
 
 
-def test_the_long_jsonl_keeps_types_and_writes_na_as_null(scored):
+def test_the_long_jsonl_keeps_types_and_writes_na_as_the_importers_na(scored):
     text = export_text(
         scored.project, "long", "jsonl", {"rater_kind": "judge", "skill": ["Readability"]}
     )
@@ -193,7 +193,8 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_null(scored):
     def row(system, rater, score, **extra):
         base = dict(
             project="demo-project", dataset="D", item="i0", system=system, skill="Readability",
-            rater=rater, rater_kind="judge", score=score, is_na=score is None, rationale="",
+            rater=rater, rater_kind="judge", score="N/A" if score is None else score,
+            is_na=score is None, rationale="",
             time_on_task_ms=None, rubric_version=None, prompt_version=None,
             source=f"import:{scored.batch.pk}", created_at=STAMP, updated_at=STAMP, sample=None,
         )  # fmt: skip
@@ -207,7 +208,43 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_null(scored):
 
     assert lines == [gpt("m1"), row("m1", "=ext", None), gpt("m2"), row("m2", "=ext", 3)]
     assert list(lines[0]) == list(LONG_COLUMNS)  # the CSV's column order
-    assert '"score": null, "is_na": true' in text and "'=ext" not in text  # no guard in JSON
+    assert '"score": "N/A", "is_na": true' in text and "'=ext" not in text  # no guard in JSON
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_long_export_imports_back_as_the_same_scores(scored, fmt):
+    """The long format is the importer's: N/A is written as N/A, so an export of a project
+    loads into another with import_scores, every score (N/A included) unchanged."""
+    from analytics.imports import scores_import
+    from analytics.models import ImportedScore
+
+    def without_imported(text: str) -> str:
+        # the fixture's imported rows repeat a campaign rater on the same response (two
+        # sources), which one import may not hold twice: keep the campaign and run rows
+        return "".join(line for line in text.splitlines(True) if "import:" not in line)
+
+    text = without_imported(export_text(scored.project, "long", fmt))
+    result = scores_import(
+        project_slug="copy", files=[(f"scores.{fmt}", text.encode())], create_project=True
+    )
+    exported = [
+        json.loads(line)
+        for line in without_imported(export_text(scored.project, "long", "jsonl")).splitlines()
+    ]
+    stored = ImportedScore.objects.filter(batch=result.batch).select_related(
+        "response__item", "skill"
+    )
+    copied = {
+        (s.response.item.external_id, s.response.model_name, s.skill.name, s.rater, s.rater_kind):
+        "N/A" if s.is_na else s.value
+        for s in stored
+    }  # fmt: skip
+    expected = {
+        (r["item"], r["system"], r["skill"], r["rater"], r["rater_kind"]): r["score"]
+        for r in exported
+    }
+    assert len(expected) > 10 and "N/A" in expected.values()
+    assert copied == expected and len(copied) == result.batch.scores_created
 
 
 def test_the_wide_csv_has_one_column_per_annotator_and_judge(scored):
