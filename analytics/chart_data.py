@@ -116,7 +116,7 @@ def report_tables(report: dict) -> dict:
     ]
     leaderboards = []
     for skill, rows in report.get("leaderboard", {}).items():
-        raters = [j for j in judges if any(j in row for row in rows)]
+        raters = [j for j in judges if any(j in row.get("judges", {}) for row in rows)]
         leaderboards.append(
             {
                 "skill": skill,
@@ -126,8 +126,8 @@ def report_tables(report: dict) -> dict:
                         "system": row["system"],
                         "n": row["n"],
                         "scores": [
-                            {"mean": row.get(name), "rank": row.get(f"{name}_rank")}
-                            for name in ("humans", *raters)
+                            {"mean": row.get("humans"), "rank": row.get("humans_rank")},
+                            *(row.get("judges", {}).get(name, {}) for name in raters),
                         ],
                     }
                     for row in rows
@@ -183,10 +183,18 @@ def radar_charts(report: dict, *, off_scale: Iterable[tuple[str, str]] = ()) -> 
             for skill, rows in leaderboard.items()
         }
         datasets = []
-        for name in ("humans", *judges):
-            data = [None if (name, skill) in raw else by_skill[skill].get(name) for skill in skills]
+        humans = [by_skill[skill].get("humans") for skill in skills]
+        if any(v is not None for v in humans):
+            datasets.append({"label": HUMANS, "data": humans})
+        for name in judges:
+            data = [
+                None
+                if (name, skill) in raw
+                else by_skill[skill].get("judges", {}).get(name, {}).get("mean")
+                for skill in skills
+            ]
             if any(v is not None for v in data):
-                datasets.append({"label": HUMANS if name == "humans" else name, "data": data})
+                datasets.append({"label": name, "data": data})
         charts.append(
             {
                 "kind": "radar" if len(skills) >= 3 else "bar",

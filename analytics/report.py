@@ -534,7 +534,9 @@ def breakdowns(
 def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None) -> list[dict]:
     """Per system, one skill: the mean human score (of per-response means, exact) and each
     judge's mean, with the ranks they give (1 = best; equal means share the best rank);
-    sorted by the human mean, best first."""
+    sorted by the human mean, best first. Rows: {"system", "n", "humans", "humans_rank",
+    "judges": {JUDGE: {"mean", "rank"}}} (judges nested, so no judge name can collide with
+    a key)."""
     means = human_means(human_rows) if means is None else means
     entries = list(means.values())
     humans = group_means([e[1] for e in entries], [e[3] for e in entries], [e[4] for e in entries])
@@ -551,18 +553,25 @@ def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None
     for system in list(humans) + sorted(
         {s for found in by_judge.values() for s in found} - set(humans)
     ):
-        row = {"system": system, "n": sizes.get(system, 0), "humans": humans.get(system)}
-        for name in raters:
-            row[name] = by_judge.get(name, {}).get(system)
-        table.append(row)
-    for name in ("humans", *raters):
+        table.append(
+            {
+                "system": system,
+                "n": sizes.get(system, 0),
+                "humans": humans.get(system),
+                "judges": {name: {"mean": by_judge.get(name, {}).get(system)} for name in raters},
+            }
+        )
+
+    def rank(value, values) -> int | None:
+        return None if value is None else 1 + sum(1 for v in values if v is not None and v > value)
+
+    human_values = [row["humans"] for row in table]
+    for row in table:
+        row["humans_rank"] = rank(row["humans"], human_values)
+    for name in raters:
+        values = [row["judges"][name]["mean"] for row in table]
         for row in table:
-            value = row[name]
-            row[f"{name}_rank"] = (
-                None
-                if value is None
-                else 1 + sum(1 for r in table if r[name] is not None and r[name] > value)
-            )
+            row["judges"][name]["rank"] = rank(row["judges"][name]["mean"], values)
     table.sort(key=lambda r: (r["humans"] is None, -(r["humans"] or 0), r["system"]))
     return table
 

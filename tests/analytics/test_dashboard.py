@@ -143,7 +143,14 @@ def test_radar_with_three_skills_and_gaps_where_a_system_has_no_score():
     report = {
         "correlation": {"J": {}},
         "leaderboard": {
-            skill: [{"system": "m", "n": 1, "humans": 2.0 + i, "J": None if i == 1 else 3.0}]
+            skill: [
+                {
+                    "system": "m",
+                    "n": 1,
+                    "humans": 2.0 + i,
+                    "judges": {"J": {"mean": None if i == 1 else 3.0}},
+                }
+            ]
             for i, skill in enumerate(("A", "B", "C"))
         },
     }
@@ -410,9 +417,11 @@ def test_the_numbers_on_the_page_are_the_reports(scored, researcher_client):
         assert body[0] == ["System", "n", "Humans", *JUDGES]
         for shown, row in zip(body[1:], board, strict=True):
             assert shown[:2] == [row["system"], str(row["n"])]
-            assert shown[2:] == [
-                f"{f3(row[name])} #{row[f'{name}_rank']}" for name in ("humans", *JUDGES)
+            expected_cells = [f"{f3(row['humans'])} #{row['humans_rank']}"] + [
+                f"{f3(row['judges'][name]['mean'])} #{row['judges'][name]['rank']}"
+                for name in JUDGES
             ]
+            assert shown[2:] == expected_cells
 
 
 def test_the_charts_data_is_computed_from_the_same_rows(scored, researcher_client):

@@ -242,14 +242,20 @@ def test_the_leaderboard_ranks_systems_by_exact_means():
     assert [r["system"] for r in table] == ["a", "b"]
     a, b = table
     assert a["humans"] == pytest.approx(4.0) and b["humans"] == pytest.approx(2.0)
-    assert a["J"] == pytest.approx(11 / 3) and b["J"] == pytest.approx(2.0)
-    assert (a["humans_rank"], b["humans_rank"], a["J_rank"], b["J_rank"]) == (1, 2, 1, 2)
+    assert a["judges"]["J"]["mean"] == pytest.approx(11 / 3)
+    assert b["judges"]["J"]["mean"] == pytest.approx(2.0)
+    ranks = (a["humans_rank"], b["humans_rank"], a["judges"]["J"]["rank"], b["judges"]["J"]["rank"])
+    assert ranks == (1, 2, 1, 2)
     # equal means reached through different counts (1/3 of 3 and 2/6 of ...) tie exactly
     rows = [(1, 1, "x", "S", "p", 1), (2, 2, "x", "S", "p", 2),
             (3, 3, "y", "S", "p", 1), (4, 4, "y", "S", "p", 2), (5, 5, "y", "S", "p", 1),
             (6, 6, "y", "S", "p", 2)]  # fmt: skip
     tied = leaderboard(rows, [])
     assert tied[0]["humans"] == tied[1]["humans"] == 1.5
+    # a judge named like a key of the row stays a judge
+    named = leaderboard(HUMAN, [(*r[:4], "humans", r[5]) for r in JUDGE])
+    assert named[0]["humans"] == pytest.approx(4.0)
+    assert named[0]["judges"]["humans"]["mean"] == pytest.approx(11 / 3)
     assert tied[0]["humans_rank"] == tied[1]["humans_rank"] == 1
 
 
