@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -57,6 +58,7 @@ class Command(BaseCommand):
             )
         self._campaign(project)
         self._baseline_judge(project)
+        self._pilot_ratings(project)
         self.stdout.write("Demo logins (local demo only):")
         for username, password, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<11} / {password:<16} ({role})")
@@ -116,3 +118,51 @@ class Command(BaseCommand):
         run = judge_run_create(judge=judge, campaign=campaign)
         judge_run_start(run=run)
         self.stdout.write(f"demo judge run: {run.total} baseline judgments queued")
+
+    def _pilot_ratings(self, project):
+        """Made-up ratings of an earlier pilot, imported as long-format scores, so the
+        analytics pages have people and a second judge to compare from the start: three
+        pilot raters and an "imported LLM judge" score every response of the demo set on its
+        skills, around a per-system quality with some disagreement (fixed seed: the same
+        bytes every time, so a second seed imports nothing)."""
+        from analytics.imports import ScoreImportRejected, scores_import
+
+        rng = random.Random(20231129)
+        lines = ["item,system,rater,rater_kind,skill,score"]
+        responses = (
+            Response.objects.filter(item__dataset__project=project, item__dataset__name="Demo set")
+            .select_related("item")
+            .prefetch_related("item__item_skills__skill")
+            .order_by("item__external_id", "model_name")
+        )
+        quality = {}
+        for response in responses:
+            base = quality.setdefault(response.model_name, 2.2 + 2.2 * rng.random())
+            for link in response.item.item_skills.all():
+                truth = base + rng.uniform(-1.2, 1.2)
+                for rater in ("pilot-rater-1", "pilot-rater-2", "pilot-rater-3"):
+                    score = "N/A" if rng.random() < 0.03 else _likert(truth + rng.gauss(0, 0.7))
+                    lines.append(_csv_line(response, rater, "human", link.skill.name, score))
+                judged = _likert(truth + rng.gauss(0.3, 0.8))
+                lines.append(_csv_line(response, "Imported LLM judge", "judge", link.skill.name,
+                                       judged))  # fmt: skip
+        try:
+            result = scores_import(
+                project_slug=project.slug,
+                files=[("demo_pilot_ratings.csv", ("\n".join(lines) + "\n").encode())],
+                dataset_name="Demo set",
+            )
+        except ScoreImportRejected as exc:  # the demo set was changed by hand
+            self.stdout.write(f"demo pilot ratings not imported: {exc.problems[0]}")
+            return
+        if not result.already_imported:
+            self.stdout.write(f"demo pilot ratings: {result.batch.scores_created} scores imported")
+
+
+def _likert(value: float) -> int:
+    return min(5, max(1, round(value)))
+
+
+def _csv_line(response, rater: str, kind: str, skill: str, score) -> str:
+    cells = [response.item.external_id, response.model_name, rater, kind, skill, str(score)]
+    return ",".join('"' + c.replace('"', '""') + '"' for c in cells)
