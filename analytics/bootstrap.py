@@ -297,7 +297,7 @@ class Resampler:
     def add(self, items, features, fn, *, sink: dict, key: str, single: bool = False) -> None:
         items = np.asarray(items)
         rows = np.minimum(np.searchsorted(self.keys, items), max(self.keys.size - 1, 0))
-        feats = sparse.csr_matrix(features)
+        feats = features if sparse.issparse(features) else sparse.coo_matrix(features)
         if feats.shape[0] != rows.size:
             raise ValueError("one item per feature row")
         if rows.size and (self.keys.size == 0 or not np.array_equal(self.keys[rows], items)):
@@ -306,7 +306,9 @@ class Resampler:
         summed = sparse.csr_matrix(
             (coo.data, (rows[coo.row], coo.col)), shape=(self.keys.size, feats.shape[1])
         )
-        self._stats.append((summed.T.tocsr(), fn, sink, key, single))
+        # items x features summed per item; its transpose is the features x items CSC the
+        # products take (no copy)
+        self._stats.append((summed.T, fn, sink, key, single))
 
     def run(self) -> None:
         estimates, boots = [], []

@@ -61,8 +61,8 @@ def _safe_div(a, b):
         return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 
-def _onehot(codes: np.ndarray, width: int) -> sparse.csr_matrix:
-    return sparse.csr_matrix(
+def _onehot(codes: np.ndarray, width: int) -> sparse.coo_matrix:
+    return sparse.coo_matrix(
         (np.ones(codes.size), (np.arange(codes.size), codes)), shape=(codes.size, width)
     )
 
