@@ -16,6 +16,7 @@ from annotation.models import (
     Domain,
     GoldScore,
     HumanScore,
+    HumanScoreDeletion,
     HumanScoreRevision,
     ImportProblem,
     Item,
@@ -203,9 +204,20 @@ class HumanScoreAdmin(ReadOnlyAdmin):
     inlines = [HumanScoreRevisionInline]
 
 
+@admin.register(HumanScoreDeletion)
+class HumanScoreDeletionAdmin(ReadOnlyAdmin):
+    """Deleted human scores as they were (annotation.audit)."""
+
+    list_display = ["pk", "score_ref", "annotator_username", "skill_name", "deleted_by",
+                    "deleted_at", "context"]  # fmt: skip
+    list_filter = ["skill_name"]
+    search_fields = ["annotator_username", "context"]
+    list_select_related = ["deleted_by"]
+
+
 @admin.register(HumanScoreRevision)
 class HumanScoreRevisionAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "score", "edited_by", "edited_at"]
+    list_display = ["pk", "score", "score_ref", "edited_by", "edited_at"]
     list_select_related = ["score", "edited_by"]
     raw_id_fields = ["score", "edited_by"]
 

@@ -681,9 +681,14 @@ class HumanScore(TimestampedModel):
 
 
 class HumanScoreRevision(models.Model):
-    """The audit trail of a score edit: who, when, before and after."""
+    """The audit trail of a score edit: who, when, before and after. Kept when the score
+    is deleted (`score` becomes null; the deletion is in HumanScoreDeletion)."""
 
-    score = models.ForeignKey(HumanScore, on_delete=models.CASCADE, related_name="revisions")
+    score = models.ForeignKey(
+        HumanScore, null=True, on_delete=models.SET_NULL, related_name="revisions"
+    )
+    # the score's id, kept when the score is deleted
+    score_ref = models.BigIntegerField(null=True, db_index=True)
     edited_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -759,3 +764,31 @@ class ReannotationRequest(models.Model):
 
     def __str__(self) -> str:
         return f"re-annotation {self.pk} of campaign {self.campaign_id} (+{self.extra})"
+
+
+class HumanScoreDeletion(models.Model):
+    """The audit trail of a deleted score (annotation.audit): what it was, who deleted it
+    (the signed-in user of the request, if any) and when. No foreign keys to what was
+    deleted, so the record outlives it; ids are kept as numbers."""
+
+    score_ref = models.BigIntegerField(db_index=True)
+    campaign_ref = models.BigIntegerField(null=True)
+    response_ref = models.BigIntegerField(null=True)
+    annotator_ref = models.BigIntegerField(null=True)
+    annotator_username = models.CharField(max_length=150, blank=True)
+    skill_name = models.CharField(max_length=200, blank=True)
+    # {"score", "is_na", "rationale", "time_ms", "rubric_id", "assignment_id", "created_at",
+    #  "updated_at"}
+    before = models.JSONField()
+    deleted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    deleted_at = models.DateTimeField(auto_now_add=True)
+    # where it happened: the request path, or the command
+    context = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-deleted_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"deletion of score {self.score_ref} at {self.deleted_at}"

@@ -51,11 +51,13 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "flaskweb.security.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "annotation.audit.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -274,6 +276,11 @@ if not DEBUG:
     SECURE_CONTENT_TYPE_NOSNIFF = True
     SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Login throttling (flaskweb.security.ThrottledLoginView): failed sign-ins per username and
+# per client address within the window, counted in the cache.
+LOGIN_FAILURES_PER_USER = env_int("FLASKWEB_LOGIN_FAILURES_PER_USER", 5)
+LOGIN_FAILURES_PER_ADDRESS = env_int("FLASKWEB_LOGIN_FAILURES_PER_ADDRESS", 30)
+LOGIN_FAILURE_WINDOW = env_int("FLASKWEB_LOGIN_FAILURE_WINDOW", 15 * 60)
 
 LOGGING = {
     "version": 1,

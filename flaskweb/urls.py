@@ -8,13 +8,14 @@ from drf_spectacular.views import SpectacularAPIView
 from analytics.apis import AnalyticsReportApi
 from analytics.urls import api_urlpatterns as analytics_api
 from annotation.urls import api_urlpatterns as annotation_api
+from flaskweb.security import ThrottledLoginView
 from judging.urls import api_urlpatterns as judging_api_urlpatterns
 
 urlpatterns = [
     path("", include("annotation.urls")),
     path("", include("judging.urls")),
     path("", include("analytics.urls")),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/annotation/", include((annotation_api, "annotation-api"))),

@@ -733,7 +733,9 @@ def human_score_edit(
         return row
     row.full_clean()
     row.save(update_fields=["score", "is_na", "rationale", "updated_at"])
-    HumanScoreRevision.objects.create(score=row, edited_by=editor, before=before, after=after)
+    HumanScoreRevision.objects.create(
+        score=row, score_ref=row.pk, edited_by=editor, before=before, after=after
+    )
     return row
 
 

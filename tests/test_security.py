@@ -1,0 +1,188 @@
+"""Site-wide protections: security headers, login throttling, and the audit trail of score
+edits and deletions."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+from annotation.audit import actor_set
+from annotation.models import Campaign, HumanScore, HumanScoreDeletion, HumanScoreRevision
+from annotation.services.assignments import human_score_edit
+from annotation.services.campaigns import campaign_activate, campaign_create
+from flaskweb.security import CONTENT_SECURITY_POLICY
+from tests.annotation.test_assignments import make_dataset
+from tests.annotation.test_reannotation import annotate_all
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+# --- headers ---------------------------------------------------------------------------------
+
+
+def test_every_page_carries_the_security_headers(client, researcher_client, project):
+    for response in (client.get("/login/"), researcher_client.get(f"/projects/{project.slug}/")):
+        assert response.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+        assert "script-src 'self'" in CONTENT_SECURITY_POLICY
+        assert "unsafe-eval" not in CONTENT_SECURITY_POLICY
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert response.headers["Cross-Origin-Opener-Policy"] == "same-origin"
+        assert "camera=()" in response.headers["Permissions-Policy"]
+
+
+def test_no_template_has_an_inline_script_or_event_handler():
+    # the policy forbids them: one would silently stop working in the browser
+    import re
+    from pathlib import Path
+
+    offenders = []
+    for path in Path("templates").rglob("*.html"):
+        text = path.read_text()
+        for match in re.finditer(r"<script(?![^>]*\bsrc=)(?![^>]*type=\"application/json\")", text):
+            offenders.append(f"{path}:{text[: match.start()].count(chr(10)) + 1}")
+        if re.search(r"\son[a-z]+\s*=", text):
+            offenders.append(f"{path}: inline event handler")
+    assert offenders == []
+
+
+# --- login throttling ------------------------------------------------------------------------
+
+
+def _login(username: str, password: str, address: str = "10.0.0.1"):
+    return Client(REMOTE_ADDR=address).post("/login/", {"username": username, "password": password})
+
+
+def test_a_username_is_locked_after_repeated_failures_even_with_the_right_password(
+    researcher, settings
+):
+    settings.LOGIN_FAILURES_PER_USER = 3
+    for _ in range(3):
+        assert _login("rita", "wrong").status_code == 200  # the form again, with its error
+    refused = _login("rita", "pw-rita")
+    assert refused.status_code == 429
+    assert "Too many failed sign-ins" in refused.content.decode()
+    assert "_auth_user_id" not in refused.wsgi_request.session
+    # from another address too: the count is the username's
+    assert _login("rita", "pw-rita", address="10.9.9.9").status_code == 429
+
+
+def test_the_lock_ends_with_its_window_and_a_success_clears_the_count(researcher, settings):
+    settings.LOGIN_FAILURES_PER_USER = 3
+    for _ in range(2):
+        _login("rita", "wrong")
+    assert _login("rita", "pw-rita").status_code == 302  # success: count cleared
+    for _ in range(2):
+        _login("rita", "wrong")
+    assert _login("rita", "pw-rita").status_code == 302  # not locked: it started afresh
+    for _ in range(3):
+        _login("rita", "wrong")
+    assert _login("rita", "pw-rita").status_code == 429
+    cache.clear()  # the window has passed
+    assert _login("rita", "pw-rita").status_code == 302
+
+
+def test_one_address_trying_many_usernames_is_refused(researcher, settings):
+    settings.LOGIN_FAILURES_PER_ADDRESS = 4
+    for n in range(4):
+        assert _login(f"guess{n}", "x", address="10.6.6.6").status_code == 200
+    assert _login("rita", "pw-rita", address="10.6.6.6").status_code == 429
+    assert _login("rita", "pw-rita", address="10.7.7.7").status_code == 302
+
+
+# --- audit trail ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scored_campaign(project, tmp_path, django_user_model):
+    people = [django_user_model.objects.create_user(n, password="x") for n in ("ann", "ben")]
+    dataset = make_dataset(project, tmp_path)
+    campaign = campaign_create(
+        project=project, dataset=dataset, name="Audit", overlap=2, annotators=people
+    )
+    campaign_activate(campaign=campaign)
+    annotate_all(campaign, *people)
+    return campaign
+
+
+def test_an_edit_keeps_who_when_and_before_after(scored_campaign, admin_user):
+    row = HumanScore.objects.filter(campaign=scored_campaign).order_by("pk").first()
+    old = row.score
+    human_score_edit(score_id=row.pk, editor=admin_user, score=1 if old != 1 else 2)
+    [revision] = HumanScoreRevision.objects.filter(score=row)
+    assert revision.edited_by == admin_user and revision.score_ref == row.pk
+    assert revision.before["score"] == old and revision.after["score"] in (1, 2)
+
+
+def test_deleting_a_campaign_records_every_score_it_takes_with_it(scored_campaign, admin_user):
+    # given: an edited score, so there is history to keep
+    first = HumanScore.objects.filter(campaign=scored_campaign).order_by("pk").first()
+    human_score_edit(score_id=first.pk, editor=admin_user, score=None)
+    scores = {
+        s.pk: (s.score, s.is_na, s.annotator.username, s.skill.name)
+        for s in HumanScore.objects.filter(campaign=scored_campaign).select_related(
+            "annotator", "skill"
+        )
+    }
+    assert len(scores) > 10
+    # when: the campaign is deleted (the ORM cascade the admin uses), by a known actor
+    with actor_set(user=admin_user, context="test: delete campaign"):
+        Campaign.objects.filter(pk=scored_campaign.pk).delete()
+    # then: every score is gone, and each one is on record as it was
+    assert not HumanScore.objects.filter(pk__in=scores).exists()
+    records = {d.score_ref: d for d in HumanScoreDeletion.objects.all()}
+    assert set(records) == set(scores)
+    for pk, (score, is_na, username, skill) in scores.items():
+        record = records[pk]
+        assert (record.before["score"], record.before["is_na"]) == (score, is_na)
+        assert (record.annotator_username, record.skill_name) == (username, skill)
+        assert record.deleted_by == admin_user and record.context == "test: delete campaign"
+        assert record.campaign_ref == scored_campaign.pk
+    # and the edit history survives its score
+    [revision] = HumanScoreRevision.objects.filter(score_ref=first.pk)
+    assert revision.score is None and revision.after["is_na"] is True
+
+
+def test_the_admin_cannot_cascade_scores_away(scored_campaign, admin_client):
+    before = HumanScore.objects.filter(campaign=scored_campaign).count()
+    url = f"/admin/annotation/campaign/{scored_campaign.pk}/delete/"
+    page = admin_client.get(url)
+    assert "human score" in page.content.decode().lower()  # it says what blocks it
+    assert admin_client.post(url, {"post": "yes"}).status_code == 403
+    assert HumanScore.objects.filter(campaign=scored_campaign).count() == before
+    assert HumanScoreDeletion.objects.count() == 0
+
+
+def test_a_deletion_during_a_request_names_the_signed_in_user(scored_campaign, admin_user, rf):
+    from annotation.audit import AuditActorMiddleware
+
+    row = HumanScore.objects.filter(campaign=scored_campaign).first()
+    request = rf.post("/somewhere/delete/")
+    request.user = admin_user
+
+    def view(request):
+        HumanScore.objects.filter(pk=row.pk).delete()
+        return None
+
+    AuditActorMiddleware(view)(request)
+    [record] = HumanScoreDeletion.objects.all()
+    assert record.score_ref == row.pk and record.deleted_by == admin_user
+    assert record.context == "POST /somewhere/delete/"
+
+
+def test_a_rolled_back_deletion_leaves_no_record(scored_campaign):
+    from django.db import transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        HumanScore.objects.filter(campaign=scored_campaign).delete()
+        raise RuntimeError("changed my mind")
+    assert HumanScoreDeletion.objects.count() == 0
+    assert HumanScore.objects.filter(campaign=scored_campaign).exists()
