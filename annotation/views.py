@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
@@ -133,7 +133,10 @@ def catalogue(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 def rubric_edit(request: HtmxHttpRequest, skill_id: int) -> HttpResponse:
     project, can_edit = _catalogue_project(request)
-    skill = get_object_or_404(Skill, pk=skill_id)
+    skill = get_object_or_404(Skill.objects.select_related("project"), pk=skill_id)
+    if skill.project_id and access.project_role(request.user, skill.project) is None:
+        # another project's skill: its id must not tell that it exists (404, not 403)
+        raise Http404("no such skill")
     if not can_edit or (skill.project_id and skill.project_id != getattr(project, "pk", None)):
         return HttpResponse("You may not edit this rubric.", status=403)
     current = selectors.rubric_current(skill=skill, project=project)
