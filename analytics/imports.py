@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils.text import slugify
@@ -124,7 +125,11 @@ def scores_import(
                 "", None, "dataset", "invalid_option", "a dataset name has 200 characters at most"
             )
         )
-    parsed = scores_parse(files, difficulty_names=_difficulty_names())
+    parsed = scores_parse(
+        files,
+        difficulty_names=_difficulty_names(),
+        max_line_bytes=settings.FLASKWEB_MAX_LINE_BYTES,
+    )
     problems += parsed.problems
     with transaction.atomic(durable=True):
         # FOR NO KEY UPDATE: serialises score imports into the project without blocking

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import IO, Any, NamedTuple
 
-from annotation.parsers import NA_SPELLINGS, Problem, skill_key
+from annotation.parsers import (
+    MAX_JSON_DEPTH,
+    NA_SPELLINGS,
+    Problem,
+    archive_problem,
+    json_too_deep,
+    skill_key,
+    unstorable_field,
+)
 
 REQUIRED = ("item", "system", "rater", "rater_kind", "skill", "score")
 OPTIONAL = ("instruction", "response", "reference", "domain", "difficulty", "rationale")
@@ -250,8 +258,11 @@ class _Parser:
             self.result.files.append(info)
             hashing = _HashingReader(stream)
             reader = io.BufferedReader(hashing, buffer_size=1 << 16)
+            archive = archive_problem(name, reader.peek(16)[:16])
             info.format = _format_of(name, reader)
-            if info.format == CSV:
+            if archive is not None:
+                self.result.problems.append(archive)
+            elif info.format == CSV:
                 self._csv(index, reader)
             else:
                 self._jsonl(index, reader)
@@ -301,6 +312,17 @@ class _Parser:
                     f"a line must hold an object, not {_type_name(obj)}",
                 )  # fmt: skip
                 continue
+            if json_too_deep(raw, obj):
+                self._problem(
+                    name, lineno, "", "invalid_json",
+                    f"the line nests deeper than {MAX_JSON_DEPTH} levels",
+                )  # fmt: skip
+                continue
+            unstorable = unstorable_field(raw, obj)
+            if unstorable is not None:
+                at, what = unstorable
+                self._problem(name, lineno, at, "invalid_type", f"{what}, which cannot be stored")
+                continue
             self._row(index, lineno, {str(k).strip().lower(): v for k, v in obj.items()})
 
     def _csv(self, index: int, reader: io.BufferedReader) -> None:
@@ -330,6 +352,12 @@ class _Parser:
                 continue
             if any(_UNDECODABLE.search(cell) for cell in record):
                 self._problem(name, start, "", "invalid_encoding", "not UTF-8")
+                if header is None:
+                    return
+                self.result.files[index].rows += 1
+                continue
+            if any("\x00" in cell for cell in record):
+                self._problem(name, start, "", "invalid_csv", "the record holds a NUL byte")
                 if header is None:
                     return
                 self.result.files[index].rows += 1

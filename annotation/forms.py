@@ -95,5 +95,18 @@ class SkillCreateForm(RubricForm):
     field_order = ["name", "ability", "criterion"]
 
 
+#: The official skill-set file is 12 KB; the whole file is read into memory.
+MAX_RUBRIC_FILE_BYTES = 1_000_000
+
+
 class RubricImportForm(forms.Form):
     file = forms.FileField(help_text="The official FLASK skill-set JSON format.")
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        limit = min(MAX_RUBRIC_FILE_BYTES, settings.FLASKWEB_MAX_UPLOAD_BYTES)
+        if upload.size > limit:
+            raise forms.ValidationError(
+                f"{upload.name} is {upload.size:,} bytes; a rubric file may have {limit:,}"
+            )
+        return upload

@@ -62,6 +62,10 @@ DIFFICULTY_NAMES = {
 
 EXPECTED_SKILLS = 3
 MAX_TEXT_CHARS = 1_000_000
+#: Deepest nesting of a JSON line. Python's decoder stops near 1,000 levels, and a value
+#: nested almost that deep breaks the first deeper recursion (repr, json.dumps); no input
+#: of ours nests beyond a handful.
+MAX_JSON_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,7 @@ def detect_format(name: str, head: bytes) -> str | None:
         first = first[3:]
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None
@@ -216,6 +220,32 @@ def detect_format(name: str, head: bytes) -> str | None:
     if "instruction" in keys or {"item", "model", "text"} <= keys:
         return "generic-jsonl"
     return None
+
+
+#: Leading bytes of the archive and compression formats people upload by mistake.
+_ARCHIVE_MAGIC = (
+    (b"PK\x03\x04", "a zip archive"),
+    (b"PK\x05\x06", "a zip archive"),
+    (b"\x1f\x8b", "gzip-compressed"),
+    (b"\xfd7zXZ\x00", "xz-compressed"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+)
+_BZIP2 = re.compile(rb"BZh[1-9]\x31\x41\x59\x26\x53\x59")
+
+
+def archive_problem(file_name: str, head: bytes) -> Problem | None:
+    """An `unknown_format` Problem when a file starts like an archive or a compressed file
+    (importers read plain UTF-8 text only), else None. `head`: the file's first 16 bytes."""
+    kind = next((k for magic, k in _ARCHIVE_MAGIC if head.startswith(magic)), None)
+    if kind is None and _BZIP2.match(head):
+        kind = "bzip2-compressed"
+    if kind is None:
+        return None
+    return Problem(
+        file_name, None, "", "unknown_format",
+        f"the file is {kind}; archives are not accepted: upload the uncompressed file",
+    )  # fmt: skip
 
 
 def model_name_from_filename(name: str) -> str:
@@ -268,6 +298,65 @@ def _as_text(ctx: _RowContext, obj: dict, key: str, *, required: bool, label: st
 
 def _type_name(value: Any) -> str:
     return {dict: "an object", list: "a list", bool: "a boolean"}.get(type(value), "a number")
+
+
+def json_too_deep(raw: bytes | str, value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a decoded JSON value nests deeper than `limit` lists and objects. Counting
+    brackets in the raw line first keeps the walk off nearly every line; the walk uses no
+    recursion."""
+    opening = (b"[", b"{") if isinstance(raw, bytes) else ("[", "{")
+    if raw.count(opening[0]) + raw.count(opening[1]) <= limit:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        each, depth = stack.pop()
+        if isinstance(each, dict):
+            each = list(each.values())
+        elif not isinstance(each, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in each)
+    return False
+
+
+#: Characters no text column takes: NUL (PostgreSQL stores it in neither text nor jsonb) and
+#: half of a UTF-16 surrogate pair (not encodable as UTF-8). JSON writes both only as \u
+#: escapes, which the byte pattern finds in a raw line.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def unstorable_text(text: str) -> str | None:
+    """What in `text` cannot be stored ("a NUL character (\\u0000)"), or None."""
+    match = UNSTORABLE.search(text)
+    if match is None:
+        return None
+    code = f"\\u{ord(match.group()):04x}"
+    return f"a NUL character ({code})" if code == "\\u0000" else f"half a surrogate pair ({code})"
+
+
+def unstorable_field(raw: bytes, value: Any) -> tuple[str, str] | None:
+    """(field path, what) for the first key or text of a decoded JSON line that cannot be
+    stored (see UNSTORABLE), at any depth, or None. The path shows the character escaped.
+    Lines without a \\u escape of that kind are not walked."""
+    if not _UNSTORABLE_ESCAPE.search(raw):
+        return None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        each, path = stack.pop()
+        if isinstance(each, dict):
+            children = [(child, f"{path}.{key}" if path else key) for key, child in each.items()]
+            children += [(key, where) for (_, where), key in zip(children, each, strict=True)]
+        elif isinstance(each, list):
+            children = [(child, f"{path}[{n}]") for n, child in enumerate(each, start=1)]
+        else:
+            found = unstorable_text(each) if isinstance(each, str) else None
+            if found:
+                return UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", path), found
+            continue
+        stack.extend(reversed(children))
+    return None
 
 
 def _external_id(ctx: _RowContext, obj: dict, key: str) -> str:
@@ -533,6 +622,17 @@ def parse_jsonl(
                 f"a line must hold a JSON object, not {_type_name(obj)}",
             )  # fmt: skip
             continue
+        if json_too_deep(raw, obj):
+            yield Problem(
+                file_name, lineno, "", "invalid_json",
+                f"the line nests deeper than {MAX_JSON_DEPTH} levels",
+            )  # fmt: skip
+            continue
+        unstorable = unstorable_field(raw, obj)
+        if unstorable is not None:
+            at, what = unstorable
+            yield Problem(file_name, lineno, at, "invalid_type", f"{what}, which cannot be stored")
+            continue
         ctx = _RowContext(file_name, lineno)
         rows: list[ItemRow | ResponseRow] = []
         if fmt == "flask-eval":
@@ -648,6 +748,12 @@ def parse_csv(
         if bad_byte is not None:
             message = f"not valid UTF-8 (byte 0x{bad_byte:02x})"
             yield Problem(file_name, lineno, "", "invalid_encoding", message)
+            if header is None:
+                return
+            rows_done += 1
+            continue
+        if any("\x00" in cell for cell in record):  # text files hold no NUL; PostgreSQL neither
+            yield Problem(file_name, lineno, "", "invalid_csv", "the record holds a NUL byte")
             if header is None:
                 return
             rows_done += 1

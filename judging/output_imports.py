@@ -32,7 +32,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import Dataset, Item, Project, Response
-from annotation.parsers import NA_SPELLINGS, Problem, skill_key
+from annotation.parsers import (
+    MAX_JSON_DEPTH,
+    NA_SPELLINGS,
+    Problem,
+    archive_problem,
+    json_too_deep,
+    skill_key,
+    unstorable_field,
+)
 from annotation.selectors import skill_list_for_project
 from judging.models import (
     JudgeConfig,
@@ -133,7 +141,7 @@ def detect_format(name: str, data: bytes) -> str | None:
     first = _first_line(data)
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         obj = None
     if isinstance(obj, dict):
         keys = {str(k).strip().lower() for k in obj}
@@ -161,9 +169,20 @@ def _json_lines(data: bytes, file_name: str) -> Iterator[tuple[int, Any] | Probl
             yield Problem(file_name, lineno, "", "invalid_encoding", f"not UTF-8 ({exc.reason})")
             continue
         try:
-            yield lineno, json.loads(text)
+            value = json.loads(text)
         except (ValueError, RecursionError) as exc:
             yield Problem(file_name, lineno, "", "invalid_json", f"not valid JSON: {exc}")
+            continue
+        if json_too_deep(raw, value):
+            message = f"the line nests deeper than {MAX_JSON_DEPTH} levels"
+            yield Problem(file_name, lineno, "", "invalid_json", message)
+            continue
+        unstorable = unstorable_field(raw, value)
+        if unstorable is not None:  # PostgreSQL takes it nowhere, not even in a lookup
+            at, what = unstorable
+            yield Problem(file_name, lineno, at, "invalid_type", f"{what}, which cannot be stored")
+            continue
+        yield lineno, value
 
 
 def _type_name(value: Any) -> str:
@@ -321,7 +340,8 @@ def _csv_rows(data: bytes, file_name: str, problems: list[Problem]) -> Iterator[
             Problem(file_name, line, "", "invalid_encoding", f"not UTF-8 ({exc.reason})")
         )
         return
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # strict: an unbalanced quote is an error, not a cell that swallows the rows after it
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header: list[str] | None = None
     end = 0
     while True:
@@ -335,6 +355,13 @@ def _csv_rows(data: bytes, file_name: str, problems: list[Problem]) -> Iterator[
             return
         end = reader.line_num
         if not record or not any(cell.strip() for cell in record):
+            continue
+        if any("\x00" in cell for cell in record):
+            problems.append(
+                Problem(file_name, start, "", "invalid_csv", "the record holds a NUL byte")
+            )
+            if header is None:
+                return
             continue
         if header is None:
             header = [cell.strip().lower() for cell in record]
@@ -480,6 +507,10 @@ def parse_input(
     for name, data in files:
         if not data.strip():
             problems.append(Problem(name, None, "", "empty_file", "the file holds no rows"))
+            continue
+        archive = archive_problem(name, data[:16])
+        if archive is not None:
+            problems.append(archive)
             continue
         found = fmt or detect_format(name, data)
         if found is None:

@@ -422,6 +422,12 @@ def builtin_template(*, with_reference: bool) -> PromptTemplate:
 
 # --- the official FLASK prompt-file format ------------------------------------------------------
 
+#: Longest template key stored (judging.models.PromptTemplate.key, a slug).
+MAX_KEY_CHARS = 80
+_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+#: What no text column takes: NUL, and half of a UTF-16 surrogate pair.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
 #: FLASK placeholder -> ours. {prompt1}/{prompt2} (any key of "defaults") are filled in.
 _FLASK_PLACEHOLDERS = {
     "question": "instruction",
@@ -469,6 +475,8 @@ def _flask_line(raw: str, *, key_prefix: str, version: str) -> PromptTemplate:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise PromptError(f"not valid JSON ({exc.msg} at column {exc.colno})")
+    except RecursionError:
+        raise PromptError("not valid JSON (nested too deeply)")
     if not isinstance(data, dict):
         raise PromptError("a line must be a JSON object")
     missing = [k for k in ("prompt_id", "system_prompt", "prompt_template") if k not in data]
@@ -477,6 +485,11 @@ def _flask_line(raw: str, *, key_prefix: str, version: str) -> PromptTemplate:
     prompt_id = data["prompt_id"]
     if isinstance(prompt_id, bool) or not isinstance(prompt_id, int | str) or prompt_id == "":
         raise PromptError("prompt_id must be a number or a non-empty string")
+    longest = MAX_KEY_CHARS - len(key_prefix) - 1
+    if not _SLUG.fullmatch(str(prompt_id)) or len(str(prompt_id)) > longest:
+        raise PromptError(
+            f"prompt_id must be 1-{longest} letters, digits, '-' or '_', not {prompt_id!r}"
+        )
     system_prompt, body = data["system_prompt"], data["prompt_template"]
     if not isinstance(system_prompt, str) or not isinstance(body, str):
         raise PromptError("system_prompt and prompt_template must be strings")
@@ -488,6 +501,13 @@ def _flask_line(raw: str, *, key_prefix: str, version: str) -> PromptTemplate:
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise PromptError("description must be a string")
+    texts = [("system_prompt", system_prompt), ("prompt_template", body)]
+    texts += [("description", description), *((f"defaults[{k!r}]", v) for k, v in defaults.items())]
+    for label, text in texts:
+        if found := _UNSTORABLE.search(text):  # a database error otherwise
+            code = ord(found.group())
+            what = "a NUL character" if code == 0 else "half a surrogate pair"
+            raise PromptError(f"{label} holds {what} (\\u{code:04x}), which cannot be stored")
     clash = sorted(set(defaults) & set(_FLASK_PLACEHOLDERS))
     if clash:
         raise PromptError(f"defaults may not replace {_fmt_names(clash)}")

@@ -16,6 +16,7 @@ from django.utils.text import slugify
 
 from annotation import catalogue_text
 from annotation.models import Ability, Domain, Project, Rubric, RubricSource, Skill
+from annotation.parsers import archive_problem, unstorable_text
 
 
 class RubricFileError(ValueError):
@@ -131,10 +132,15 @@ class RubricImportResult:
 
 def parse_flask_skillset(data: bytes | str) -> list[tuple[str, str, list[str]]]:
     """Parse the official FLASK skill-set file: [{"Skill", "Criteria", "Scoring": {1..5}}]."""
+    archive = archive_problem("", data[:16]) if isinstance(data, bytes) else None
+    if archive is not None:
+        raise RubricFileError(archive.message)
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RubricFileError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RubricFileError("not valid JSON: nested too deeply") from None
     if not isinstance(doc, list) or not doc:
         raise RubricFileError("expected a non-empty JSON list of skills")
     result = []
@@ -144,6 +150,8 @@ def parse_flask_skillset(data: bytes | str) -> list[tuple[str, str, list[str]]]:
         name, criteria, scoring = entry.get("Skill"), entry.get("Criteria"), entry.get("Scoring")
         if not isinstance(name, str) or not name.strip():
             raise RubricFileError(f"entry {n}: 'Skill' must be a non-empty string")
+        if what := unstorable_text(name):  # before the name is shown in a message
+            raise RubricFileError(f"entry {n}: 'Skill' holds {what}, which cannot be stored")
         if not isinstance(criteria, str) or not criteria.strip():
             raise RubricFileError(f"entry {n} ({name}): 'Criteria' must be a non-empty string")
         if not isinstance(scoring, dict) or sorted(scoring) != ["1", "2", "3", "4", "5"]:
@@ -151,6 +159,12 @@ def parse_flask_skillset(data: bytes | str) -> list[tuple[str, str, list[str]]]:
         anchors = [scoring[str(level)] for level in range(1, 6)]
         if not all(isinstance(a, str) and a.strip() for a in anchors):
             raise RubricFileError(f"entry {n} ({name}): every level needs text")
+        labels = ["Criteria", *(f"Scoring {level}" for level in range(1, 6))]
+        for label, text in zip(labels, [criteria, *anchors], strict=True):
+            if what := unstorable_text(text):  # a database error otherwise
+                raise RubricFileError(
+                    f"entry {n} ({name}): '{label}' holds {what}, which cannot be stored"
+                )
         result.append((name.strip(), criteria.strip(), [a.strip() for a in anchors]))
     names = [r[0].lower() for r in result]
     if len(set(names)) != len(names):

@@ -268,12 +268,13 @@ def _open(file_row: UploadFile) -> IO[bytes]:
     return file_row.file
 
 
-def _first_record(stream: IO[bytes]) -> bytes:
-    """The first non-blank line, for format detection. A fixed-size head would cut a long
-    first record (an item with inline answers easily passes 64 KB) and fail detection."""
+def _first_record(stream: IO[bytes]) -> bytes | None:
+    """The first non-blank line, for format detection (None: it is over the line limit). A
+    fixed-size head would cut a long first record (an item with inline answers easily passes
+    64 KB) and fail detection."""
     for _, raw, _ in parsers.iter_lines(stream, max_line_bytes=settings.FLASKWEB_MAX_LINE_BYTES):
         if raw is None or raw.strip():
-            return raw or b""
+            return raw
     return b""
 
 
@@ -484,11 +485,20 @@ def _import_in_transaction(
             file_summary = {"name": file_row.original_name, "items": 0, "responses": 0}
             summary["files"].append(file_summary)
             with _open(file_row) as stream:
+                archive = parsers.archive_problem(file_row.original_name, stream.read(16))
+                stream.seek(0)
+                if archive is not None:
+                    problems.add(archive)
+                    continue
                 first = b"" if file_row.format else _first_record(stream)
-                fmt = file_row.format or parsers.detect_format(file_row.original_name, first)
+                fmt = file_row.format or parsers.detect_format(file_row.original_name, first or b"")
                 stream.seek(0)
                 if fmt is None:
-                    empty = not first.strip()
+                    empty = first is not None and not first.strip()
+                    why = ""
+                    if first is None:
+                        limit = settings.FLASKWEB_MAX_LINE_BYTES
+                        why = f" (its first line is longer than {limit:,} bytes)"
                     problems.add(
                         Problem(
                             file_row.original_name,
@@ -497,8 +507,8 @@ def _import_in_transaction(
                             "empty_file" if empty else "unknown_format",
                             "the file holds no rows"
                             if empty
-                            else "cannot tell the format; name it (flask-eval, flask-output, "
-                            "generic-jsonl, generic-csv)",
+                            else f"cannot tell the format{why}; name it (flask-eval, "
+                            "flask-output, generic-jsonl, generic-csv)",
                         )  # fmt: skip
                     )
                     continue
