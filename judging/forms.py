@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.text import slugify
 
@@ -340,8 +341,9 @@ class PromptImportForm(forms.Form):
 
     def clean_file(self) -> str:
         upload = self.cleaned_data["file"]
-        if upload.size > MAX_PROMPT_FILE_BYTES:
-            raise ValidationError(f"The file is larger than {MAX_PROMPT_FILE_BYTES:,} bytes.")
+        limit = min(MAX_PROMPT_FILE_BYTES, settings.FLASKWEB_MAX_UPLOAD_BYTES)
+        if upload.size > limit:
+            raise ValidationError(f"The file is larger than {limit:,} bytes.")
         try:
             return upload.read().decode("utf-8-sig")
         except UnicodeDecodeError:

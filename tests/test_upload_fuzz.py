@@ -1509,11 +1509,6 @@ def test_the_dataset_upload_api_refuses_policies_nested_10000_levels(admin_user,
     assert response.status_code == 400, response.json()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="judging/forms.py: PromptImportForm caps files at its own 1,000,000 bytes and "
-    "ignores FLASKWEB_MAX_UPLOAD_BYTES",
-)
 def test_the_prompt_file_import_page_honours_the_upload_limit(researcher_client, project):
     data = jsonl([PROMPT]) + b"\n" * UPLOAD_LIMIT
     before = row_counts()
