@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
@@ -16,37 +16,56 @@ class AnalyticsReportApi(APIView):
     """Agreement among annotators and human-judge correlation, per skill and judge
     (docs/ANALYTICS.md describes every key). Project researchers and admins only."""
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("skill", str, many=True, required=False, description="skill names"),
-            OpenApiParameter("judge", str, many=True, required=False, description="judge names"),
-            OpenApiParameter(
-                "resamples",
-                int,
-                required=False,
-                description=f"bootstrap resamples (0-{MAX_RESAMPLES}; 0: no intervals)",
-            ),
-        ],
-        responses=OpenApiTypes.OBJECT,
-    )
+    class FilterSerializer(serializers.Serializer):
+        skill = serializers.ListField(
+            child=serializers.CharField(), required=False, default=list, help_text="skill names"
+        )
+        judge = serializers.ListField(
+            child=serializers.CharField(), required=False, default=list, help_text="judge names"
+        )
+        system = serializers.ListField(
+            child=serializers.CharField(), required=False, default=list, help_text="models"
+        )
+        domain = serializers.ListField(
+            child=serializers.CharField(), required=False, default=list, help_text="domains"
+        )
+        difficulty = serializers.ListField(
+            child=serializers.IntegerField(min_value=1, max_value=5),
+            required=False,
+            default=list,
+            help_text="difficulty levels, 1 to 5",
+        )
+        resamples = serializers.IntegerField(
+            min_value=0,
+            max_value=MAX_RESAMPLES,
+            required=False,
+            default=DEFAULT_RESAMPLES,
+            help_text="bootstrap resamples (0: no intervals)",
+        )
+        breakdowns = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="1",
+            help_text="0 or false: leave the per-domain, difficulty and system breakdowns out",
+        )
+
+        class Meta:
+            ref_name = "AnalyticsReportFilters"
+
+    @extend_schema(parameters=[FilterSerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request, slug: str):
         project = project_get_for_staff(request.user, slug)
-        raw = request.query_params.get("resamples", str(DEFAULT_RESAMPLES))
-        if not raw.isdigit() or int(raw) > MAX_RESAMPLES:
-            raise serializers.ValidationError(
-                {"resamples": [f"a whole number from 0 to {MAX_RESAMPLES}"]}
-            )
-        difficulties = request.query_params.getlist("difficulty")
-        if any(d not in {"1", "2", "3", "4", "5"} for d in difficulties):
-            raise serializers.ValidationError({"difficulty": ["1 to 5"]})
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
         report = project_report(
-            resamples=int(raw),
-            systems=request.query_params.getlist("system") or None,
-            domains=request.query_params.getlist("domain") or None,
-            difficulties=[int(d) for d in difficulties] or None,
-            with_breakdowns=request.query_params.get("breakdowns", "1") not in ("0", "false"),
+            resamples=data["resamples"],
+            systems=data["system"] or None,
+            domains=data["domain"] or None,
+            difficulties=data["difficulty"] or None,
+            with_breakdowns=data["breakdowns"] not in ("0", "false"),
             project=project,
-            skills=request.query_params.getlist("skill") or None,
-            judges=request.query_params.getlist("judge") or None,
+            skills=data["skill"] or None,
+            judges=data["judge"] or None,
         )
         return ApiResponse(report)

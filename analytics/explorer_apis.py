@@ -5,12 +5,7 @@ send-back for re-annotation. Project researchers and admins only (annotators 403
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    extend_schema,
-    extend_schema_field,
-    inline_serializer,
-)
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response as ApiResponse
@@ -36,6 +31,8 @@ class DisagreementListApi(APIView):
     """The project's (response, skill) pairs with human scores, ranked by the largest gap
     between the human mean and a judge (`sort=gap`, the default) or by the spread of the
     human scores (`sort=spread`), 50 per page (`page`)."""
+
+    pagination_class = DisagreementPagination
 
     class FilterSerializer(serializers.Serializer):
         skill = serializers.ListField(child=serializers.CharField(), required=False, default=list)
@@ -89,18 +86,7 @@ class DisagreementListApi(APIView):
         def get_human_scores(self, row) -> list[dict]:
             return [{"rater": rater, "value": value} for rater, value in row.human_scores]
 
-    @extend_schema(
-        parameters=[FilterSerializer, OpenApiParameter("page", int, required=False)],
-        responses=inline_serializer(
-            "AnalyticsDisagreementPage",
-            {
-                "count": serializers.IntegerField(),
-                "next": serializers.URLField(allow_null=True),
-                "previous": serializers.URLField(allow_null=True),
-                "results": OutputSerializer(many=True),
-            },
-        ),
-    )
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer(many=True))
     def get(self, request, slug: str):
         project = project_get_for_staff(request.user, slug)
         params = self.FilterSerializer(data=request.query_params)
@@ -116,7 +102,7 @@ class DisagreementListApi(APIView):
             sort=data["sort"],
         )
         rows = disagreement_list(project=project, filters=filters)
-        paginator = DisagreementPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
@@ -187,6 +173,10 @@ class ReannotationCreateApi(APIView):
                 requested_by=request.user,
             )  # fmt: skip
         except DjangoValidationError as exc:
-            problems = exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+            problems = (
+                exc.message_dict
+                if hasattr(exc, "error_dict")
+                else {"non_field_errors": exc.messages}
+            )
             raise serializers.ValidationError(problems) from None
         return ApiResponse(self.OutputSerializer(result).data)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
@@ -17,6 +17,7 @@ from analytics.export_selectors import export_get_for_staff, export_list_for_pro
 from analytics.export_views import export_file_response
 from analytics.exports import ExportOptionsError, export_job_create
 from analytics.models import ExportFormat, ExportJob, ExportKind, ExportStatus, RaterKind
+from flaskweb.api_errors import ApiPagination
 from judging.access import project_get_for_staff
 
 KIND_HELP = f"One of {', '.join(ExportKind.values)}."
@@ -70,6 +71,8 @@ class ExportListCreateApi(APIView):
     201 with the job (pending), written in the background: follow `urls.self` until
     `status` is done, then GET `urls.download`."""
 
+    pagination_class = ApiPagination
+
     class InputSerializer(serializers.Serializer):
         kind = serializers.CharField(max_length=20, help_text=KIND_HELP)
         format = serializers.CharField(
@@ -107,13 +110,25 @@ class ExportListCreateApi(APIView):
     def get(self, request, slug: str):
         project = project_get_for_staff(request.user, slug)
         jobs = export_list_for_project(project=project, limit=None)
-        paginator = LimitOffsetPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(jobs, request, view=self)
         return paginator.get_paginated_response(ExportOutputSerializer(page, many=True).data)
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: ExportOutputSerializer, 400: OpenApiTypes.OBJECT},
+        responses={201: ExportOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Judge scores as JSON Lines",
+                request_only=True,
+                value={
+                    "kind": "long",
+                    "format": "jsonl",
+                    "rater_kind": "judge",
+                    "skill": ["Factuality", "Readability"],
+                },
+            ),  # fmt: skip
+        ],
     )
     def post(self, request, slug: str):
         project = project_get_for_staff(request.user, slug)
@@ -139,10 +154,38 @@ class ExportDetailApi(APIView):
         return ApiResponse(ExportOutputSerializer(job).data)
 
 
-class ExportDownloadApi(APIView):
-    """The finished export's file, as an attachment; 409 while the job is not done."""
+class _AnyAccept(BaseContentNegotiation):
+    """The file is sent whatever `Accept` says (text/csv, application/x-ndjson, */*): DRF's
+    negotiation would answer 406 to a client asking for the file's own type."""
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 409: None})
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ExportConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    status = serializers.ChoiceField(choices=ExportStatus.choices)
+
+    class Meta:
+        ref_name = "AnalyticsExportConflict"
+
+
+class ExportDownloadApi(APIView):
+    """The finished export's file, as an attachment (CSV or JSON Lines, as the job's
+    format); 409 while the job is not done."""
+
+    content_negotiation_class = _AnyAccept
+
+    @extend_schema(
+        responses={
+            (200, "text/csv"): OpenApiTypes.BINARY,
+            (200, "application/x-ndjson"): OpenApiTypes.BINARY,
+            409: ExportConflictSerializer,
+        }
+    )
     def get(self, request, pk: int):
         job = export_get_for_staff(request.user, pk)
         response = export_file_response(job)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import Http404
 from django.utils.text import slugify
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -19,13 +18,13 @@ from analytics.imports import DEFAULT_DATASET, ScoreImportRejected, scores_impor
 from analytics.models import ScoreImport
 from analytics.selectors import score_import_list
 from annotation.access import is_site_admin, project_exists
-from flaskweb.api_errors import field_problems, problems_response
+from flaskweb.api_errors import ProblemsErrorSerializer, field_problems, problems_response
 from judging.access import project_get_for_staff
 
 
 class ScoreImportSerializer(serializers.ModelSerializer):
     dataset = serializers.CharField(source="dataset.name")
-    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True)
 
     class Meta:
         model = ScoreImport
@@ -38,7 +37,7 @@ class ScoreImportSerializer(serializers.ModelSerializer):
 
 
 class ScoreImportListApi(APIView):
-    """The project's latest score imports (newest first, at most 50)."""
+    """The project's latest score imports (newest first, at most 50; not paged)."""
 
     @extend_schema(responses=ScoreImportSerializer(many=True))
     def get(self, request, slug: str):
@@ -82,9 +81,16 @@ class ScoreImportApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": InputSerializer},
-        responses={201: OutputSerializer, 200: OutputSerializer, 400: OpenApiTypes.OBJECT},
+        responses={201: OutputSerializer, 200: OutputSerializer, 400: ProblemsErrorSerializer},
     )
     def post(self, request, slug: str):
+        # who may import comes before what was sent: a non-member learns nothing (404)
+        slug = slugify(slug)
+        exists = project_exists(slug)
+        if exists:
+            project_get_for_staff(request.user, slug)
+        elif not is_site_admin(request.user):
+            raise Http404("no such project")
         data = {
             "files": request.FILES.getlist("files"),
             "scale": request.data.getlist("scale") if hasattr(request.data, "getlist") else [],
@@ -98,12 +104,8 @@ class ScoreImportApi(APIView):
                 "the request is not valid", "invalid", field_problems(serializer.errors)
             )
         v = serializer.validated_data
-        slug = slugify(slug)
-        if project_exists(slug):
-            project_get_for_staff(request.user, slug)
-        elif not (v["create_project"] and is_site_admin(request.user)):
-            # a researcher may not learn which slugs exist, nor create projects
-            raise Http404("no such project")
+        if not exists and not v["create_project"]:
+            raise Http404("no such project (a site admin may ask to create it)")
         limit = settings.FLASKWEB_MAX_UPLOAD_BYTES
         if sum(f.size or 0 for f in v["files"]) > limit:
             return problems_response(

@@ -3,14 +3,14 @@
 The same services as the annotate pages: `assignment_next`, `human_score_submit`,
 `assignment_skip`. Responses are blind: they never carry the model name, the task kind
 (gold, attention, hidden repeat) or anyone else's scores. Errors are JSON objects
-`{"detail": message, "code": code}`; 400s add the offending fields.
+`{"detail": message, "code": code}`; 400s add the offending fields (in `fields`, and at the
+top level as v1 clients read them).
 """
 
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
@@ -31,18 +31,13 @@ from annotation.services.assignments import (
     assignment_skip,
     human_score_submit,
 )
+from flaskweb.api_errors import ApiPagination, ErrorSerializer, invalid_body
 from flaskweb.db import instance_from
 
 MAX_TIME_MS = 24 * 3600 * 1000  # a day; also what the submit service accepts per score
+#: Ids are bigints: a larger one names nothing, and would overflow the claim's fixed SQL.
+MAX_ID = 2**63 - 1
 NO_TASK_HEADER = "No-Task-Reason"
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    code = serializers.CharField()
-
-    class Meta:
-        ref_name = "AnnotateError"
 
 
 def _error(http_status: int, message: str, code: str, **fields) -> ApiResponse:
@@ -50,7 +45,7 @@ def _error(http_status: int, message: str, code: str, **fields) -> ApiResponse:
 
 
 def _invalid(errors: dict) -> ApiResponse:
-    return _error(400, "the request is not valid; see the fields", "invalid", **errors)
+    return ApiResponse(invalid_body(errors), status=400)
 
 
 # --- access ---------------------------------------------------------------------------------
@@ -80,6 +75,8 @@ def _no_task_reason(campaign: Campaign, user) -> str:
 class AnnotatorCampaignListApi(APIView):
     """The caller's campaigns as an annotator."""
 
+    pagination_class = ApiPagination
+
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         name = serializers.CharField()
@@ -99,7 +96,7 @@ class AnnotatorCampaignListApi(APIView):
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request):
         rows = selectors.campaign_list_for_annotator(user=request.user)
-        paginator = LimitOffsetPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
         instructions = dict(
             Campaign.objects.filter(pk__in=[r.id for r in page]).values_list("pk", "instructions")
@@ -151,6 +148,8 @@ class AssignmentNextApi(APIView):
         # This and submit are the hot path (bench/annotate_load.py): each read is one fixed
         # SQL statement, and the payload is built without a serializer pass. The claim
         # checks the pool itself; only an empty claim asks why.
+        if campaign_id > MAX_ID:
+            return _error(404, "no such campaign", "not_found")
         campaign = instance_from(Campaign, {"id": campaign_id})
         claimed = assignment_next(campaign=campaign, annotator=request.user)
         if claimed is None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, PermissionDenied
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
@@ -23,21 +22,18 @@ from annotation.services.imports import (
     policies_parse,
     upload_progress_get,
 )
+from flaskweb.api_errors import ApiPagination
 
 
 def _project(request, slug: str, roles=access.STAFF_ROLES):
-    from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-    from django.http import Http404
-
-    try:
-        return access.project_get_for_user(request.user, slug, roles=roles)[0]
-    except Http404:
-        raise NotFound("no such project") from None
-    except DjangoPermissionDenied as exc:
-        raise PermissionDenied(str(exc)) from None
+    """The project, or 404 (unknown or not a member) / 403 (a role without access); the API's
+    exception handler words both as JSON."""
+    return access.project_get_for_user(request.user, slug, roles=roles)[0]
 
 
 class ProjectListApi(APIView):
+    pagination_class = ApiPagination
+
     class OutputSerializer(serializers.Serializer):
         slug = serializers.CharField()
         name = serializers.CharField()
@@ -49,12 +45,14 @@ class ProjectListApi(APIView):
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request):
         projects = selectors.project_list_for_user(user=request.user)
-        paginator = LimitOffsetPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(projects, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 
 class DatasetListApi(APIView):
+    pagination_class = ApiPagination
+
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         name = serializers.CharField()
@@ -68,12 +66,15 @@ class DatasetListApi(APIView):
     def get(self, request, slug: str):
         project = _project(request, slug)
         datasets = selectors.dataset_list_for_project(project=project)
-        paginator = LimitOffsetPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(datasets, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 
 class SkillListApi(APIView):
+    """The skill catalogue: built-in skills, and a project's own with `?project=`. Not paged:
+    a catalogue holds a few dozen skills."""
+
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         name = serializers.CharField()
@@ -86,9 +87,19 @@ class SkillListApi(APIView):
         class Meta:
             ref_name = "Skill"
 
-    @extend_schema(responses=OutputSerializer(many=True))
+    class FilterSerializer(serializers.Serializer):
+        project = serializers.SlugField(
+            required=False, allow_blank=True, help_text="a project's slug: its own skills too"
+        )
+
+        class Meta:
+            ref_name = "SkillFilters"
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer(many=True))
     def get(self, request):
-        slug = request.query_params.get("project")
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        slug = params.validated_data.get("project")
         project = _project(request, slug) if slug else None
         rubrics = selectors.rubrics_current_for_project(project=project)
         rows = []
@@ -124,6 +135,17 @@ class UploadOutputSerializer(serializers.ModelSerializer):
         )
 
 
+class _ShallowJSONField(serializers.JSONField):
+    """A JSON form field that refuses a document nested too deeply to parse (400), instead
+    of letting the parser's RecursionError through."""
+
+    def to_internal_value(self, data):
+        try:
+            return super().to_internal_value(data)
+        except RecursionError:
+            raise serializers.ValidationError("the JSON is nested too deeply") from None
+
+
 class UploadCreateApi(APIView):
     """Start an import: multipart with one or more `files`. Answers 202 with the job."""
 
@@ -139,20 +161,19 @@ class UploadCreateApi(APIView):
         format = serializers.ChoiceField(choices=FORMATS, required=False)
         model = serializers.CharField(max_length=200, required=False)
         preset = serializers.ChoiceField(choices=list(POLICY_PRESETS), required=False)
-        policies = serializers.JSONField(
+        policies = _ShallowJSONField(
             binary=True, required=False, help_text='{"invalid_difficulty": "accept"}'
         )
 
     @extend_schema(request=InputSerializer, responses={202: UploadOutputSerializer})
     def post(self, request):
-        data = request.data.copy()
+        # an empty body parses to a plain dict, a form to a QueryDict (one value per key here)
+        data = request.data.dict() if hasattr(request.data, "dict") else dict(request.data)
         files = request.FILES.getlist("files")
-        serializer = self.InputSerializer(data={**data.dict(), "files": files})
+        serializer = self.InputSerializer(data={**data, "files": files})
         serializer.is_valid(raise_exception=True)
         v = serializer.validated_data
         project = _project(request, v["project"], roles={ProjectRole.ADMIN})
-        from django.conf import settings
-
         for f in v["files"]:
             if f.size > settings.FLASKWEB_MAX_UPLOAD_BYTES:
                 raise serializers.ValidationError(
@@ -179,7 +200,8 @@ class UploadCreateApi(APIView):
                 policies=policies, created_by=request.user,
             )  # fmt: skip
         except (ImportOptionsError, ValidationError) as exc:
-            raise serializers.ValidationError({"detail": str(exc)}) from None
+            messages = getattr(exc, "messages", None) or [str(exc)]
+            raise serializers.ValidationError({"non_field_errors": messages}) from None
         return ApiResponse(UploadOutputSerializer(upload).data, status=status.HTTP_202_ACCEPTED)
 
 

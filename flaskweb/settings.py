@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc assets, served from static (no CDN)
     "annotation",
     "judging",
     "analytics",
@@ -253,15 +254,51 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "flaskweb.api_errors.ApiPagination",
     "PAGE_SIZE": 100,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "flaskweb.api_schema.ApiAutoSchema",
+    "EXCEPTION_HANDLER": "flaskweb.api_errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "flaskweb API",
-    "DESCRIPTION": "Fine-grained (FLASK) evaluation of LLM responses by people and model judges.",
+    "DESCRIPTION": (
+        "Fine-grained (FLASK) evaluation of LLM responses by people and model judges. "
+        "Authenticate with `Authorization: Token <key>` (or the browser session). Errors are "
+        '`{"detail", "code", "fields"}`; lists are paged with `limit`/`offset`. See docs/API.md.'
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "TAGS": [
+        {
+            "name": "annotation",
+            "description": "Projects, datasets, the skill catalogue, dataset uploads, and the "
+            "annotators' workflow (next task, submit, skip).",
+        },
+        {
+            "name": "judging",
+            "description": "Judges, run estimates, runs and their lifecycle, judgments and "
+            "scores, and imports of judge outputs made elsewhere.",
+        },
+        {
+            "name": "analytics",
+            "description": "The agreement report, the disagreement explorer and "
+            "re-annotation, score exports, and long-format score imports.",
+        },
+    ],
+    # what Django's converters accept, so generated clients (and schema tests) stay inside
+    "PATH_CONVERTER_OVERRIDES": {
+        "int": {"type": "integer", "minimum": 0},
+        "slug": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
+    },
+    # one name per status set: runs, judgments and export jobs each have a "status"
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "judging.models.RunStatus",
+        "JudgmentStatusEnum": "judging.models.JudgmentStatus",
+        "ExportStatusEnum": "analytics.models.ExportStatus",
+    },
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Production hardening -------------------------------------------------------------------

@@ -3,13 +3,20 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from analytics.apis import AnalyticsReportApi
 from analytics.urls import api_urlpatterns as analytics_api
 from annotation.urls import api_urlpatterns as annotation_api
 from flaskweb.security import ThrottledLoginView
 from judging.urls import api_urlpatterns as judging_api_urlpatterns
+
+# Swagger UI. The split view serves its start-up script as a file, as the Content-Security-
+# Policy allows no inline script. It is a page: Django's CSRF middleware refuses a POST
+# without the token (DRF exempts its views and checks CSRF itself, and this view's HTML
+# renderer would drop the reason).
+api_docs = SpectacularSwaggerSplitView.as_view(url_name="api-schema")
+api_docs.csrf_exempt = False
 
 urlpatterns = [
     path("", include("annotation.urls")),
@@ -27,4 +34,5 @@ urlpatterns = [
     ),
     path("api/v1/", include((analytics_api, "analytics-api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", api_docs, name="api-docs"),
 ]

@@ -10,14 +10,19 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.models import Project
 from annotation.selectors import dataset_list_for_project
+from flaskweb.api_errors import ApiPagination, ErrorSerializer
 from judging import access, prompts, selectors, services
 from judging.baselines import BASELINES
 from judging.forms import (
@@ -47,6 +52,14 @@ def _service_error(exc: ValidationError) -> serializers.ValidationError:
     if hasattr(exc, "error_dict"):
         return serializers.ValidationError(exc.message_dict)
     return serializers.ValidationError({"non_field_errors": exc.messages})
+
+
+class ConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    status = serializers.ChoiceField(choices=RunStatus.choices, help_text="the run's status")
+
+    class Meta:
+        ref_name = "JudgingRunConflict"
 
 
 def _conflict(run: JudgeRun, action: str) -> ApiResponse:
@@ -152,11 +165,13 @@ def _run_data(run: JudgeRun) -> dict[str, Any]:
 
 
 class JudgeListApi(APIView):
+    pagination_class = ApiPagination
+
     @extend_schema(responses=JudgeOutputSerializer(many=True))
     def get(self, request, slug: str):
         project = access.project_get_for_staff(request.user, slug)
         judges = selectors.judge_list_for_project(project=project)
-        paginator = LimitOffsetPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(judges, request, view=self)
         return paginator.get_paginated_response(JudgeOutputSerializer(page, many=True).data)
 
@@ -229,7 +244,28 @@ class JudgeCreateApi(APIView):
                 raise serializers.ValidationError({k: [v] for k, v in errors.items()})
             return attrs
 
-    @extend_schema(request=InputSerializer, responses={201: JudgeOutputSerializer})
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: JudgeOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "LLM judge",
+                request_only=True,
+                value={
+                    "name": "GPT judge",
+                    "kind": "llm",
+                    "base_url": "https://api.openai.com/v1",
+                    "model": "gpt-4o-mini",
+                    "api_key_env": "OPENAI_API_KEY",
+                },
+            ),  # fmt: skip
+            OpenApiExample(
+                "Baseline",
+                request_only=True,
+                value={"name": "ROUGE-L", "kind": "baseline", "baseline": "rouge-l"},
+            ),  # fmt: skip
+        ],
+    )
     def post(self, request, slug: str):
         project = access.project_get_for_staff(request.user, slug)
         serializer = self.InputSerializer(data=request.data, context={"project": project})
@@ -403,7 +439,9 @@ class JudgeRunStartApi(APIView):
         class Meta:
             ref_name = "JudgingRunStart"
 
-    @extend_schema(request=InputSerializer, responses={200: RunOutputSerializer, 409: None})
+    @extend_schema(
+        request=InputSerializer, responses={200: RunOutputSerializer, 409: ConflictSerializer}
+    )
     def post(self, request, pk: int):
         return _start(request, pk, self.InputSerializer, "started")
 
@@ -416,7 +454,9 @@ class JudgeRunResumeApi(APIView):
         class Meta:
             ref_name = "JudgingRunResume"
 
-    @extend_schema(request=InputSerializer, responses={200: RunOutputSerializer, 409: None})
+    @extend_schema(
+        request=InputSerializer, responses={200: RunOutputSerializer, 409: ConflictSerializer}
+    )
     def post(self, request, pk: int):
         return _start(request, pk, self.InputSerializer, "resumed")
 
@@ -432,7 +472,7 @@ def _set_status(request, pk: int, run_status: str, action: str):
 class JudgeRunPauseApi(APIView):
     """running -> paused: queued calls do nothing until the run is resumed. 409 otherwise."""
 
-    @extend_schema(request=None, responses={200: RunOutputSerializer, 409: None})
+    @extend_schema(request=None, responses={200: RunOutputSerializer, 409: ConflictSerializer})
     def post(self, request, pk: int):
         return _set_status(request, pk, RunStatus.PAUSED, "paused")
 
@@ -440,7 +480,7 @@ class JudgeRunPauseApi(APIView):
 class JudgeRunCancelApi(APIView):
     """pending, running or paused -> cancelled, for good. 409 otherwise."""
 
-    @extend_schema(request=None, responses={200: RunOutputSerializer, 409: None})
+    @extend_schema(request=None, responses={200: RunOutputSerializer, 409: ConflictSerializer})
     def post(self, request, pk: int):
         return _set_status(request, pk, RunStatus.CANCELLED, "cancelled")
 
@@ -449,6 +489,8 @@ class JudgeRunCancelApi(APIView):
 
 
 class JudgmentListApi(APIView):
+    pagination_class = ApiPagination
+
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         response = serializers.IntegerField(source="response_id")
@@ -494,7 +536,7 @@ class JudgmentListApi(APIView):
                 {"status": [f"one of {', '.join(JudgmentStatus.values)}"]}
             )
         judgments = selectors.judgment_list_for_run(run=run, status=wanted)
-        paginator = LimitOffsetPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(judgments, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
@@ -544,11 +586,13 @@ class RunScoresApi(APIView):
     )
     def get(self, request, pk: int):
         run = access.run_get_for_staff(request.user, pk)
-        try:
-            after = int(request.query_params.get("after", 0))
-            limit = int(request.query_params.get("limit", 100))
-        except ValueError:
-            raise serializers.ValidationError({"after": ["integers only"]}) from None
+        numbers = {}
+        for name, default in (("after", 0), ("limit", 100)):
+            try:
+                numbers[name] = int(request.query_params.get(name, default))
+            except ValueError:
+                raise serializers.ValidationError({name: ["a whole number"]}) from None
+        after, limit = numbers["after"], numbers["limit"]
         if not 1 <= limit <= 500:
             raise serializers.ValidationError({"limit": ["1 to 500"]})
         ids = selectors.run_judged_response_ids(run=run, after_id=after, limit=limit)
@@ -557,36 +601,47 @@ class RunScoresApi(APIView):
         return ApiResponse(self.OutputSerializer(body).data)
 
 
+class PairwiseRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    pairs = serializers.IntegerField(help_text="pairs with a verdict in both orders")
+    consistent = serializers.IntegerField()
+    inconsistent = serializers.IntegerField()
+    inconsistency_rate = serializers.FloatField(allow_null=True)
+    first_position_share = serializers.FloatField(
+        allow_null=True, help_text="share of non-tie verdicts that favoured the first shown"
+    )
+    challenger_wins = serializers.IntegerField()
+    anchor_wins = serializers.IntegerField()
+    ties = serializers.IntegerField()
+    challenger_win_rate = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        ref_name = "PairwiseRow"
+
+
+class PairwiseModelRowSerializer(PairwiseRowSerializer):
+    model = serializers.CharField(help_text="the challenger model")
+
+    class Meta:
+        ref_name = "PairwiseModelRow"
+
+
 class RunPairwiseApi(APIView):
     """Position consistency and outcomes of a pairwise run (per skill and Overall; Overall
-    per challenger model). Verdicts count only where both orders were read."""
+    per challenger model). Verdicts count only where both orders were read. 400 (code
+    not_pairwise) for a run that scores responses one by one."""
 
-    class RowSerializer(serializers.Serializer):
-        name = serializers.CharField()
-        pairs = serializers.IntegerField(help_text="pairs with a verdict in both orders")
-        consistent = serializers.IntegerField()
-        inconsistent = serializers.IntegerField()
-        inconsistency_rate = serializers.FloatField(allow_null=True)
-        first_position_share = serializers.FloatField(
-            allow_null=True, help_text="share of non-tie verdicts that favoured the first shown"
-        )
-        challenger_wins = serializers.IntegerField()
-        anchor_wins = serializers.IntegerField()
-        ties = serializers.IntegerField()
-        challenger_win_rate = serializers.FloatField(allow_null=True)
-
-        class Meta:
-            ref_name = "PairwiseRow"
+    RowSerializer = PairwiseRowSerializer
 
     class OutputSerializer(serializers.Serializer):
         anchor_model = serializers.CharField()
-        rows = serializers.ListField(child=serializers.DictField())
-        by_model = serializers.ListField(child=serializers.DictField())
+        rows = PairwiseRowSerializer(many=True, help_text="per skill, and Overall")
+        by_model = PairwiseModelRowSerializer(many=True, help_text="Overall, per challenger model")
 
         class Meta:
             ref_name = "PairwiseReport"
 
-    @extend_schema(responses=OutputSerializer)
+    @extend_schema(responses={200: OutputSerializer, 400: ErrorSerializer})
     def get(self, request, pk: int):
         run = access.run_get_for_staff(request.user, pk)
         if not run.pairwise_against:

@@ -7,7 +7,6 @@ message}]}."""
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -15,7 +14,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.selectors import dataset_list_for_project
-from flaskweb.api_errors import field_problems, problems_response
+from flaskweb.api_errors import ProblemsErrorSerializer, field_problems, problems_response
 from judging import access
 from judging.apis import RunOutputSerializer
 from judging.output_imports import FORMATS, JudgeOutputImportRejected, judge_outputs_import
@@ -76,7 +75,7 @@ class JudgeOutputImportApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": InputSerializer},
-        responses={201: OutputSerializer, 200: OutputSerializer, 400: OpenApiTypes.OBJECT},
+        responses={201: OutputSerializer, 200: OutputSerializer, 400: ProblemsErrorSerializer},
     )
     def post(self, request, slug: str):
         project = access.project_get_for_staff(request.user, slug)

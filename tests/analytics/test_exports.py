@@ -691,13 +691,13 @@ def test_the_api_creates_follows_and_downloads_an_export(
 def test_api_errors_name_the_fields(scored, researcher):
     client = api(researcher)
     url = f"{API}/projects/demo-project/exports/"
-    assert client.post(url, {"kind": "pie"}, format="json").json() == {
+    assert client.post(url, {"kind": "pie"}, format="json").json()["fields"] == {
         "kind": ["'pie' is not one of long, flask_review, wide"]
     }
     refused = client.post(url, {"kind": "long", "skill": ["Nope"], "judge": ["who"]},
                           format="json")  # fmt: skip
     assert refused.status_code == 400
-    assert refused.json() == {
+    assert refused.json()["fields"] == {
         "skill": ["not a skill of the project: Nope"],
         "judge": ["not a judge of the project: who"],
     }

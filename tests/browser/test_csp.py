@@ -16,9 +16,9 @@ def test_the_admin_and_the_app_run_under_the_policy(page, live_server, admin_use
     page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
     page.on(
         "console",
-        lambda m: refused.append(f"{page.url}: {m.text}")
-        if "Content Security Policy" in m.text
-        else None,
+        lambda m: (
+            refused.append(f"{page.url}: {m.text}") if "Content Security Policy" in m.text else None
+        ),
     )
     page.on("pageerror", lambda e: refused.append(f"{page.url}: {e}"))
     login(page, live_server, "admin", "pw-admin")
