@@ -36,3 +36,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", api_docs, name="api-docs"),
 ]
+
+handler404 = "flaskweb.views.not_found"

@@ -186,3 +186,15 @@ def test_a_rolled_back_deletion_leaves_no_record(scored_campaign):
         raise RuntimeError("changed my mind")
     assert HumanScoreDeletion.objects.count() == 0
     assert HumanScore.objects.filter(campaign=scored_campaign).exists()
+
+
+def test_an_unknown_api_path_answers_json_in_production(client, settings):
+    settings.DEBUG = False
+    response = client.get("/api/v1/no-such-endpoint/")
+    assert response.status_code == 404
+    assert response.json() == {
+        "detail": "no API endpoint at /api/v1/no-such-endpoint/",
+        "code": "not_found",
+    }
+    page = client.get("/no-such-page/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
