@@ -29,6 +29,7 @@ from annotation.parsers import (
     Problem,
     archive_problem,
     json_too_deep,
+    short_name_check,
     skill_key,
     unstorable_field,
 )
@@ -506,24 +507,9 @@ class _RowCheck:
         self.bad = True
 
     def name(self, obj: Mapping[str, Any], key: str, limit: int) -> str:
-        value = obj.get(key)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            self.problem(key, "missing_field", f"{key} is missing or empty")
-            return ""
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            self.problem(
-                key,
-                "invalid_type",
-                f"{key} must be text or a whole number, not {_type_name(value)}",
-            )
-            return ""
-        text = str(value).strip()
-        if len(text) > limit:
-            self.problem(key, "invalid_type", f"{key} is longer than {limit} characters")
-            return ""
-        if "\x00" in text:
-            self.problem(key, "invalid_type", f"{key} contains a NUL character")
-            return ""
+        text, problem = short_name_check(obj.get(key), key, limit)
+        if problem:
+            self.problem(key, *problem)
         return text
 
     def text(self, obj: Mapping[str, Any], key: str) -> str | None:

@@ -300,6 +300,23 @@ def _type_name(value: Any) -> str:
     return {dict: "an object", list: "a list", bool: "a boolean"}.get(type(value), "a number")
 
 
+def short_name_check(value: Any, key: str, limit: int) -> tuple[str, tuple[str, str] | None]:
+    """An id or name as the long-format importers read it (an item id, a system, a rater, a
+    skill): text or a whole number, trimmed, 1 to `limit` characters, no NUL. Returns the
+    text, or "" and (code, message) of the problem."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "", ("missing_field", f"{key} is missing or empty")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        kind = "null" if value is None else _type_name(value)
+        return "", ("invalid_type", f"{key} must be text or a whole number, not {kind}")
+    text = str(value).strip()
+    if len(text) > limit:
+        return "", ("invalid_type", f"{key} is longer than {limit} characters")
+    if "\x00" in text:
+        return "", ("invalid_type", f"{key} contains a NUL character")
+    return text, None
+
+
 def json_too_deep(raw: bytes | str, value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether a decoded JSON value nests deeper than `limit` lists and objects. Counting
     brackets in the raw line first keeps the walk off nearly every line; the walk uses no

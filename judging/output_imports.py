@@ -38,6 +38,7 @@ from annotation.parsers import (
     Problem,
     archive_problem,
     json_too_deep,
+    short_name_check,
     skill_key,
     unstorable_field,
 )
@@ -208,22 +209,9 @@ class _Row:
         """A short text: an item id (the dataset importer's convention for FLASK
         `question_id` and `idx`: a string or an integer, trimmed, 1-200 characters), a model,
         a rater or a skill."""
-        value = obj.get(key)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            if required:
-                self.problem(key, "missing_field", f"{key} is missing or empty")
-            return ""
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            self.problem(
-                key,
-                "invalid_type",
-                f"{key} must be a string or an integer, not {_type_name(value)}",
-            )
-            return ""
-        text = str(value).strip()
-        if len(text) > MAX_NAME:
-            self.problem(key, "invalid_type", f"{key} is longer than {MAX_NAME} characters")
-            return ""
+        text, problem = short_name_check(obj.get(key), key, MAX_NAME)
+        if problem and (required or problem[0] != "missing_field"):
+            self.problem(key, *problem)
         return text
 
     def text(self, obj: Mapping, key: str, *, required: bool) -> str | None:
