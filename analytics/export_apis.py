@@ -167,7 +167,8 @@ class _AnyAccept(BaseContentNegotiation):
 
 class ExportConflictSerializer(serializers.Serializer):
     detail = serializers.CharField()
-    status = serializers.ChoiceField(choices=ExportStatus.choices)
+    code = serializers.ChoiceField(choices=["export_state"], help_text="always export_state")
+    status = serializers.ChoiceField(choices=ExportStatus.choices, help_text="the job's status")
 
     class Meta:
         ref_name = "AnalyticsExportConflict"
@@ -190,8 +191,13 @@ class ExportDownloadApi(APIView):
         job = export_get_for_staff(request.user, pk)
         response = export_file_response(job)
         if response is None:
+            article = "an" if job.status == ExportStatus.EXPIRED else "a"
             return ApiResponse(
-                {"detail": f"a {job.status} export has no file", "status": job.status},
+                {
+                    "detail": f"{article} {job.status} export has no file",
+                    "code": "export_state",
+                    "status": job.status,
+                },
                 status=status.HTTP_409_CONFLICT,
             )
         return response

@@ -277,10 +277,13 @@ class AssignmentSubmitApi(APIView):
             )
         except AssignmentError as exc:
             # not_found (also someone else's assignment) / lease_lost, skipped / invalid,
-            # incomplete (the scores do not match the skills the task asks)
-            code = {"not_found": 404, "lease_lost": 409, "skipped": 409}.get(exc.code, 400)
-            fields = {"scores": [str(exc)]} if code == 400 else {}
-            return _error(code, str(exc), exc.code, **fields)
+            # incomplete / invalid: the scores do not match the skills the task asks, a 400
+            # on the scores field like any field error, keeping its own stable code
+            code = {"not_found": 404, "lease_lost": 409, "skipped": 409}.get(exc.code)
+            if code is None:
+                body = {**invalid_body({"scores": [str(exc)]}), "code": exc.code}
+                return ApiResponse(body, status=status.HTTP_400_BAD_REQUEST)
+            return _error(code, str(exc), exc.code)
         if not result.created:
             body = {"assignment_id": assignment_id, "duplicate": True}
         else:

@@ -56,6 +56,7 @@ def _service_error(exc: ValidationError) -> serializers.ValidationError:
 
 class ConflictSerializer(serializers.Serializer):
     detail = serializers.CharField()
+    code = serializers.ChoiceField(choices=["run_state"], help_text="always run_state")
     status = serializers.ChoiceField(choices=RunStatus.choices, help_text="the run's status")
 
     class Meta:
@@ -63,8 +64,13 @@ class ConflictSerializer(serializers.Serializer):
 
 
 def _conflict(run: JudgeRun, action: str) -> ApiResponse:
+    """409: the run's status does not allow the action (docs/API.md, "Errors")."""
     return ApiResponse(
-        {"detail": f"a {run.status} run cannot be {action}", "status": run.status},
+        {
+            "detail": f"a {run.status} run cannot be {action}",
+            "code": "run_state",
+            "status": run.status,
+        },
         status=status.HTTP_409_CONFLICT,
     )
 

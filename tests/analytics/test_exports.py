@@ -674,7 +674,13 @@ def test_the_api_creates_follows_and_downloads_an_export(
         "download": None,
         "page": "/projects/demo-project/analytics/exports/",
     }
-    assert client.get(f"{API}/exports/{job_id}/download/").status_code == 409
+    early = client.get(f"{API}/exports/{job_id}/download/")
+    assert early.status_code == 409
+    assert early.json() == {
+        "detail": "a pending export has no file",
+        "code": "export_state",
+        "status": "pending",
+    }
     export_run_task(job_id)
     detail = client.get(body["urls"]["self"]).json()
     assert detail["status"] == "done" and detail["rows"] == 4
@@ -700,6 +706,22 @@ def test_api_errors_name_the_fields(scored, researcher):
     assert refused.json()["fields"] == {
         "skill": ["not a skill of the project: Nope"],
         "judge": ["not a judge of the project: who"],
+    }
+
+
+def test_an_expired_export_is_a_409_with_its_status(scored, researcher):
+    job = export_job_run(job_id=export_job_create(project=scored.project, kind="long",
+                                                  enqueue=False).pk)  # fmt: skip
+    ExportJob.objects.filter(pk=job.pk).update(finished_at=T0)
+    assert export_files_expire(older_than_days=7) == 1
+    # a client that asks for the file's type still gets the error as JSON
+    response = api(researcher).get(f"{API}/exports/{job.pk}/download/", HTTP_ACCEPT="text/csv")
+    assert response.status_code == 409
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {
+        "detail": "an expired export has no file",
+        "code": "export_state",
+        "status": "expired",
     }
 
 

@@ -441,14 +441,24 @@ def test_an_incomplete_or_mismatched_submission_is_refused_with_a_message(campai
     response = alice_api.post(url, missing, format="json")
     assert response.status_code == 400
     assert response.json() == {
-        "detail": "please score: Readability",
+        "detail": "scores: please score: Readability",
         "code": "incomplete",
-        "scores": ["please score: Readability"],
+        "fields": {"scores": ["please score: Readability"]},
+        "scores": ["please score: Readability"],  # where v1 clients read it
     }
     extra = {"scores": [*payload["scores"], {"skill_id": 999_999, "score": 3}]}
-    assert alice_api.post(url, extra, format="json").json()["code"] == "invalid"
+    refused = alice_api.post(url, extra, format="json")
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "detail": "scores: a score was given for a skill this task does not ask",
+        "code": "invalid",
+        "fields": {"scores": ["a score was given for a skill this task does not ask"]},
+        "scores": ["a score was given for a skill this task does not ask"],
+    }
     twice = {"scores": [*payload["scores"], payload["scores"][0]]}
-    assert alice_api.post(url, twice, format="json").json()["detail"] == "a skill was scored twice"
+    refused = alice_api.post(url, twice, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["fields"] == {"scores": ["a skill was scored twice"]}
     assert not HumanScore.objects.exists()
     assert Assignment.objects.get().status == AssignmentStatus.ACTIVE
 

@@ -211,7 +211,12 @@ def test_a_run_is_created_pending_then_started_on_commit(
     assert dispatched == [(body["id"], 0)]
     # and a second start is a conflict
     again = api.post(f"{API}/runs/{body['id']}/start/")
-    assert again.status_code == 409 and again.json()["status"] == "running"
+    assert again.status_code == 409
+    assert again.json() == {
+        "detail": "a running run cannot be started",
+        "code": "run_state",
+        "status": "running",
+    }
 
 
 def test_a_campaign_run_takes_the_campaigns_dataset_and_models(api, project, judge, dataset):
@@ -247,7 +252,13 @@ def test_a_reference_judge_on_items_without_references_is_a_400(api, project, da
 def test_pause_resume_and_cancel_move_the_run_or_answer_409(
     api, run, dispatched, django_capture_on_commit_callbacks
 ):
-    assert api.post(f"{API}/runs/{run.pk}/pause/").status_code == 409  # pending
+    pending = api.post(f"{API}/runs/{run.pk}/pause/")
+    assert pending.status_code == 409
+    assert pending.json() == {
+        "detail": "a pending run cannot be paused",
+        "code": "run_state",
+        "status": "pending",
+    }
     set_status(run, RunStatus.RUNNING)
     paused = api.post(f"{API}/runs/{run.pk}/pause/")
     assert paused.status_code == 200 and paused.json()["status"] == "paused"
@@ -259,7 +270,11 @@ def test_pause_resume_and_cancel_move_the_run_or_answer_409(
     assert cancelled.json()["status"] == "cancelled" and cancelled.json()["finished_at"]
     refused = api.post(f"{API}/runs/{run.pk}/resume/")
     assert refused.status_code == 409
-    assert refused.json() == {"detail": "a cancelled run cannot be resumed", "status": "cancelled"}
+    assert refused.json() == {
+        "detail": "a cancelled run cannot be resumed",
+        "code": "run_state",
+        "status": "cancelled",
+    }
 
 
 def test_a_bad_budget_is_a_field_error(api, run):
