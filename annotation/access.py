@@ -67,14 +67,10 @@ def item_get_for_user(user, item_id: int) -> Item:
     return item
 
 
-def upload_get_for_admin(user, upload_id: int) -> DatasetUpload:
+def upload_get_for_staff(user, upload_id: int) -> DatasetUpload:
     upload = get_object_or_404(DatasetUpload.objects.select_related("project"), pk=upload_id)
-    project_get_for_user(user, upload.project.slug, roles={ProjectRole.ADMIN})
+    project_get_for_user(user, upload.project.slug)
     return upload
-
-
-def can_manage(user, project: Project) -> bool:
-    return project_role(user, project) == ProjectRole.ADMIN
 
 
 def campaign_get_for_staff(user, pk: int) -> Campaign:

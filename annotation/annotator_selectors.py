@@ -36,6 +36,7 @@ from annotation.models import (
     HumanScore,
     Item,
     ItemDomain,
+    ProjectMembership,
     Response,
     Task,
     TaskKind,
@@ -49,11 +50,16 @@ _POOL_USERS = Campaign.annotators.through._meta.db_table
 _POOL_GROUPS = Campaign.groups.through._meta.db_table
 _USER_GROUPS = get_user_model().groups.through._meta.db_table
 
-#: SQL for "the pool of campaign `c` holds the user" (directly or through a group), for the
-#: raw statements of the hot path; takes the user id twice as parameters.
+_MEMBERS = ProjectMembership._meta.db_table
+
+#: SQL for "the pool of campaign `c` holds the user": named in its annotator list, or a
+#: member of one of its groups who holds a role in the project (a group is site-wide; it
+#: admits no one from outside the project). For the raw statements of the hot path; takes
+#: the user id twice as parameters.
 IN_POOL_SQL = f"""(
  EXISTS (SELECT 1 FROM {_POOL_USERS} p WHERE p.campaign_id = c.id AND p.user_id = %s)
  OR EXISTS (SELECT 1 FROM {_POOL_GROUPS} g JOIN {_USER_GROUPS} ug ON ug.group_id = g.group_id
+            JOIN {_MEMBERS} m ON m.user_id = ug.user_id AND m.project_id = c.project_id
             WHERE g.campaign_id = c.id AND ug.user_id = %s))"""
 
 
@@ -65,7 +71,8 @@ def campaign_pool_for_user(*, user) -> QuerySet[Campaign]:
     via_group = Campaign.groups.through.objects.filter(
         campaign_id=OuterRef("pk"), group__user=user.pk
     )
-    return Campaign.objects.filter(Q(Exists(direct)) | Q(Exists(via_group)))
+    member = ProjectMembership.objects.filter(project_id=OuterRef("project_id"), user_id=user.pk)
+    return Campaign.objects.filter(Q(Exists(direct)) | (Q(Exists(via_group)) & Q(Exists(member))))
 
 
 def campaign_get_for_annotator(*, user, campaign_id: int) -> Campaign:

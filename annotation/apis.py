@@ -12,7 +12,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation import access, selectors
-from annotation.models import DatasetUpload, ProjectRole, UploadSource
+from annotation.models import DatasetUpload, UploadSource
 from annotation.parsers import FORMATS
 from annotation.services.imports import (
     POLICY_PRESETS,
@@ -173,7 +173,7 @@ class UploadCreateApi(APIView):
         serializer = self.InputSerializer(data={**data, "files": files})
         serializer.is_valid(raise_exception=True)
         v = serializer.validated_data
-        project = _project(request, v["project"], roles={ProjectRole.ADMIN})
+        project = _project(request, v["project"])
         for f in v["files"]:
             if f.size > settings.FLASKWEB_MAX_UPLOAD_BYTES:
                 raise serializers.ValidationError(
@@ -209,5 +209,5 @@ class UploadDetailApi(APIView):
     @extend_schema(responses=UploadOutputSerializer)
     def get(self, request, pk: int):
         upload = get_object_or_404(DatasetUpload.objects.select_related("project"), pk=pk)
-        _project(request, upload.project.slug, roles={ProjectRole.ADMIN})
+        _project(request, upload.project.slug)
         return ApiResponse(UploadOutputSerializer(upload).data)

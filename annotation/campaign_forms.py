@@ -21,10 +21,9 @@ from annotation.models import (
     TaskKind,
 )
 from annotation.selectors import domain_list_for_project, skill_list_for_project
-from annotation.services.campaigns import CAMPAIGN_STRUCTURE
+from annotation.services.campaigns import CAMPAIGN_STRUCTURE, MAX_LEASE_SECONDS
 
 LEASE_UNITS = {"minutes": 60, "seconds": 1}
-MAX_LEASE_SECONDS = 24 * 3600
 
 
 class CampaignForm(forms.Form):
@@ -61,10 +60,10 @@ class CampaignForm(forms.Form):
         help_text="The project's members with the annotator role.",
     )
     groups = forms.ModelMultipleChoiceField(
-        queryset=Group.objects.order_by("name"),
+        queryset=Group.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="Every member of a ticked group is in the pool too.",
+        help_text="Members of a ticked group who hold a role in this project are in the pool too.",
     )
     route_by_domain = forms.BooleanField(
         required=False,
@@ -114,6 +113,8 @@ class CampaignForm(forms.Form):
         self.fields["dataset"].queryset = datasets
         self.fields["fixed_skills"].queryset = skill_list_for_project(project=project)
         self.fields["annotators"].queryset = cs.project_annotator_list(project=project)
+        keep = instance.groups.values_list("pk", flat=True) if instance is not None else ()
+        self.fields["groups"].queryset = cs.group_list_for_project(project=project, keep=keep)
         # (not `self.dataset`: templates would resolve that to the bound field)
         self.chosen_dataset = self._chosen_dataset(datasets, dataset_id)
         if self.chosen_dataset is not None and not self.is_bound:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.models import (
     Aggregate,
@@ -155,11 +156,22 @@ def project_annotator_list(*, project: Project) -> QuerySet:
     )
 
 
+def group_list_for_project(*, project: Project, keep=()) -> QuerySet[Group]:
+    """The groups a campaign of the project may take into its pool: those with a member
+    who holds a role in the project (a group admits only such members), and the groups in
+    `keep` (ids: the campaign's own, so an edit keeps them). Other groups' names stay
+    hidden from the project's staff."""
+    with_member = Group.objects.filter(user__memberships__project=project).values("pk")
+    return Group.objects.filter(Q(pk__in=with_member) | Q(pk__in=list(keep))).order_by("name")
+
+
 def campaign_pool_list(*, campaign: Campaign) -> list[tuple[int, str]]:
-    """(user id, username) of everyone in the pool: named annotators and group members."""
+    """(user id, username) of everyone in the pool: named annotators, and the members of
+    its groups who hold a role in the project (the rule of annotator_selectors.IN_POOL_SQL)."""
+    via_group = Q(groups__campaigns=campaign, memberships__project_id=campaign.project_id)
     users = (
         get_user_model()
-        .objects.filter(Q(campaigns=campaign) | Q(groups__campaigns=campaign))
+        .objects.filter(Q(campaigns=campaign) | via_group)
         .order_by("username")
         .values_list("pk", "username")
         .distinct()

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from annotation.models import Ability
+from annotation.models import Ability, ProjectRole
 from annotation.parsers import FORMATS, PROBLEM_CLASSES
 from annotation.services.imports import POLICY_PRESETS, policies_parse
 
@@ -110,3 +110,33 @@ class RubricImportForm(forms.Form):
                 f"{upload.name} is {upload.size:,} bytes; a rubric file may have {limit:,}"
             )
         return upload
+
+
+class MemberAddForm(forms.Form):
+    """Add an existing, active user to a project (users are made by site admins)."""
+
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=ProjectRole.choices, initial=ProjectRole.ANNOTATOR)
+
+    def clean_username(self):
+        from django.contrib.auth import get_user_model
+
+        username = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"no active user named {username}")
+        self.cleaned_data["user"] = user
+        return username
+
+
+class MemberChangeForm(forms.Form):
+    """A new role for a member, or (remove ticked) the end of the membership."""
+
+    role = forms.ChoiceField(choices=ProjectRole.choices, required=False)
+    remove = forms.BooleanField(required=False)
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("remove") and not data.get("role"):
+            raise forms.ValidationError("choose a role, or remove the member")
+        return data

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
 
 from annotation.models import (
     Assignment,
@@ -22,6 +22,8 @@ from annotation.models import (
     ItemDomain,
     ItemSkill,
     Project,
+    ProjectMembership,
+    ProjectRole,
     Response,
     Rubric,
     Skill,
@@ -79,6 +81,17 @@ def project_list_for_user(*, user) -> QuerySet[Project]:
     if user.is_superuser or user.is_staff:
         return Project.objects.all()
     return Project.objects.filter(memberships__user=user).distinct()
+
+
+def member_list_for_project(*, project: Project) -> QuerySet[ProjectMembership]:
+    """The project's members, admins first, then researchers and annotators, by username."""
+    order = {ProjectRole.ADMIN: 0, ProjectRole.RESEARCHER: 1, ProjectRole.ANNOTATOR: 2}
+    rank = Case(*(When(role=r, then=Value(n)) for r, n in order.items()), default=Value(3))
+    return (
+        ProjectMembership.objects.filter(project=project)
+        .select_related("user")
+        .order_by(rank, "user__username")
+    )
 
 
 def dataset_list_for_project(*, project: Project) -> QuerySet[Dataset]:

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from annotation import apis, views
+from annotation import apis, campaign_apis, member_apis, member_views, views
 
 app_name = "annotation"
 
@@ -10,6 +10,12 @@ urlpatterns = [
     path("projects/<slug:slug>/uploads/new/", views.upload_create, name="upload-create"),
     path("projects/<slug:slug>/skills/new/", views.skill_add, name="skill-add"),
     path("projects/<slug:slug>/rubrics/import/", views.rubric_import, name="rubric-import"),
+    path("projects/<slug:slug>/members/", member_views.member_list, name="member-list"),
+    path(
+        "projects/<slug:slug>/members/<path:username>/",
+        member_views.member_update,
+        name="member-update",
+    ),
     path("datasets/<int:pk>/", views.dataset_detail, name="dataset-detail"),
     path("items/<int:pk>/", views.item_detail, name="item-detail"),
     path("uploads/<int:pk>/", views.upload_detail, name="upload-detail"),
@@ -26,4 +32,31 @@ api_urlpatterns = [
     path("uploads/", apis.UploadCreateApi.as_view(), name="api-upload-create"),
     path("uploads/<int:pk>/", apis.UploadDetailApi.as_view(), name="api-upload-detail"),
     path("", include("annotation.urls_annotate_api")),
+    # campaign management (staff) and project membership
+    path(
+        "projects/<slug:slug>/campaigns/",
+        campaign_apis.CampaignListApi.as_view(),
+        name="api-campaign-list",
+    ),
+    path("campaigns/<int:pk>/", campaign_apis.CampaignDetailApi.as_view(), name="api-campaign"),
+    path(
+        "campaigns/<int:pk>/activate/",
+        campaign_apis.CampaignActivateApi.as_view(),
+        name="api-campaign-activate",
+    ),
+    path(
+        "campaigns/<int:pk>/status/",
+        campaign_apis.CampaignStatusApi.as_view(),
+        name="api-campaign-status",
+    ),
+    path(
+        "projects/<slug:slug>/members/",
+        member_apis.MemberListApi.as_view(),
+        name="api-member-list",
+    ),
+    path(
+        "projects/<slug:slug>/members/<path:username>/",
+        member_apis.MemberDetailApi.as_view(),
+        name="api-member",
+    ),
 ]

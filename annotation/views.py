@@ -14,7 +14,7 @@ from django_htmx.http import HttpResponseStopPolling
 from annotation import access, selectors
 from annotation.campaign_selectors import campaign_list_for_project
 from annotation.forms import DatasetUploadForm, RubricForm, RubricImportForm, SkillCreateForm
-from annotation.models import Ability, Difficulty, Project, ProjectRole, Skill, UploadSource
+from annotation.models import Ability, Difficulty, Project, Skill, UploadSource
 from annotation.services.catalogue import (
     RubricFileError,
     rubric_import_flask,
@@ -44,7 +44,6 @@ def project_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     context = {
         "project": project,
         "role": role,
-        "can_manage": role == ProjectRole.ADMIN,
         "datasets": selectors.dataset_list_for_project(project=project),
         "uploads": selectors.upload_list_for_project(project=project)[:10],
         "campaigns": campaign_list_for_project(project=project),
@@ -221,7 +220,7 @@ def rubric_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def upload_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    project = access.project_get_for_admin(request.user, slug)
+    project, _ = access.project_get_for_user(request.user, slug)
     form = DatasetUploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -243,7 +242,7 @@ def upload_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_GET
 @login_required
 def upload_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    upload = access.upload_get_for_admin(request.user, pk)
+    upload = access.upload_get_for_staff(request.user, pk)
     context = {
         "upload": upload,
         "project": upload.project,

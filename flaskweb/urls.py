@@ -9,6 +9,7 @@ from analytics.apis import AnalyticsReportApi
 from analytics.urls import api_urlpatterns as analytics_api
 from annotation.urls import api_urlpatterns as annotation_api
 from flaskweb.security import ThrottledLoginView
+from flaskweb.views import favicon
 from judging.urls import api_urlpatterns as judging_api_urlpatterns
 
 # Swagger UI. The split view serves its start-up script as a file, as the Content-Security-
@@ -35,6 +36,7 @@ urlpatterns = [
     path("api/v1/", include((analytics_api, "analytics-api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", api_docs, name="api-docs"),
+    path("favicon.ico", favicon, name="favicon"),
 ]
 
 handler404 = "flaskweb.views.not_found"

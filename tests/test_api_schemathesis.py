@@ -4,7 +4,7 @@ of a site admin, of a project researcher and of an annotator. No answer may be a
 every answer must match what the schema documents (status, content type, body).
 
 Path parameters name seeded objects (a project with a dataset, a campaign with a leased
-task, a judge, runs in each state, a finished export): always for the admin, most of the
+task, a judge, runs in each state, a finished export, a member): always for the admin, most of the
 time for the others, so operations get past their 404.
 Each request runs in a savepoint that is rolled back, so every request sees the same seeded
 state, and nothing is ever committed: the on-commit task dispatch (imports, judge runs,
@@ -105,11 +105,16 @@ class Seeded:
     running_run: int
     paused_run: int
     export: int
+    member: str
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
+        if "{username}" in path:
+            return {"slug": self.slug, "username": self.member}
         if "{slug}" in path:
             return {"slug": self.slug}
+        if path.startswith("/api/v1/annotation/campaigns/{id}"):
+            return {"id": self.campaign}
         if path.startswith("/api/v1/annotation/uploads/{id}"):
             return {"id": self.upload}
         if "{campaign_id}" in path:
@@ -178,6 +183,7 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
         running_run=running(judge_run_create(judge=judge, dataset=dataset)).pk,
         paused_run=set_status(judge_run_create(judge=judge, dataset=dataset), RunStatus.PAUSED).pk,
         export=export.pk,
+        member=annotator.username,
     )
 
 

@@ -116,6 +116,8 @@ class Rule:
 
     get: Statuses
     post: Statuses | None = None
+    patch: Statuses | None = None
+    delete: Statuses | None = None
     pk: str = ""
     query: str = ""
     body: str = ""
@@ -137,8 +139,16 @@ RULES: dict[str, Rule] = {
     "annotation:project-detail":
         Rule(get=S(302, 403, 404, 200, 200, 200)),
     "annotation:upload-create":
-        Rule(get=S(302, 403, 404, 403, 200, 200),
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 200, 200, 200)),
+    # members: the staff read the list, project admins change it (an empty form: 200 with
+    # its errors; an empty change: back to the list)
+    "annotation:member-list":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
             post=S(302, 403, 404, 403, 200, 200)),
+    "annotation:member-update":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 403, 302, 302)),
     "annotation:skill-add":
         Rule(get=S(302, 403, 404, 200, 200, 200),
             post=S(302, 403, 404, 200, 200, 200)),
@@ -150,7 +160,7 @@ RULES: dict[str, Rule] = {
     "annotation:item-detail":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="item"),
     "annotation:upload-detail":
-        Rule(get=S(302, 403, 404, 403, 200, 200), pk="upload"),
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="upload"),
     "annotation:catalogue":
         Rule(get=S(302, 200, 200, 200, 200, 200)),
     "annotation:rubric-edit":
@@ -269,9 +279,32 @@ RULES: dict[str, Rule] = {
         Rule(get=S(401, 200, 200, 200, 200, 200)),
     "annotation-api:api-upload-create":
         Rule(get=S(401, 405, 405, 405, 405, 405),
-            post=S(401, 403, 404, 403, 202, 202), body="upload"),
+            post=S(401, 403, 404, 202, 202, 202), body="upload"),
     "annotation-api:api-upload-detail":
-        Rule(get=S(401, 403, 404, 403, 200, 200), pk="upload"),
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="upload"),
+    # campaign management: an empty body is a 400 once access is granted; an empty PATCH
+    # changes nothing (200); activating an active campaign again is idempotent (200)
+    "annotation-api:api-campaign-list":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            post=S(401, 403, 404, 400, 400, 400), body="json"),
+    "annotation-api:api-campaign":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            patch=S(401, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation-api:api-campaign-activate":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation-api:api-campaign-status":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
+    # membership: the staff read; project admins add (400 without a body), change (400)
+    # and remove (204: bob leaves the project)
+    "annotation-api:api-member-list":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            post=S(401, 403, 404, 403, 400, 400), body="json"),
+    "annotation-api:api-member":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            patch=S(401, 403, 404, 403, 400, 400),
+            delete=S(401, 403, 404, 403, 204, 204)),
     "annotation-api:api-annotator-campaign-list":
         Rule(get=S(401, 200, 200, 200, 200, 200)),
     "annotation-api:api-assignment-next":
@@ -350,6 +383,8 @@ RULES: dict[str, Rule] = {
         Rule(get=S(200, 200, 200, 200, 200, 200)),
     "api-docs":
         Rule(get=S(200, 200, 200, 200, 200, 200)),
+    "favicon":
+        Rule(get=S(200, 200, 200, 200, 200, 200)),
 }
 # fmt: on
 
@@ -359,7 +394,11 @@ KWARG_OBJECTS = {
     "skill_id": "skill",
     "campaign_id": "campaign",
     "assignment_id": "assignment",
+    "username": "member",
 }
+
+#: The methods a rule may have a row for.
+METHODS = ("GET", "POST", "PATCH", "DELETE")
 
 #: Statuses that refuse a request; so does a redirect to a login page.
 REFUSED = {401, 403, 404, 405}
@@ -439,6 +478,7 @@ class World:
     template: PromptTemplate
     export: ExportJob
     score_import: ScoreImport
+    member: Any  # bob, an annotator of the project
 
 
 def _dataset(project: Project, folder: Path) -> DatasetUpload:
@@ -590,6 +630,7 @@ def _build(folder: Path) -> World:
         template=template,
         export=export,
         score_import=batch,
+        member=bob,
     )
 
 
@@ -667,6 +708,7 @@ def _body_score_file(w: World) -> dict:
 
 
 BODIES: dict[str, Callable[[World], dict]] = {
+    "json": lambda w: {"data": {}, "content_type": "application/json"},
     "upload": _body_upload,
     "scores": _body_scores,
     "skip": _body_skip,
@@ -683,6 +725,7 @@ COUNTED = (
 
 #: Columns a POST could flip in place without adding a row, per table.
 STATE_COLUMNS = {
+    ProjectMembership: ("role",),
     Campaign: ("status", "overlap"),
     Task: ("kind", "overlap", "assigned"),
     Assignment: ("status", "flagged"),
@@ -718,7 +761,8 @@ def _url(name: str, rule: Rule, w: World) -> str:
         attribute = rule.pk if kwarg == "pk" else KWARG_OBJECTS.get(kwarg, "")
         assert attribute, f"{name}: which object is <{kwarg}>? (Rule.pk or KWARG_OBJECTS)"
         target = getattr(w, attribute)
-        kwargs[kwarg] = target.slug if kwarg == "slug" else target.pk
+        kwargs[kwarg] = {"slug": "slug", "username": "username"}.get(kwarg, "pk")
+        kwargs[kwarg] = getattr(target, kwargs[kwarg])
     url = reverse(name, kwargs=kwargs)
     return f"{url}?{rule.query}" if rule.query else url
 
@@ -738,8 +782,8 @@ def _is_login_redirect(response) -> bool:
 
 def _cases() -> Iterator:
     for name, rule in RULES.items():
-        for method in ("GET", "POST"):
-            statuses = rule.get if method == "GET" else rule.post
+        for method in METHODS:
+            statuses = getattr(rule, method.lower())
             if statuses is None:
                 continue
             for persona, expected in zip(PERSONAS, statuses, strict=True):
@@ -763,7 +807,10 @@ def test_access(world, name, method, persona, expected):
         response = client.get(url)
     else:
         before = _state()
-        response = client.post(url, **(BODIES[rule.body](world) if rule.body else {}))
+        body = BODIES[rule.body](world) if rule.body else {}
+        if method != "POST":  # the API's JSON methods; no body is an empty JSON object
+            body.setdefault("content_type", "application/json")
+        response = getattr(client, method.lower())(url, **body)
     if response.streaming:  # read to the end: the test client then closes it safely
         b"".join(response.streaming_content)
     # then
@@ -771,21 +818,24 @@ def test_access(world, name, method, persona, expected):
     assert status == expected, f"{method} {url} as {persona}: {status}, the rule says {expected}"
     if persona == "anonymous" and status == 302:
         assert _is_login_redirect(response), response["Location"]
-    if method == "POST" and (status in REFUSED or _is_login_redirect(response)):
+    if method != "GET" and (status in REFUSED or _is_login_redirect(response)):
         assert _state() == before, f"a refused POST {url} changed the data"
 
 
-def _no_post_rule_cases() -> Iterator:
+def _missing_method_cases() -> Iterator:
     for name, rule in RULES.items():
-        if rule.post is None:
-            yield pytest.param(name, id=name)
+        for method in METHODS[1:]:
+            if getattr(rule, method.lower()) is None and name != "admin:index":
+                yield pytest.param(name, method, id=f"{name} {method}")
 
 
-@pytest.mark.parametrize("name", list(_no_post_rule_cases()))
-def test_a_route_without_a_post_rule_refuses_post(world, name):
-    """A route whose view starts to accept POST needs a POST row (and its refusal checks)."""
+@pytest.mark.parametrize(("name", "method"), list(_missing_method_cases()))
+def test_a_route_without_a_rule_for_a_method_refuses_it(world, name, method):
+    """A route whose view starts to accept POST, PATCH or DELETE needs a row for it (and
+    its refusal checks). (The Django admin's index is the admin's own business.)"""
     url = _url(name, RULES[name], world)
-    assert _client(world, "admin").post(url).status_code == 405
+    response = getattr(_client(world, "admin"), method.lower())(url)
+    assert response.status_code == 405, f"{method} {url}: {response.status_code}"
 
 
 # --- what annotators see -------------------------------------------------------------------------

@@ -57,6 +57,19 @@ def test_a_post_without_the_token_is_refused(name, path, admin_user):
     assert "CSRF" in body, (path, body[:200])
 
 
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "DELETE"])
+@pytest.mark.parametrize(("name", "path"), ROUTES, ids=[name for name, _ in ROUTES])
+def test_other_unsafe_methods_without_the_token_are_refused(name, path, method, admin_user):
+    """PATCH and DELETE change things too (the campaign and member APIs): refused without
+    the token whether or not the route takes the method, before any view runs."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    response = client.generic(method, path, '{"role": "admin"}', "application/json")
+    assert response.status_code == 403, (path, response.status_code)
+    body = response.content.decode(errors="replace")
+    assert "CSRF" in body, (path, body[:200])
+
+
 def test_a_post_with_the_token_gets_through(admin_user, project):
     client = Client(enforce_csrf_checks=True)
     client.force_login(admin_user)

@@ -198,3 +198,15 @@ def test_an_unknown_api_path_answers_json_in_production(client, settings):
     }
     page = client.get("/no-such-page/")
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+def test_the_favicon_is_served_where_browsers_look(client):
+    """Every page (the Django admin and the API docs included) asks for /favicon.ico: it
+    is an SVG, cached for a week, and takes GET and HEAD only."""
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/svg+xml"
+    assert "max-age=604800" in response["Cache-Control"]
+    assert response.content.startswith(b"<svg") and b"<script" not in response.content
+    assert client.head("/favicon.ico").status_code == 200
+    assert client.post("/favicon.ico").status_code == 405

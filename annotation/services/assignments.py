@@ -756,6 +756,19 @@ def assignments_expire_stale(*, campaign_id: int | None = None, limit: int = 100
     return expired
 
 
+def assignments_revoke(*, annotator_id: int, project_id: int) -> int:
+    """End the annotator's open leases in the project's campaigns now (they left the
+    project): each is expired as a stale one is, freeing its slot; a submit racing it
+    loses with `lease_lost`. Returns how many were ended."""
+    now = timezone.now()
+    open_leases = Assignment.objects.filter(
+        annotator_id=annotator_id, campaign__project_id=project_id, status=AssignmentStatus.ACTIVE
+    )
+    ids = list(open_leases.values_list("pk", flat=True))
+    Assignment.objects.filter(pk__in=ids, expires_at__gt=now).update(expires_at=now)
+    return sum(_expire_one(pk) for pk in ids)
+
+
 @transaction.atomic
 def _expire_one(assignment_id: int) -> bool:
     """Expire one lease if it is still active and past its time, freeing its slot."""
@@ -780,6 +793,7 @@ __all__ = [
     "assignment_next",
     "assignment_skip",
     "assignments_expire_stale",
+    "assignments_revoke",
     "human_score_edit",
     "human_score_submit",
     "task_skills",

@@ -29,6 +29,12 @@ from annotation.models import (
 )
 
 
+class CampaignStateError(ValidationError):
+    """The request is well formed, but the campaign's status refuses it: editing a
+    finished campaign, changing the structure of a running one, activating a finished
+    one, or a status change its status does not allow (the API's 409)."""
+
+
 @transaction.atomic
 def campaign_create(
     *,
@@ -82,6 +88,9 @@ def campaign_create(
     return campaign
 
 
+#: The longest lease a campaign may give (the shortest, 30 s, is a database constraint).
+MAX_LEASE_SECONDS = 24 * 3600
+
 # What a running campaign may still change: its pool, pacing, wording and QC rates. The
 # rest decides which tasks exist and which rubrics are pinned, so it is fixed at activation.
 CAMPAIGN_STRUCTURE = ("dataset", "model_names", "skill_mode", "fixed_skills", "overlap")
@@ -106,7 +115,7 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
         raise TypeError(f"campaign_update() got unexpected settings: {', '.join(sorted(unknown))}")
     campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
     if campaign.status == CampaignStatus.FINISHED:
-        raise ValidationError("a finished campaign cannot be edited")
+        raise CampaignStateError("a finished campaign cannot be edited")
     if "name" in changes:
         changes["name"] = changes["name"].strip()
     if "model_names" in changes:
@@ -124,7 +133,7 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
         ):
             changed.append("fixed_skills")
         if changed:
-            raise ValidationError(
+            raise CampaignStateError(
                 f"only a draft campaign can change {', '.join(changed)}; this one is "
                 f"{campaign.status}"
             )
@@ -155,7 +164,7 @@ def campaign_activate(*, campaign: Campaign) -> int:
 
     campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
     if campaign.status == CampaignStatus.FINISHED:
-        raise ValidationError("a finished campaign cannot be activated again")
+        raise CampaignStateError("a finished campaign cannot be activated again")
     skill_ids = _campaign_skill_ids(campaign)
     rubrics = rubrics_current_for_project(project=campaign.project)
     missing = [sid for sid in skill_ids if sid not in rubrics]
@@ -224,7 +233,7 @@ def campaign_set_status(*, campaign: Campaign, status: str) -> Campaign:
     )
     campaign.refresh_from_db()
     if not changed:
-        raise ValidationError(f"a {campaign.status} campaign cannot become {status}")
+        raise CampaignStateError(f"a {campaign.status} campaign cannot become {status}")
     return campaign
 
 

@@ -1,4 +1,10 @@
-"""Projects and their members."""
+"""Projects and their members.
+
+Who may change a membership is decided by the caller's role (annotation.access): project
+admins and site admins. One rule holds here for everyone but site admins (`actor` None or a
+site admin): nobody changes or removes their own membership, so a project admin cannot lock
+the project's admins out by accident.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from annotation.models import Project, ProjectMembership, ProjectRole
+from annotation.models import Campaign, Project, ProjectMembership, ProjectRole
+from annotation.services.assignments import assignments_revoke
+
+
+class MembershipConflict(ValidationError):
+    """The change is well formed but the project's state refuses it (a 409 in the API)."""
 
 
 @transaction.atomic
@@ -27,10 +38,69 @@ def project_get_or_create(*, slug: str, name: str = "") -> tuple[Project, bool]:
     return project_create(slug=slug, name=name), True
 
 
-def membership_set(*, project: Project, user, role: str) -> ProjectMembership:
+def _check_role(role: str) -> None:
     if role not in ProjectRole.values:
-        raise ValidationError(f"role {role!r} is not one of {', '.join(ProjectRole.values)}")
+        raise ValidationError({"role": [f"{role!r} is not one of {', '.join(ProjectRole.values)}"]})
+
+
+def membership_set(*, project: Project, user, role: str) -> ProjectMembership:
+    """Give `user` the role in the project, whether or not they were a member (seeding,
+    commands). Requests from people go through membership_add / membership_update."""
+    _check_role(role)
     membership, _ = ProjectMembership.objects.update_or_create(
         project=project, user=user, defaults={"role": role}
     )
     return membership
+
+
+def _is_site_admin(actor) -> bool:
+    return actor is None or actor.is_superuser or actor.is_staff
+
+
+def _guard(membership: ProjectMembership, *, actor) -> None:
+    """Refuse a change to one's own membership (unless the actor is a site admin): a
+    project admin cannot demote or remove themselves, so every change to a project's
+    admins is made by another admin, and the last admin member stays."""
+    if not _is_site_admin(actor) and membership.user_id == actor.pk:
+        raise MembershipConflict("you cannot change or remove your own membership")
+
+
+@transaction.atomic
+def membership_add(*, project: Project, user, role: str, actor=None) -> ProjectMembership:
+    """Make `user` a member with `role`; MembershipConflict if they already are one."""
+    _check_role(role)
+    if ProjectMembership.objects.filter(project=project, user=user).exists():
+        raise MembershipConflict(f"{user.username} is already a member of this project")
+    return ProjectMembership.objects.create(project=project, user=user, role=role)
+
+
+@transaction.atomic
+def membership_update(*, membership: ProjectMembership, role: str, actor=None) -> ProjectMembership:
+    """Change a member's role. An annotator who becomes staff stays in the campaign pools
+    they were put in (staff may annotate too)."""
+    _check_role(role)
+    membership = ProjectMembership.objects.select_for_update().get(pk=membership.pk)
+    if membership.role == role:
+        return membership
+    _guard(membership, actor=actor)
+    membership.role = role
+    membership.save(update_fields=["role", "updated_at"])
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: ProjectMembership, actor=None) -> int:
+    """End a membership: the user leaves the annotator lists of the project's campaigns
+    (and, with no role, no group admits them to its pools any more: see
+    annotation.annotator_selectors.IN_POOL_SQL). Their scores stay; an open lease runs
+    is ended at once and its slot returns to the pool. Returns how many campaign pools
+    they left."""
+    membership = ProjectMembership.objects.select_for_update().get(pk=membership.pk)
+    _guard(membership, actor=actor)
+    through = Campaign.annotators.through
+    left, _ = through.objects.filter(
+        campaign__project_id=membership.project_id, user_id=membership.user_id
+    ).delete()
+    assignments_revoke(annotator_id=membership.user_id, project_id=membership.project_id)
+    membership.delete()
+    return left

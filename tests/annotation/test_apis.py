@@ -18,7 +18,7 @@ ROW = (
 
 def _api(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=user).key)
+    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
     return client
 
 
@@ -118,20 +118,25 @@ def test_bad_upload_requests_get_field_errors_and_change_nothing(
     assert not DatasetUpload.objects.exists()
 
 
-def test_researchers_cannot_start_imports_and_outsiders_do_not_see_the_project(
-    researcher, outsider, project
+def test_researchers_start_imports_annotators_cannot_and_outsiders_do_not_see_the_project(
+    researcher, annotator, outsider, project
 ):
-    data = {"project": project.slug, "dataset": "D", "files": [SimpleUploadedFile("r.jsonl", ROW)]}
-    assert (
-        _api(researcher).post("/api/v1/annotation/uploads/", data, format="multipart").status_code
-        == 403
-    )
-    data["files"] = [SimpleUploadedFile("r.jsonl", ROW)]
-    assert (
-        _api(outsider).post("/api/v1/annotation/uploads/", data, format="multipart").status_code
-        == 404
-    )
+    def post(user):
+        data = {
+            "project": project.slug,
+            "dataset": "D",
+            "files": [SimpleUploadedFile("r.jsonl", ROW)],
+        }
+        return _api(user).post("/api/v1/annotation/uploads/", data, format="multipart")
+
+    assert post(annotator).status_code == 403
+    assert post(outsider).status_code == 404
     assert not DatasetUpload.objects.exists()
+    started = post(researcher)
+    assert started.status_code == 202
+    assert DatasetUpload.objects.get().created_by == researcher
+    detail = _api(researcher).get(f"/api/v1/annotation/uploads/{started.json()['id']}/")
+    assert detail.status_code == 200 and detail.json()["dataset_name"] == "D"
 
 
 def test_the_openapi_schema_is_served(admin_api):

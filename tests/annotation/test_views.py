@@ -100,9 +100,12 @@ def test_get_only_pages_refuse_post(researcher_client, name):
     assert researcher_client.post(reverse(name)).status_code == 405
 
 
-def test_the_upload_page_is_for_project_admins(researcher_client, admin_client, project):
+def test_the_upload_page_is_for_the_projects_staff(
+    researcher_client, annotator_client, admin_client, project
+):
     url = reverse("annotation:upload-create", args=[project.slug])
-    assert researcher_client.get(url).status_code == 403
+    assert annotator_client.get(url).status_code == 403
+    assert researcher_client.get(url).status_code == 200
     assert admin_client.get(url).status_code == 200
     assert admin_client.put(url).status_code == 405
 

@@ -1,0 +1,98 @@
+"""The members page of a project: its staff see who holds which role; project admins (and
+site admins) add users, change roles and remove members, through the same services as the
+API (annotation/services/projects.py). Annotators get 403, non-members 404."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from annotation import access, selectors
+from annotation.forms import MemberAddForm, MemberChangeForm
+from annotation.models import Project, ProjectMembership, ProjectRole
+from annotation.services import projects as services
+from flaskweb.htmx import HtmxHttpRequest
+
+PAGE = "annotation/members.html"
+
+
+def _render(request: HtmxHttpRequest, project: Project, role: str, **extra) -> HttpResponse:
+    context = {
+        "project": project,
+        "role": role,
+        "can_manage": role == ProjectRole.ADMIN,
+        "members": selectors.member_list_for_project(project=project),
+        "roles": ProjectRole.choices,
+        "add_form": MemberAddForm(),
+        **extra,
+    }
+    template = f"{PAGE}#members" if request.htmx else PAGE
+    return render(request, template, context)
+
+
+def _done(request: HtmxHttpRequest, project: Project, role: str, message: str) -> HttpResponse:
+    if request.htmx:
+        return _render(request, project, role, notice=message)
+    messages.success(request, message)
+    return redirect("annotation:member-list", slug=project.slug)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def member_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    if request.method == "GET":
+        project, role = access.project_get_for_user(request.user, slug)
+        return _render(request, project, role)
+    project = access.project_get_for_admin(request.user, slug)
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        try:
+            membership = services.membership_add(
+                project=project, user=form.cleaned_data["user"],
+                role=form.cleaned_data["role"], actor=request.user,
+            )  # fmt: skip
+        except ValidationError as exc:
+            form.add_error(None, exc.messages)
+        else:
+            name = membership.user.username
+            return _done(request, project, ProjectRole.ADMIN, f"{name} added as {membership.role}.")
+    return _render(request, project, ProjectRole.ADMIN, add_form=form)
+
+
+@require_POST
+@login_required
+def member_update(request: HtmxHttpRequest, slug: str, username: str) -> HttpResponse:
+    project = access.project_get_for_admin(request.user, slug)
+    membership = (
+        ProjectMembership.objects.select_related("user")
+        .filter(project=project, user__username=username)
+        .first()
+    )
+    if membership is None:
+        raise Http404("no member of this project has that username")
+    form = MemberChangeForm(request.POST)
+    error = ""
+    if not form.is_valid():
+        error = " ".join(form.non_field_errors()) or "choose one of the roles"
+    else:
+        try:
+            if form.cleaned_data["remove"]:
+                services.membership_remove(membership=membership, actor=request.user)
+                message = f"{username} removed from the project."
+            else:
+                membership = services.membership_update(
+                    membership=membership, role=form.cleaned_data["role"], actor=request.user
+                )
+                message = f"{username} is now {membership.role}."
+        except ValidationError as exc:
+            error = " ".join(exc.messages)
+        else:
+            return _done(request, project, ProjectRole.ADMIN, message)
+    if request.htmx:
+        return _render(request, project, ProjectRole.ADMIN, error=f"{username}: {error}")
+    messages.error(request, f"{username}: {error}")
+    return redirect("annotation:member-list", slug=project.slug)
