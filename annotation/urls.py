@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from annotation import apis, campaign_apis, member_apis, member_views, views
+from annotation import apis, campaign_apis, dataset_apis, member_apis, member_views, views
 
 app_name = "annotation"
 
@@ -28,6 +28,9 @@ urlpatterns = [
 api_urlpatterns = [
     path("projects/", apis.ProjectListApi.as_view(), name="api-project-list"),
     path("projects/<slug:slug>/datasets/", apis.DatasetListApi.as_view(), name="api-dataset-list"),
+    path("datasets/<int:pk>/", dataset_apis.DatasetDetailApi.as_view(), name="api-dataset"),
+    path("datasets/<int:pk>/items/", dataset_apis.ItemListApi.as_view(), name="api-item-list"),
+    path("items/<int:pk>/", dataset_apis.ItemDetailApi.as_view(), name="api-item"),
     path("skills/", apis.SkillListApi.as_view(), name="api-skill-list"),
     path("uploads/", apis.UploadCreateApi.as_view(), name="api-upload-create"),
     path("uploads/<int:pk>/", apis.UploadDetailApi.as_view(), name="api-upload-detail"),
@@ -43,6 +46,11 @@ api_urlpatterns = [
         "campaigns/<int:pk>/activate/",
         campaign_apis.CampaignActivateApi.as_view(),
         name="api-campaign-activate",
+    ),
+    path(
+        "campaigns/<int:pk>/assignments/",
+        dataset_apis.CampaignAssignmentListApi.as_view(),
+        name="api-campaign-assignments",
     ),
     path(
         "campaigns/<int:pk>/status/",

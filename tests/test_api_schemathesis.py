@@ -106,6 +106,8 @@ class Seeded:
     paused_run: int
     export: int
     member: str
+    dataset: int
+    item: int
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
@@ -115,6 +117,10 @@ class Seeded:
             return {"slug": self.slug}
         if path.startswith("/api/v1/annotation/campaigns/{id}"):
             return {"id": self.campaign}
+        if path.startswith("/api/v1/annotation/datasets/{id}"):
+            return {"id": self.dataset}
+        if path.startswith("/api/v1/annotation/items/{id}"):
+            return {"id": self.item}
         if path.startswith("/api/v1/annotation/uploads/{id}"):
             return {"id": self.upload}
         if "{campaign_id}" in path:
@@ -184,6 +190,8 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
         paused_run=set_status(judge_run_create(judge=judge, dataset=dataset), RunStatus.PAUSED).pk,
         export=export.pk,
         member=annotator.username,
+        dataset=dataset.pk,
+        item=dataset.items.order_by("pk").values_list("pk", flat=True)[0],
     )
 
 

@@ -271,10 +271,18 @@ RULES: dict[str, Rule] = {
             post=S(302, 302, 302, 302, 302, 200)),
     # --- annotation API --------------------------------------------------------------------
     #              anon ann  oth  res  padm site
+    # only site admins create projects (an empty body: 400)
     "annotation-api:api-project-list":
-        Rule(get=S(401, 200, 200, 200, 200, 200)),
+        Rule(get=S(401, 200, 200, 200, 200, 200),
+            post=S(401, 403, 403, 403, 403, 400), body="json"),
     "annotation-api:api-dataset-list":
         Rule(get=S(401, 403, 404, 200, 200, 200)),
+    "annotation-api:api-dataset":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="dataset"),
+    "annotation-api:api-item-list":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="dataset"),
+    "annotation-api:api-item":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="item"),
     "annotation-api:api-skill-list":
         Rule(get=S(401, 200, 200, 200, 200, 200)),
     "annotation-api:api-upload-create":
@@ -293,6 +301,8 @@ RULES: dict[str, Rule] = {
     "annotation-api:api-campaign-activate":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation-api:api-campaign-assignments":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="campaign"),
     "annotation-api:api-campaign-status":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),

@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.models import DatasetUpload, UploadStatus
+from annotation.models import DatasetUpload, Project, UploadStatus
 from annotation.services.imports import dataset_import
 
 ROW = (
@@ -36,6 +36,22 @@ def test_anonymous_requests_get_a_json_401(db):
 def test_projects_are_listed_for_members_only(project, researcher, outsider):
     assert _api(researcher).get("/api/v1/annotation/projects/").json()["count"] == 1
     assert _api(outsider).get("/api/v1/annotation/projects/").json()["count"] == 0
+
+
+def test_site_admins_create_projects_others_may_not(admin_api, researcher):
+    url = "/api/v1/annotation/projects/"
+    body = {"slug": "new-study", "name": "New study", "description": "A pilot."}
+    assert _api(researcher).post(url, body, format="json").status_code == 403
+    assert not Project.objects.filter(slug="new-study").exists()
+    created = admin_api.post(url, body, format="json")
+    assert created.status_code == 201
+    assert created.json() == {"slug": "new-study", "name": "New study", "description": "A pilot."}
+    again = admin_api.post(url, {"slug": "new-study"}, format="json")
+    assert again.status_code == 400
+    assert again.json()["fields"] == {"slug": ["a project with this slug exists"]}
+    bad = admin_api.post(url, {"slug": "no spaces"}, format="json")
+    assert bad.status_code == 400 and "slug" in bad.json()["fields"]
+    assert Project.objects.filter(slug="new-study").count() == 1
 
 
 def test_the_skill_catalogue_lists_twelve_builtin_skills_with_anchors(researcher, project):
