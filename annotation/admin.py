@@ -30,6 +30,7 @@ from annotation.models import (
     Task,
 )
 from annotation.services.campaigns import CAMPAIGN_STRUCTURE
+from annotation.services.projects import membership_remove
 
 
 class MembershipInline(admin.TabularInline):
@@ -43,6 +44,18 @@ class ProjectAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
+
+    def save_formset(self, request, form, formset, change):
+        """A membership deleted here ends as one removed on the members page: the user
+        leaves the project's campaign pools and their open leases end."""
+        if formset.model is not ProjectMembership:
+            return super().save_formset(request, form, formset, change)
+        instances = formset.save(commit=False)
+        for membership in formset.deleted_objects:
+            membership_remove(membership=membership, actor=request.user)
+        for membership in instances:
+            membership.save()
+        formset.save_m2m()
 
 
 @admin.register(Skill)

@@ -506,3 +506,28 @@ def test_the_live_panel_shows_the_eta_from_the_recent_rate(researcher_client, ac
         body = researcher_client.get(url("campaign-detail", active.pk), headers=HX).content
     # 10 open slots at 2 per hour: 5 hours
     assert b'<span id="eta">5\xc2\xa0hours</span>' in body
+
+
+def test_the_form_offers_only_groups_with_a_member_in_the_project(
+    researcher_client, project, dataset, annotator, outsider
+):
+    """Groups are site-wide: the form does not show the project's staff other groups, nor
+    take them when posted."""
+    from django.contrib.auth.models import Group
+
+    crowd = Group.objects.create(name="crowd-here")
+    crowd.user_set.add(annotator)
+    strangers = Group.objects.create(name="strangers-elsewhere")
+    strangers.user_set.add(outsider)
+    page = researcher_client.get(url("campaign-create", project.slug)).content.decode()
+    assert "crowd-here" in page and "strangers-elsewhere" not in page
+    refused = researcher_client.post(
+        url("campaign-create", project.slug), create_data(dataset, groups=[strangers.pk])
+    )
+    assert refused.status_code == 200 and not Campaign.objects.exists()
+    assert "groups" in refused.context["form"].errors
+    made = researcher_client.post(
+        url("campaign-create", project.slug), create_data(dataset, groups=[crowd.pk])
+    )
+    assert made.status_code == 302
+    assert list(Campaign.objects.get().groups.all()) == [crowd]
