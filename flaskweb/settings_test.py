@@ -14,10 +14,15 @@ os.environ.setdefault(
     "DATABASE_URL", os.environ.get("TEST_DATABASE_URL", "postgres://root@127.0.0.1:5432/flaskweb")
 )
 os.environ.setdefault("REDIS_URL", os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
-os.environ.setdefault("FLASKWEB_CACHE_PREFIX", f"flaskweb-test-{os.getpid()}")
-# Broker keys (queues included) carry a per-run prefix, so two test runs on one machine
-# never consume each other's messages. Worker subprocesses inherit it through os.environ.
-os.environ.setdefault("FLASKWEB_TEST_BROKER_PREFIX", f"flaskweb-test-{os.getpid()}:")
+# Cache and broker keys (queues included) carry a per-run prefix, so two test runs on one
+# machine never read each other's counters or consume each other's messages. Worker
+# subprocesses inherit it through os.environ. Parallel test processes (pytest -n) inherit
+# the controller's environment too, so each adds its own worker id to the prefixes.
+_xdist = os.environ.get("PYTEST_XDIST_WORKER", "")
+for _name, _sep in (("FLASKWEB_CACHE_PREFIX", ""), ("FLASKWEB_TEST_BROKER_PREFIX", ":")):
+    _prefix = os.environ.setdefault(_name, f"flaskweb-test-{os.getpid()}{_sep}")
+    if _xdist and f"-{_xdist}" not in _prefix:
+        os.environ[_name] = f"{_prefix.rstrip(':')}-{_xdist}{_sep}"
 
 from flaskweb.settings import *  # noqa: E402,F403
 from flaskweb.settings import BASE_DIR  # noqa: E402

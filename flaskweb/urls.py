@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from analytics.apis import AnalyticsReportApi
 from analytics.urls import api_urlpatterns as analytics_api
 from annotation.urls import api_urlpatterns as annotation_api
+from flaskweb.account import api_token
 from flaskweb.security import ThrottledLoginView
 from flaskweb.views import favicon
 from judging.urls import api_urlpatterns as judging_api_urlpatterns
@@ -25,6 +26,7 @@ urlpatterns = [
     path("", include("analytics.urls")),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/token/", api_token, name="account-token"),
     path("admin/", admin.site.urls),
     path("api/v1/annotation/", include((annotation_api, "annotation-api"))),
     path("api/v1/judging/", include((judging_api_urlpatterns, "judging-api"))),

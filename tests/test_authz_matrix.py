@@ -37,6 +37,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection, transaction
 from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from rest_framework.authtoken.models import Token
 
 from analytics.exports import export_job_create, export_job_run
 from analytics.imports import scores_import
@@ -262,6 +263,10 @@ RULES: dict[str, Rule] = {
     "login":
         Rule(get=S(200, 200, 200, 200, 200, 200),
             post=S(200, 200, 200, 200, 200, 200)),
+    # everyone signed in manages their own API token (an empty POST names no action: 400)
+    "account-token":
+        Rule(get=S(302, 200, 200, 200, 200, 200),
+            post=S(302, 400, 400, 400, 400, 400)),
     "logout":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 302, 302, 302, 302, 302)),
@@ -729,7 +734,7 @@ BODIES: dict[str, Callable[[World], dict]] = {
 COUNTED = (
     Project, ProjectMembership, Skill, Rubric, Dataset, DatasetUpload, Item, Response, Campaign,
     Task, Assignment, HumanScore, GoldScore, AnnotatorExpertise, ReannotationRequest,
-    JudgeConfig, JudgeRun, Judgment, JudgeScore, ScoreImport, ImportedScore, ExportJob,
+    JudgeConfig, JudgeRun, Judgment, JudgeScore, ScoreImport, ImportedScore, ExportJob, Token,
 )  # fmt: skip
 
 

@@ -3,15 +3,17 @@ edits and deletions."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.core.cache import cache
-from django.test import Client
+from django.test import Client, RequestFactory
 
 from annotation.audit import actor_set
 from annotation.models import Campaign, HumanScore, HumanScoreDeletion, HumanScoreRevision
 from annotation.services.assignments import human_score_edit
 from annotation.services.campaigns import campaign_activate, campaign_create
-from flaskweb.security import CONTENT_SECURITY_POLICY
+from flaskweb.security import CONTENT_SECURITY_POLICY, _keys
 from tests.annotation.test_assignments import make_dataset
 from tests.annotation.test_reannotation import annotate_all
 
@@ -19,10 +21,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counts():
-    cache.clear()
-    yield
-    cache.clear()
+def _fresh_counts(settings):
+    """Counters of this test only: a key prefix of its own (clearing the cache would wipe
+    the Redis database that parallel test processes share)."""
+    default = settings.CACHES["default"]
+    prefix = f"{default.get('KEY_PREFIX', '')}-{uuid.uuid4().hex[:12]}"
+    settings.CACHES = {**settings.CACHES, "default": {**default, "KEY_PREFIX": prefix}}
 
 
 # --- headers ---------------------------------------------------------------------------------
@@ -86,7 +90,7 @@ def test_the_lock_ends_with_its_window_and_a_success_clears_the_count(researcher
     for _ in range(3):
         _login("rita", "wrong")
     assert _login("rita", "pw-rita").status_code == 429
-    cache.clear()  # the window has passed
+    cache.delete_many(_keys(RequestFactory().post("/login/", {"username": "rita"})))  # time up
     assert _login("rita", "pw-rita").status_code == 302
 
 
