@@ -21,6 +21,7 @@ from annotation.models import (
     ImportProblem,
     Item,
     ItemSkill,
+    MembershipChange,
     Project,
     ProjectMembership,
     ReannotationRequest,
@@ -144,6 +145,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(MembershipChange)
+class MembershipChangeAdmin(ReadOnlyAdmin):
+    """The record of who changed a project's members."""
+
+    list_display = ["changed_at", "project", "username", "action", "role_before", "role_after",
+                    "changed_by"]  # fmt: skip
+    list_filter = ["action", "project"]
+    search_fields = ["username"]
 
 
 class CampaignRubricInline(admin.TabularInline):

@@ -26,6 +26,7 @@ def _render(request: HtmxHttpRequest, project: Project, role: str, **extra) -> H
         "role": role,
         "can_manage": role == ProjectRole.ADMIN,
         "members": selectors.member_list_for_project(project=project),
+        "changes": selectors.membership_change_list(project=project),
         "roles": ProjectRole.choices,
         "add_form": MemberAddForm(),
         **extra,

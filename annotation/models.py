@@ -66,6 +66,34 @@ class ProjectMembership(TimestampedModel):
         ]
 
 
+class MembershipChange(models.Model):
+    """Who gave whom which role in a project, changed it or took it away, and when. The
+    username is kept as text, so the record outlives the user."""
+
+    class Action(models.TextChoices):
+        ADDED = "added", "Added"
+        ROLE_CHANGED = "role_changed", "Role changed"
+        REMOVED = "removed", "Removed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    username = models.CharField(max_length=150)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    role_before = models.CharField(max_length=20, blank=True)
+    role_after = models.CharField(max_length=20, blank=True)
+    # null: a command or seeding, not a signed-in person
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+        indexes = [models.Index(fields=["project", "-changed_at"], name="membershipchange_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.action} in {self.project_id}"
+
+
 class Domain(models.Model):
     """A FLASK domain (built-in when project is NULL) with its sub-domains."""
 

@@ -21,6 +21,7 @@ from annotation.models import (
     Item,
     ItemDomain,
     ItemSkill,
+    MembershipChange,
     Project,
     ProjectMembership,
     ProjectRole,
@@ -91,6 +92,15 @@ def member_list_for_project(*, project: Project) -> QuerySet[ProjectMembership]:
         ProjectMembership.objects.filter(project=project)
         .select_related("user")
         .order_by(rank, "user__username")
+    )
+
+
+def membership_change_list(*, project: Project, limit: int = 20) -> list[MembershipChange]:
+    """The project's latest membership changes, newest first."""
+    return list(
+        MembershipChange.objects.filter(project=project)
+        .select_related("changed_by")
+        .order_by("-changed_at", "-id")[:limit]
     )
 
 

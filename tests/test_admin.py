@@ -49,3 +49,9 @@ def test_a_membership_deleted_in_the_admin_ends_pools_and_leases(
     assert not campaign.annotators.exists()
     lease.refresh_from_db()
     assert lease.status == AssignmentStatus.EXPIRED
+    from annotation.models import MembershipChange
+
+    change = MembershipChange.objects.filter(project=project).latest("id")
+    assert (change.username, change.action, change.changed_by.username) == (
+        annotator.username, "removed", "admin",
+    )  # fmt: skip

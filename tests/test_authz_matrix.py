@@ -51,6 +51,7 @@ from annotation.models import (
     GoldScore,
     HumanScore,
     Item,
+    MembershipChange,
     Project,
     ProjectMembership,
     ProjectRole,
@@ -735,6 +736,7 @@ COUNTED = (
     Project, ProjectMembership, Skill, Rubric, Dataset, DatasetUpload, Item, Response, Campaign,
     Task, Assignment, HumanScore, GoldScore, AnnotatorExpertise, ReannotationRequest,
     JudgeConfig, JudgeRun, Judgment, JudgeScore, ScoreImport, ImportedScore, ExportJob, Token,
+    MembershipChange,
 )  # fmt: skip
 
 

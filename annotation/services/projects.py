@@ -12,7 +12,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from annotation.models import Campaign, Project, ProjectMembership, ProjectRole
+from annotation.models import (
+    Campaign,
+    MembershipChange,
+    Project,
+    ProjectMembership,
+    ProjectRole,
+)
 from annotation.services.assignments import assignments_revoke
 
 
@@ -43,13 +49,31 @@ def _check_role(role: str) -> None:
         raise ValidationError({"role": [f"{role!r} is not one of {', '.join(ProjectRole.values)}"]})
 
 
+def _log(membership: ProjectMembership, action: str, *, before: str, after: str, actor) -> None:
+    MembershipChange.objects.create(
+        project_id=membership.project_id,
+        username=membership.user.username,
+        action=action,
+        role_before=before,
+        role_after=after,
+        changed_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+
+
+@transaction.atomic
 def membership_set(*, project: Project, user, role: str) -> ProjectMembership:
     """Give `user` the role in the project, whether or not they were a member (seeding,
     commands). Requests from people go through membership_add / membership_update."""
     _check_role(role)
+    before = ProjectMembership.objects.filter(project=project, user=user).first()
     membership, _ = ProjectMembership.objects.update_or_create(
         project=project, user=user, defaults={"role": role}
     )
+    if before is None:
+        _log(membership, MembershipChange.Action.ADDED, before="", after=role, actor=None)
+    elif before.role != role:
+        _log(membership, MembershipChange.Action.ROLE_CHANGED, before=before.role, after=role,
+             actor=None)  # fmt: skip
     return membership
 
 
@@ -71,7 +95,9 @@ def membership_add(*, project: Project, user, role: str, actor=None) -> ProjectM
     _check_role(role)
     if ProjectMembership.objects.filter(project=project, user=user).exists():
         raise MembershipConflict(f"{user.username} is already a member of this project")
-    return ProjectMembership.objects.create(project=project, user=user, role=role)
+    membership = ProjectMembership.objects.create(project=project, user=user, role=role)
+    _log(membership, MembershipChange.Action.ADDED, before="", after=role, actor=actor)
+    return membership
 
 
 @transaction.atomic
@@ -79,12 +105,17 @@ def membership_update(*, membership: ProjectMembership, role: str, actor=None) -
     """Change a member's role. An annotator who becomes staff stays in the campaign pools
     they were put in (staff may annotate too)."""
     _check_role(role)
-    membership = ProjectMembership.objects.select_for_update().get(pk=membership.pk)
+    membership = (
+        ProjectMembership.objects.select_for_update(of=("self",))
+        .select_related("user")
+        .get(pk=membership.pk)
+    )
     if membership.role == role:
         return membership
     _guard(membership, actor=actor)
-    membership.role = role
+    before, membership.role = membership.role, role
     membership.save(update_fields=["role", "updated_at"])
+    _log(membership, MembershipChange.Action.ROLE_CHANGED, before=before, after=role, actor=actor)
     return membership
 
 
@@ -95,12 +126,18 @@ def membership_remove(*, membership: ProjectMembership, actor=None) -> int:
     annotation.annotator_selectors.IN_POOL_SQL). Their scores stay; an open lease runs
     is ended at once and its slot returns to the pool. Returns how many campaign pools
     they left."""
-    membership = ProjectMembership.objects.select_for_update().get(pk=membership.pk)
+    membership = (
+        ProjectMembership.objects.select_for_update(of=("self",))
+        .select_related("user")
+        .get(pk=membership.pk)
+    )
     _guard(membership, actor=actor)
     through = Campaign.annotators.through
     left, _ = through.objects.filter(
         campaign__project_id=membership.project_id, user_id=membership.user_id
     ).delete()
     assignments_revoke(annotator_id=membership.user_id, project_id=membership.project_id)
+    _log(membership, MembershipChange.Action.REMOVED, before=membership.role, after="",
+         actor=actor)  # fmt: skip
     membership.delete()
     return left

@@ -257,3 +257,36 @@ def test_the_members_page_escapes_usernames(paula, django_user_model, project, c
     client.force_login(paula)
     body = client.get(page(project)).content.decode()
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
+
+
+# --- the record of changes ---------------------------------------------------------------------
+
+
+def test_every_change_is_recorded_with_who_made_it(paula, annotator, outsider, project, client):
+    from annotation.models import MembershipChange
+
+    api_client = api(paula)
+    api_client.post(
+        members_url(project), {"username": "charlie", "role": "annotator"}, format="json"
+    )
+    api_client.patch(members_url(project, "charlie"), {"role": "researcher"}, format="json")
+    api_client.patch(members_url(project, "paula"), {"role": "annotator"}, format="json")  # 409
+    api_client.delete(members_url(project, "charlie"))
+    rows = list(
+        MembershipChange.objects.filter(project=project)
+        .order_by("id")
+        .values_list("username", "action", "role_before", "role_after", "changed_by__username")
+    )
+    assert rows == [
+        ("paula", "added", "", "admin", None),  # the fixtures' seeding
+        ("alice", "added", "", "annotator", None),
+        ("charlie", "added", "", "annotator", "paula"),
+        ("charlie", "role_changed", "annotator", "researcher", "paula"),
+        ("charlie", "removed", "researcher", "", "paula"),
+    ]
+    # the members page shows them, newest first
+    client.force_login(paula)
+    body = client.get(page(project)).content.decode()
+    table = body.split('id="member-changes"')[1]
+    assert table.index("removed (was researcher)") < table.index("annotator → researcher")
+    assert "a command" in table
