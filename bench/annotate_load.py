@@ -645,12 +645,20 @@ def profile(campaign_id: int, token: str) -> dict:
     # the claim's SELECT ... FOR UPDATE SKIP LOCKED, as executed, then EXPLAIN ANALYZE'd
     campaign = Campaign.objects.get(pk=campaign_id)
     someone = campaign.annotators.order_by("pk").first()
+    # (the statement with its parameters: with server-side binding the logged SQL has $n
+    # placeholders, not values)
+    ran: list[tuple[str, object]] = []
+
+    def keep(execute, sql, params, many, context):
+        ran.append((sql, params))
+        return execute(sql, params, many, context)
+
     with transaction.atomic():
-        with CaptureQueriesContext(connection) as ctx:
+        with connection.execute_wrapper(keep):
             assignment_claim_next(campaign=campaign, annotator=someone)
-        claim_sql = next(q["sql"] for q in ctx.captured_queries if "SKIP LOCKED" in q["sql"])
+        claim_sql, params = next((sql, p) for sql, p in ran if "SKIP LOCKED" in sql)
         with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql)
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, params)
             plan = [row[0] for row in cursor.fetchall()]
         transaction.set_rollback(True)
     log("  claim query plan:")
