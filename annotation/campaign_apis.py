@@ -23,18 +23,12 @@ from annotation import campaign_selectors as cs
 from annotation.models import Campaign, CampaignStatus, Project, SkillMode
 from annotation.selectors import skill_list_for_project
 from annotation.services import campaigns as services
-from flaskweb.api_errors import ApiPagination, ErrorSerializer
+from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error
 
 MAX_RATE = 0.5  # gold and repeat shares, as on the campaign form (0-50 %)
 MAX_INSTRUCTIONS = 50_000
 #: What POST campaigns/{id}/status/ may ask for: pause, resume, finish.
 STATUS_CHANGES = [CampaignStatus.PAUSED, CampaignStatus.ACTIVE, CampaignStatus.FINISHED]
-
-
-def _service_error(exc: ValidationError) -> serializers.ValidationError:
-    if hasattr(exc, "error_dict"):
-        return serializers.ValidationError(exc.message_dict)
-    return serializers.ValidationError({"non_field_errors": exc.messages})
 
 
 class StateConflictSerializer(serializers.Serializer):
@@ -298,7 +292,7 @@ class CampaignListApi(APIView):
                 project=project, created_by=request.user, **serializer.validated_data
             )
         except ValidationError as exc:
-            raise _service_error(exc) from None
+            raise service_error(exc) from None
         return ApiResponse(_campaign_data(campaign), status=status.HTTP_201_CREATED)
 
 
@@ -327,7 +321,7 @@ class CampaignDetailApi(APIView):
         except services.CampaignStateError as exc:
             return _state_conflict(campaign, exc)
         except ValidationError as exc:
-            raise _service_error(exc) from None
+            raise service_error(exc) from None
         return ApiResponse(_campaign_data(campaign))
 
 
@@ -358,7 +352,7 @@ class CampaignActivateApi(APIView):
         except services.CampaignStateError as exc:
             return _state_conflict(campaign, exc)
         except ValidationError as exc:
-            raise _service_error(exc) from None
+            raise service_error(exc) from None
         return ApiResponse({"tasks_created": created, "campaign": _campaign_data(campaign)})
 
 

@@ -17,9 +17,8 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation import access
+from annotation import access, selectors
 from annotation.models import Project, ProjectMembership, ProjectRole
-from annotation.selectors import member_list_for_project
 from annotation.services import projects as services
 from flaskweb.api_errors import ApiPagination, ErrorSerializer
 
@@ -51,11 +50,7 @@ class RoleField(serializers.ChoiceField):
 
 
 def _member(project: Project, username: str) -> ProjectMembership:
-    membership = (
-        ProjectMembership.objects.select_related("user")
-        .filter(project=project, user__username=username)
-        .first()
-    )
+    membership = selectors.membership_get(project=project, username=username)
     if membership is None:
         raise Http404("no member of this project has that username")
     return membership
@@ -78,7 +73,7 @@ class MemberListApi(APIView):
     def get(self, request, slug: str):
         project, _ = access.project_get_for_user(request.user, slug)
         paginator = self.pagination_class()
-        members = member_list_for_project(project=project)
+        members = selectors.member_list_for_project(project=project)
         page = paginator.paginate_queryset(members, request, view=self)
         return paginator.get_paginated_response(MemberSerializer(page, many=True).data)
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import access, selectors
 from annotation.forms import MemberAddForm, MemberChangeForm
-from annotation.models import Project, ProjectMembership, ProjectRole
+from annotation.models import Project, ProjectRole
 from annotation.services import projects as services
 from flaskweb.htmx import HtmxHttpRequest
 
@@ -68,11 +68,7 @@ def member_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @login_required
 def member_update(request: HtmxHttpRequest, slug: str, username: str) -> HttpResponse:
     project = access.project_get_for_admin(request.user, slug)
-    membership = (
-        ProjectMembership.objects.select_related("user")
-        .filter(project=project, user__username=username)
-        .first()
-    )
+    membership = selectors.membership_get(project=project, username=username)
     if membership is None:
         raise Http404("no member of this project has that username")
     form = MemberChangeForm(request.POST)

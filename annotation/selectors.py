@@ -95,6 +95,15 @@ def member_list_for_project(*, project: Project) -> QuerySet[ProjectMembership]:
     )
 
 
+def membership_get(*, project: Project, username: str) -> ProjectMembership | None:
+    """The member of the project with this username (user pre-joined), or None."""
+    return (
+        ProjectMembership.objects.select_related("user")
+        .filter(project=project, user__username=username)
+        .first()
+    )
+
+
 def membership_change_list(*, project: Project, limit: int = 20) -> list[MembershipChange]:
     """The project's latest membership changes, newest first."""
     return list(

@@ -96,6 +96,14 @@ def invalid_body(fields: dict) -> dict[str, Any]:
     return {**fields, "detail": _summary(fields), "code": "invalid", "fields": fields}
 
 
+def service_error(exc) -> serializers.ValidationError:
+    """A service's django.core.exceptions.ValidationError as the API's 400: its field
+    errors under their fields, others under non_field_errors."""
+    if hasattr(exc, "error_dict"):
+        return serializers.ValidationError(exc.message_dict)
+    return serializers.ValidationError({"non_field_errors": exc.messages})
+
+
 def api_exception_handler(exc: Exception, context: dict) -> ApiResponse:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: every error as {"detail", "code"[, "fields"]};
     what Django itself answers 400 to as a 400; and an unexpected exception as a JSON 500

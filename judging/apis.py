@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from annotation.models import Project
 from annotation.selectors import dataset_list_for_project
-from flaskweb.api_errors import ApiPagination, ErrorSerializer
+from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error
 from judging import access, prompts, selectors, services
 from judging.baselines import BASELINES
 from judging.forms import (
@@ -46,12 +46,6 @@ SCORES_SCHEMA = {
         ]
     },
 }
-
-
-def _service_error(exc: ValidationError) -> serializers.ValidationError:
-    if hasattr(exc, "error_dict"):
-        return serializers.ValidationError(exc.message_dict)
-    return serializers.ValidationError({"non_field_errors": exc.messages})
 
 
 class ConflictSerializer(serializers.Serializer):
@@ -286,7 +280,7 @@ class JudgeCreateApi(APIView):
                 **judge_fields(data),
             )
         except ValidationError as exc:
-            raise _service_error(exc) from None
+            raise service_error(exc) from None
         return ApiResponse(JudgeOutputSerializer(judge).data, status=status.HTTP_201_CREATED)
 
 
@@ -403,7 +397,7 @@ class JudgeRunCreateApi(APIView):
                 created_by=request.user,
             )
         except ValidationError as exc:
-            raise _service_error(exc) from None
+            raise service_error(exc) from None
         except prompts.PromptError as exc:
             raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from None
         return ApiResponse(_run_data(run), status=status.HTTP_201_CREATED)

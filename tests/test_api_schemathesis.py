@@ -50,6 +50,7 @@ from judging.models import RunStatus
 from judging.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
+from tests.clients import token_client
 from tests.judging.test_runs import llm_judge, response_ids, running
 from tests.judging.test_views import make_judge, set_status
 
@@ -265,12 +266,7 @@ def _checks_for(response) -> list:
 # --- what the fuzzing found, and what it leaves out ---------------------------------------------
 
 
-def _api(user=None, **client_options) -> APIClient:
-    client = APIClient(**client_options)
-    if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+_api = token_client
 
 
 def test_an_upload_without_a_body_is_a_400_not_a_500(admin_user, project):

@@ -37,12 +37,12 @@ from django.db import connection
 from django.utils.html import escape
 from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import DatasetUpload, ImportProblem, UploadFile, UploadSource, UploadStatus
 from annotation.parsers import PROBLEM_CLASSES
 from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
+from tests.clients import token_client
 from tests.judging.test_output_imports import make_flask_dataset, review
 
 UPLOAD_LIMIT = 64 * 1024
@@ -96,9 +96,7 @@ def _small_limits(settings):
 
 
 def api_client(user, *, raise_request_exception: bool = True) -> APIClient:
-    client = APIClient(raise_request_exception=raise_request_exception)
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
-    return client
+    return token_client(user, raise_request_exception=raise_request_exception)
 
 
 # --- the database, before and after ----------------------------------------------------------

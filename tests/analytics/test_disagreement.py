@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from analytics.disagreement import DisagreementFilters, disagreement_list, disagreements, exact
@@ -39,6 +38,7 @@ from annotation.services.imports import FileSpec, dataset_import, dataset_upload
 from annotation.services.projects import project_create
 from judging.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
+from tests.clients import token_client
 from tests.judging.test_runs import llm_judge, response_ids, running
 
 # --- the computation, on plain rows ---------------------------------------------------------
@@ -402,10 +402,7 @@ def test_untrusted_names_and_texts_are_escaped(project, researcher_client):
 # --- the API ----------------------------------------------------------------------------------
 
 
-def api_client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
-    return client
+api_client = token_client
 
 
 def api_url(project) -> str:

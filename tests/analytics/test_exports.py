@@ -19,7 +19,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from analytics import export_selectors
@@ -52,6 +51,7 @@ from judging.openai_server import FakeOpenAIServer
 from judging.output_imports import judge_outputs_import
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
+from tests.clients import token_client
 from tests.conftest import wait_for
 from tests.judging.test_runs import llm_judge, response_ids, running
 
@@ -645,10 +645,7 @@ def test_an_unfinished_export_has_nothing_to_download(scored, researcher_client)
 API = "/api/v1"
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
-    return client
+api = token_client
 
 
 def test_the_api_creates_follows_and_downloads_an_export(

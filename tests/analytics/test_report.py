@@ -28,6 +28,7 @@ from annotation.services.campaigns import campaign_activate, campaign_create
 from judging.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
+from tests.clients import token_client
 from tests.judging.test_runs import llm_judge, response_ids, running
 
 # response id, item id, system, skill, rater, value
@@ -158,10 +159,7 @@ def test_the_command_and_the_api_return_the_same_report(
     from_command = json.loads(out.getvalue())
     url = f"/api/v1/projects/{scored_project.slug}/analytics/report"
 
-    def client(user):
-        c = APIClient()
-        c.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
-        return c
+    client = token_client
 
     answer = client(researcher).get(url)
     assert answer.status_code == 200 and answer.json() == from_command

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from analytics.models import ImportedScore, ScoreImport
 from annotation.models import Item, Project, Response
+from tests.clients import token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -42,10 +42,7 @@ def state() -> tuple[int, int, int, int, int]:
     )
 
 
-def api_client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
-    return client
+api_client = token_client
 
 
 # --- the page --------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import pytest
 import time_machine
 from django.contrib.auth.models import Group
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import (
@@ -32,6 +31,7 @@ from annotation.services.campaigns import (
 )
 from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from flaskweb.db import is_postgres
+from tests.clients import token_client
 
 SKILLS = ["Factuality", "Comprehension", "Readability"]
 # Names that must never reach an annotator: asserted absent from every response body.
@@ -80,10 +80,7 @@ class BlindClient(APIClient):
 
 
 def api(user) -> APIClient:
-    client = BlindClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION="Token " + token.key)
-    return client
+    return token_client(user, client_class=BlindClient)
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import DatasetUpload, Project, UploadStatus
 from annotation.services.imports import dataset_import
+from tests.clients import token_client
 
 ROW = (
     b'{"id": "a1", "instruction": "Name a colour", "skills": ["Factuality", "Conciseness", '
@@ -16,10 +16,7 @@ ROW = (
 )
 
 
-def _api(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
-    return client
+_api = token_client
 
 
 @pytest.fixture

@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.annotator_selectors import campaign_in_pool
 from annotation.models import Campaign, CampaignStatus, ProjectRole, Task
 from annotation.services.campaigns import campaign_activate, campaign_create
 from annotation.services.projects import membership_set, project_create
 from tests.annotation.test_campaign_selectors import SKILLS, make_annotator, make_dataset, submit
+from tests.clients import token_client
 
 BASE = "/api/v1/annotation"
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION="Token " + token.key)
-    return client
+api = token_client
 
 
 @pytest.fixture

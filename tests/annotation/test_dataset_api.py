@@ -4,22 +4,17 @@ responses, and a campaign's assignments with their scores."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.models import Item
 from annotation.services.assignments import assignment_claim_next, assignment_skip
 from annotation.services.campaigns import campaign_activate, campaign_create
 from tests.annotation.test_campaign_selectors import SKILLS, make_annotator, make_dataset, submit
+from tests.clients import token_client
 
 BASE = "/api/v1/annotation"
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION="Token " + token.key)
-    return client
+api = token_client
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.models import (
     Assignment,
@@ -21,16 +19,13 @@ from annotation.services.assignments import assignment_claim_next
 from annotation.services.campaigns import campaign_activate, campaign_create
 from annotation.services.projects import membership_set, project_create
 from tests.annotation.test_campaign_selectors import make_dataset, submit
+from tests.clients import token_client
 
 BASE = "/api/v1/annotation"
 HX = {"HX-Request": "true"}
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION="Token " + token.key)
-    return client
+api = token_client
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import ProjectRole, Response, UploadSource, UploadStatus
@@ -37,6 +36,7 @@ from judging.output_imports import (
     score_parse,
     skill_key,
 )
+from tests.clients import token_client
 from tests.judging.test_views import make_judge
 
 API = "/api/v1/judging"
@@ -522,10 +522,7 @@ def test_the_command_exits_2_printing_every_problem(project, dataset, tmp_path, 
 # --- the API --------------------------------------------------------------------------------------
 
 
-def _api(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=user)[0].key)
-    return client
+_api = token_client
 
 
 def _upload(name, rows, **fields):
