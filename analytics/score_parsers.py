@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -24,14 +23,13 @@ from pathlib import PurePath
 from typing import IO, Any, NamedTuple
 
 from annotation.parsers import (
-    MAX_JSON_DEPTH,
     NA_SPELLINGS,
     Problem,
+    RowProblems,
     archive_problem,
-    json_too_deep,
-    short_name_check,
+    json_line,
     skill_key,
-    unstorable_field,
+    type_name,
 )
 
 REQUIRED = ("item", "system", "rater", "rater_kind", "skill", "score")
@@ -115,7 +113,7 @@ def score_value(raw: Any) -> float | None:
             raise ValueError(f"score {raw!r} is not a number or N/A")
         raw = float(text)
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise ValueError(f"score must be a number or N/A, not {_type_name(raw)}")
+        raise ValueError(f"score must be a number or N/A, not {type_name(raw)}")
     try:
         value = float(raw)
     except OverflowError:
@@ -128,12 +126,6 @@ def score_value(raw: Any) -> float | None:
 def normalized_text(text: str) -> str:
     """How texts are compared: line endings and surrounding white space do not count."""
     return text.replace("\r\n", "\n").strip()
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
 
 
 # --- parsed input ------------------------------------------------------------------------------
@@ -299,30 +291,15 @@ class _Parser:
             if not raw.strip():
                 continue
             self.result.files[index].rows += 1
-            try:
-                obj = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                self._problem(name, lineno, "", "invalid_encoding", f"not UTF-8 ({exc.reason})")
-                continue
-            except (ValueError, RecursionError) as exc:
-                self._problem(name, lineno, "", "invalid_json", f"not valid JSON: {exc}")
+            obj = json_line(raw, name, lineno)
+            if isinstance(obj, Problem):
+                self.result.problems.append(obj)
                 continue
             if not isinstance(obj, dict):
                 self._problem(
                     name, lineno, "", "invalid_json",
-                    f"a line must hold an object, not {_type_name(obj)}",
+                    f"a line must hold an object, not {type_name(obj)}",
                 )  # fmt: skip
-                continue
-            if json_too_deep(raw, obj):
-                self._problem(
-                    name, lineno, "", "invalid_json",
-                    f"the line nests deeper than {MAX_JSON_DEPTH} levels",
-                )  # fmt: skip
-                continue
-            unstorable = unstorable_field(raw, obj)
-            if unstorable is not None:
-                at, what = unstorable
-                self._problem(name, lineno, at, "invalid_type", f"{what}, which cannot be stored")
                 continue
             self._row(index, lineno, {str(k).strip().lower(): v for k, v in obj.items()})
 
@@ -493,24 +470,8 @@ def _same_domains(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 
-class _RowCheck:
+class _RowCheck(RowProblems):
     """Reads the fields of one row, reporting what is wrong with file and line."""
-
-    def __init__(self, file_name: str, line: int, problems: list[Problem]) -> None:
-        self.file_name = file_name
-        self.line = line
-        self.problems = problems
-        self.bad = False
-
-    def problem(self, fld: str, code: str, message: str) -> None:
-        self.problems.append(Problem(self.file_name, self.line, fld, code, message))
-        self.bad = True
-
-    def name(self, obj: Mapping[str, Any], key: str, limit: int) -> str:
-        text, problem = short_name_check(obj.get(key), key, limit)
-        if problem:
-            self.problem(key, *problem)
-        return text
 
     def text(self, obj: Mapping[str, Any], key: str) -> str | None:
         """An optional text; None when not given (absent, null or only white space)."""
@@ -518,7 +479,7 @@ class _RowCheck:
         if value is None:
             return None
         if not isinstance(value, str):
-            self.problem(key, "invalid_type", f"{key} must be text, not {_type_name(value)}")
+            self.problem(key, "invalid_type", f"{key} must be text, not {type_name(value)}")
             return None
         if not value.strip():
             return None

@@ -275,7 +275,7 @@ def _as_text(ctx: _RowContext, obj: dict, key: str, *, required: bool, label: st
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         ctx.problem(
-            label, "invalid_type", f"{label} must be text, not {_type_name(value)}", fatal=True
+            label, "invalid_type", f"{label} must be text, not {type_name(value)}", fatal=True
         )
         return ""
     if isinstance(value, float) and not math.isfinite(value):
@@ -296,8 +296,63 @@ def _as_text(ctx: _RowContext, obj: dict, key: str, *, required: bool, label: st
     return text
 
 
-def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", bool: "a boolean"}.get(type(value), "a number")
+def type_name(value: Any) -> str:
+    """How a problem message names the type of a decoded JSON or CSV value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def json_line(raw: bytes, file_name: str, line: int) -> Any:
+    """One line of a JSON-lines file, decoded: the value, or the Problem that stops it (not
+    UTF-8, not JSON, nested too deeply, or holding what PostgreSQL cannot store)."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return Problem(file_name, line, "", "invalid_encoding", f"not UTF-8 ({exc.reason})")
+    except (ValueError, RecursionError) as exc:
+        return Problem(file_name, line, "", "invalid_json", f"not valid JSON: {exc}")
+    if json_too_deep(raw, value):
+        message = f"the line nests deeper than {MAX_JSON_DEPTH} levels"
+        return Problem(file_name, line, "", "invalid_json", message)
+    unstorable = unstorable_field(raw, value)
+    if unstorable is not None:  # PostgreSQL takes it nowhere, not even in a lookup
+        at, what = unstorable
+        return Problem(file_name, line, at, "invalid_type", f"{what}, which cannot be stored")
+    return value
+
+
+class RowProblems:
+    """The problems of one row of a long-format file (scores, judge outputs), with its file
+    and line filled in; `bad` once one is reported."""
+
+    def __init__(self, file_name: str, line: int, problems: list[Problem]) -> None:
+        self.file_name = file_name
+        self.line = line
+        self.problems = problems
+        self.bad = False
+
+    def problem(self, fld: str, code: str, message: str) -> None:
+        self.problems.append(Problem(self.file_name, self.line, fld, code, message))
+        self.bad = True
+
+    def name(self, obj: Any, key: str, limit: int = 200, *, required: bool = True) -> str:
+        """An id or a name (short_name_check); "" when missing or not valid (reported,
+        except a missing one that is not `required`)."""
+        text, problem = short_name_check(obj.get(key), key, limit)
+        if problem and (required or problem[0] != "missing_field"):
+            self.problem(key, *problem)
+        return text
 
 
 def short_name_check(value: Any, key: str, limit: int) -> tuple[str, tuple[str, str] | None]:
@@ -307,8 +362,7 @@ def short_name_check(value: Any, key: str, limit: int) -> tuple[str, tuple[str, 
     if value is None or (isinstance(value, str) and not value.strip()):
         return "", ("missing_field", f"{key} is missing or empty")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        kind = "null" if value is None else _type_name(value)
-        return "", ("invalid_type", f"{key} must be text or a whole number, not {kind}")
+        return "", ("invalid_type", f"{key} must be text or a whole number, not {type_name(value)}")
     text = str(value).strip()
     if len(text) > limit:
         return "", ("invalid_type", f"{key} is longer than {limit} characters")
@@ -385,7 +439,7 @@ def _external_id(ctx: _RowContext, obj: dict, key: str) -> str:
         ctx.problem(
             key,
             "invalid_type",
-            f"{key} must be a string or integer, not {_type_name(value)}",
+            f"{key} must be a string or integer, not {type_name(value)}",
             fatal=True,
         )
         return ""
@@ -636,7 +690,7 @@ def parse_jsonl(
         if not isinstance(obj, dict):
             yield Problem(
                 file_name, lineno, "", "invalid_json",
-                f"a line must hold a JSON object, not {_type_name(obj)}",
+                f"a line must hold a JSON object, not {type_name(obj)}",
             )  # fmt: skip
             continue
         if json_too_deep(raw, obj):

@@ -33,14 +33,13 @@ from django.utils import timezone
 
 from annotation.models import Dataset, Item, Project, Response
 from annotation.parsers import (
-    MAX_JSON_DEPTH,
     NA_SPELLINGS,
     Problem,
+    RowProblems,
     archive_problem,
-    json_too_deep,
-    short_name_check,
+    json_line,
     skill_key,
-    unstorable_field,
+    type_name,
 )
 from annotation.selectors import skill_list_for_project
 from judging.models import (
@@ -164,55 +163,14 @@ def _json_lines(data: bytes, file_name: str) -> Iterator[tuple[int, Any] | Probl
             raw = raw.removeprefix(b"\xef\xbb\xbf")
         if not raw.strip():
             continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield Problem(file_name, lineno, "", "invalid_encoding", f"not UTF-8 ({exc.reason})")
-            continue
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            yield Problem(file_name, lineno, "", "invalid_json", f"not valid JSON: {exc}")
-            continue
-        if json_too_deep(raw, value):
-            message = f"the line nests deeper than {MAX_JSON_DEPTH} levels"
-            yield Problem(file_name, lineno, "", "invalid_json", message)
-            continue
-        unstorable = unstorable_field(raw, value)
-        if unstorable is not None:  # PostgreSQL takes it nowhere, not even in a lookup
-            at, what = unstorable
-            yield Problem(file_name, lineno, at, "invalid_type", f"{what}, which cannot be stored")
-            continue
-        yield lineno, value
+        value = json_line(raw, file_name, lineno)
+        yield value if isinstance(value, Problem) else (lineno, value)
 
 
-def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", bool: "a boolean", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
-
-
-class _Row:
-    """Problems of one row, with the file and line filled in."""
-
-    def __init__(self, file_name: str, line: int, problems: list[Problem]) -> None:
-        self.file_name = file_name
-        self.line = line
-        self.problems = problems
-        self.bad = False
-
-    def problem(self, fld: str, code: str, message: str) -> None:
-        self.problems.append(Problem(self.file_name, self.line, fld, code, message))
-        self.bad = True
-
-    def name(self, obj: Mapping, key: str, *, required: bool = True) -> str:
-        """A short text: an item id (the dataset importer's convention for FLASK
-        `question_id` and `idx`: a string or an integer, trimmed, 1-200 characters), a model,
-        a rater or a skill."""
-        text, problem = short_name_check(obj.get(key), key, MAX_NAME)
-        if problem and (required or problem[0] != "missing_field"):
-            self.problem(key, *problem)
-        return text
+class _Row(RowProblems):
+    """Problems of one row, with the file and line filled in. Names (item ids as the
+    dataset importer reads FLASK `question_id` and `idx`, models, raters, skills) are
+    1-200 characters (RowProblems.name)."""
 
     def text(self, obj: Mapping, key: str, *, required: bool) -> str | None:
         if key not in obj or obj[key] is None:
@@ -221,7 +179,7 @@ class _Row:
             return None
         value = obj[key]
         if not isinstance(value, str):
-            self.problem(key, "invalid_type", f"{key} must be text, not {_type_name(value)}")
+            self.problem(key, "invalid_type", f"{key} must be text, not {type_name(value)}")
             return None
         return value
 
@@ -259,7 +217,7 @@ def parse_flask_review(
         lineno, obj = entry
         row = _Row(file_name, lineno, result.problems)
         if not isinstance(obj, dict):
-            row.problem("", "invalid_json", f"a line must hold an object, not {_type_name(obj)}")
+            row.problem("", "invalid_json", f"a line must hold an object, not {type_name(obj)}")
             continue
         item = row.name(obj, "question_id")
         review = row.text(obj, "review", required=True)
@@ -279,7 +237,7 @@ def parse_flask_review(
             row.problem("score", "missing_field", "score is missing")
         elif not isinstance(raw_scores, dict):
             row.problem(
-                "score", "invalid_type", f"score must be an object, not {_type_name(raw_scores)}"
+                "score", "invalid_type", f"score must be an object, not {type_name(raw_scores)}"
             )
         else:
             seen: dict[str, str] = {}
@@ -391,7 +349,7 @@ def _long_objects(data: bytes, file_name: str, problems: list[Problem]):
                     entry[0],
                     "",
                     "invalid_json",
-                    f"a line must hold an object, not {_type_name(entry[1])}",
+                    f"a line must hold an object, not {type_name(entry[1])}",
                 )
             )
         else:

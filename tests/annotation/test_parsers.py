@@ -916,3 +916,45 @@ def test_csv_invalid_utf8_costs_only_its_own_row():
     assert [i.external_id for i in items_of(out)] == ["a1", "a2", "a4"]
     assert codes(out) == [(4, "", "invalid_encoding")]
     assert "0xe9" in problems_of(out)[0].message
+
+
+# --- the pieces the long-format readers (scores, judge outputs) share ----------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [(None, "null"), (True, "a boolean"), (3, "a number"), (2.5, "a number"), ("x", "text"),
+     ({}, "an object"), ([], "a list")],
+)  # fmt: skip
+def test_problem_messages_name_json_types_in_words(value, named):
+    from annotation.parsers import type_name
+
+    assert type_name(value) == named
+
+
+def test_one_json_line_decodes_or_says_what_stops_it():
+    from annotation.parsers import MAX_JSON_DEPTH, Problem, json_line
+
+    assert json_line(b'{"a": [1, 2]}', "f.jsonl", 3) == {"a": [1, 2]}
+    cases = {
+        b"\xff{}": "invalid_encoding",
+        b"{nope": "invalid_json",
+        b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1): "invalid_json",
+        b'{"a": "x\\u0000y"}': "invalid_type",
+    }
+    for raw, code in cases.items():
+        problem = json_line(raw, "f.jsonl", 3)
+        assert isinstance(problem, Problem), raw
+        assert (problem.file, problem.line, problem.code) == ("f.jsonl", 3, code)
+
+
+def test_row_problems_report_names_with_file_and_line():
+    from annotation.parsers import RowProblems
+
+    problems: list = []
+    row = RowProblems("f.csv", 7, problems)
+    assert row.name({"item": " i1 "}, "item") == "i1" and not row.bad
+    assert row.name({}, "rater", required=False) == "" and not row.bad
+    assert row.name({"system": ["m"]}, "system") == "" and row.bad
+    assert [(p.line, p.field, p.code) for p in problems] == [(7, "system", "invalid_type")]
+    assert problems[0].message == "system must be text or a whole number, not a list"
