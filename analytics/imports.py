@@ -46,9 +46,22 @@ from analytics.score_parsers import (
     scores_parse,
     skill_key,
 )
-from annotation.models import Dataset, Difficulty, Item, ItemDomain, Project, Response
-from annotation.selectors import domain_list_for_project, skill_list_for_project
+from annotation.models import Dataset, Difficulty, Project
+from annotation.selectors import (
+    dataset_get_by_name,
+    domain_list_for_project,
+    item_texts_by_external_id,
+    response_texts_for_items,
+    skill_list_for_project,
+)
 from annotation.services.catalogue import skill_create
+from annotation.services.items import (
+    ItemSpec,
+    dataset_get_or_create,
+    items_create,
+    responses_create,
+    texts_fill,
+)
 from annotation.services.projects import project_create
 from flaskweb.db import is_postgres
 
@@ -329,14 +342,13 @@ class _Plan:
             self.domain_ids[external_id] = ids
 
     def _check_stored_texts(self) -> None:
-        self.dataset = Dataset.objects.filter(project=self.project, name=self.dataset_name).first()
+        self.dataset = dataset_get_by_name(project=self.project, name=self.dataset_name)
         if self.dataset is None:
             return
         items = self.parsed.items
         for chunk in _chunks(sorted(items)):
-            stored = Item.objects.filter(dataset=self.dataset, external_id__in=chunk)
-            for pk, external_id, instruction, reference in stored.values_list(
-                "pk", "external_id", "instruction", "reference_answer"
+            for pk, external_id, instruction, reference in item_texts_by_external_id(
+                dataset_id=self.dataset.pk, external_ids=chunk
             ):
                 self.item_ids[external_id] = pk
                 entry = items[external_id]
@@ -359,9 +371,7 @@ class _Plan:
                 by_item.setdefault(self.item_ids[external_id], {})[system] = given
         names = {pk: external_id for external_id, pk in self.item_ids.items()}
         for chunk in _chunks(sorted(by_item)):
-            for pk, item_id, system, text in Response.objects.filter(item_id__in=chunk).values_list(
-                "pk", "item_id", "model_name", "text"
-            ):
+            for pk, item_id, system, text in response_texts_for_items(item_ids=chunk):
                 if system not in by_item[item_id]:
                     continue
                 self.response_ids[(names[item_id], system)] = pk
@@ -425,9 +435,7 @@ class _Plan:
         project, parsed = self.project, self.parsed
         dataset_created = self.dataset is None
         if self.dataset is None:
-            self.dataset = Dataset(project=project, name=self.dataset_name)
-            self.dataset.full_clean(validate_constraints=False)
-            self.dataset.save()
+            self.dataset, _ = dataset_get_or_create(project=project, name=self.dataset_name)
         for key in self.new_skills:
             skill = skill_create(
                 project=project, name=self.skill_names[key], criterion=_CRITERION,
@@ -473,33 +481,20 @@ class _Plan:
         )
 
     def _write_items(self) -> int:
+        # an item known only by its id is stored with an empty instruction, filled in by a
+        # later import that has it (annotation.services.items)
         new = [
-            (external_id, entry)
+            ItemSpec(
+                external_id=external_id,
+                instruction=entry.instruction.value if entry.instruction else "",
+                reference_answer=entry.reference.value if entry.reference else "",
+                difficulty=entry.difficulty.value if entry.difficulty else None,
+                domain_ids=tuple(self.domain_ids.get(external_id, ())),
+            )
             for external_id, entry in self.parsed.items.items()
             if external_id not in self.item_ids
         ]
-        for chunk in _chunks(new, WRITE_BATCH):
-            rows = [
-                Item(
-                    dataset=self.dataset,
-                    external_id=external_id,
-                    # Item.instruction is required in forms; an item known only by its id
-                    # is stored with an empty one, filled in by a later import that has it
-                    instruction=entry.instruction.value if entry.instruction else "",
-                    reference_answer=entry.reference.value if entry.reference else "",
-                    difficulty=entry.difficulty.value if entry.difficulty else None,
-                )
-                for external_id, entry in chunk
-            ]
-            Item.objects.bulk_create(rows)
-            links = []
-            for row in rows:
-                self.item_ids[row.external_id] = row.pk
-                links += [
-                    ItemDomain(item_id=row.pk, domain_id=domain_id)
-                    for domain_id in self.domain_ids.get(row.external_id, ())
-                ]
-            ItemDomain.objects.bulk_create(links)
+        self.item_ids.update(items_create(dataset=self.dataset, items=new, batch=WRITE_BATCH))
         return len(new)
 
     def _write_responses(self) -> int:
@@ -508,25 +503,19 @@ class _Plan:
             for key, given in self.parsed.responses.items()
             if key not in self.response_ids
         ]
-        for chunk in _chunks(new, WRITE_BATCH):
-            rows = [
-                Response(
-                    item_id=self.item_ids[item],
-                    model_name=system,
-                    text=given.value if given else "",
-                )
-                for (item, system), given in chunk
-            ]
-            Response.objects.bulk_create(rows)
-            for ((item, system), _), row in zip(chunk, rows, strict=True):
-                self.response_ids[(item, system)] = row.pk
+        pks = responses_create(
+            responses=[
+                (self.item_ids[item], system, given.value if given else "")
+                for (item, system), given in new
+            ],
+            batch=WRITE_BATCH,
+        )
+        for (key, _), pk in zip(new, pks, strict=True):
+            self.response_ids[key] = pk
         return len(new)
 
     def _fill_texts(self) -> None:
-        for pk, columns in self.item_fills.items():
-            Item.objects.filter(pk=pk).update(**columns)
-        for pk, text in self.response_fills.items():
-            Response.objects.filter(pk=pk).update(text=text)
+        texts_fill(items=self.item_fills, responses=self.response_fills)
 
     def _write_scores(self, batch: ScoreImport) -> None:
         def values() -> Iterator[tuple]:

@@ -4,6 +4,7 @@ annotation data only through these functions."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from django.db.models import Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
@@ -171,6 +172,31 @@ def item_list_for_dataset(
         )
         .order_by("id")
     )
+
+
+def item_texts_by_external_id(
+    *, dataset_id: int, external_ids: Sequence[str]
+) -> list[tuple[int, str, str, str]]:
+    """(pk, external id, instruction, reference answer) of the dataset's items among
+    `external_ids`."""
+    return list(
+        Item.objects.filter(dataset_id=dataset_id, external_id__in=external_ids).values_list(
+            "pk", "external_id", "instruction", "reference_answer"
+        )
+    )
+
+
+def response_texts_for_items(*, item_ids: Sequence[int]) -> list[tuple[int, int, str, str]]:
+    """(pk, item pk, model name, text) of every response to the items."""
+    return list(
+        Response.objects.filter(item_id__in=item_ids).values_list(
+            "pk", "item_id", "model_name", "text"
+        )
+    )
+
+
+def dataset_get_by_name(*, project: Project, name: str) -> Dataset | None:
+    return Dataset.objects.filter(project=project, name=name).first()
 
 
 def item_get(*, item_id: int) -> Item:

@@ -1,0 +1,91 @@
+"""Items and responses made by other importers than the dataset importer: a score file
+(analytics.imports) may name items and responses the project does not hold yet. The
+annotation app owns these tables, so the rows are written here.
+
+An item known only by its id is stored with an empty instruction; a later import that has
+the text fills it in (`item_texts_fill`), as it does an empty response text."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from annotation.models import Dataset, Item, ItemDomain, Project, Response
+
+BATCH = 5000
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    external_id: str
+    instruction: str = ""
+    reference_answer: str = ""
+    difficulty: int | None = None
+    domain_ids: Sequence[int] = field(default_factory=tuple)
+
+
+def _batches(values: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def dataset_get_or_create(*, project: Project, name: str) -> tuple[Dataset, bool]:
+    existing = Dataset.objects.filter(project=project, name=name).first()
+    if existing is not None:
+        return existing, False
+    dataset = Dataset(project=project, name=name)
+    dataset.full_clean(validate_constraints=False)
+    dataset.save()
+    return dataset, True
+
+
+@transaction.atomic
+def items_create(
+    *, dataset: Dataset, items: Sequence[ItemSpec], batch: int = BATCH
+) -> dict[str, int]:
+    """Create the items (and their domain links); returns external id -> new pk."""
+    created: dict[str, int] = {}
+    for chunk in _batches(items, batch):
+        rows = [
+            Item(
+                dataset=dataset,
+                external_id=spec.external_id,
+                instruction=spec.instruction,
+                reference_answer=spec.reference_answer,
+                difficulty=spec.difficulty,
+            )
+            for spec in chunk
+        ]
+        Item.objects.bulk_create(rows)
+        links = []
+        for spec, row in zip(chunk, rows, strict=True):
+            created[spec.external_id] = row.pk
+            links += [ItemDomain(item_id=row.pk, domain_id=d) for d in spec.domain_ids]
+        ItemDomain.objects.bulk_create(links)
+    return created
+
+
+@transaction.atomic
+def responses_create(*, responses: Sequence[tuple[int, str, str]], batch: int = BATCH) -> list[int]:
+    """Create responses given as (item pk, model name, text); returns their pks in order."""
+    created: list[int] = []
+    for chunk in _batches(responses, batch):
+        rows = [Response(item_id=item, model_name=model, text=text) for item, model, text in chunk]
+        Response.objects.bulk_create(rows)
+        created += [row.pk for row in rows]
+    return created
+
+
+@transaction.atomic
+def texts_fill(*, items: Mapping[int, Mapping[str, str]], responses: Mapping[int, str]) -> None:
+    """Fill in texts stored empty: items' `instruction` / `reference_answer` by pk, and
+    responses' text by pk. The caller has checked that they are empty."""
+    allowed = {"instruction", "reference_answer"}
+    for pk, columns in items.items():
+        if set(columns) - allowed:
+            raise ValueError(f"only {', '.join(sorted(allowed))} can be filled in")
+        Item.objects.filter(pk=pk).update(**columns)
+    for pk, text in responses.items():
+        Response.objects.filter(pk=pk).update(text=text)
