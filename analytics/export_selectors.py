@@ -2,13 +2,12 @@
 of plain rows, the raters that become the wide table's columns, the rows of a FLASK review
 file, and the export jobs themselves.
 
-Why these queries are here and not in annotation.selectors / judging.selectors: the
-upstream selectors for analytics (`human_score_rows`, `judge_score_rows`) return whole
-lists of six columns for the report, while an export needs fifteen columns (rationale,
-time on task, rubric and prompt versions, timestamps) and must stream, with memory bound
-by a chunk and not by the project. They read the upstream tables through their models (the
-FK-level access the layering allows) with the same inclusion rules as those selectors, and
-are candidates to move upstream as `*_export_rows` selectors.
+Campaign scores are read through annotation.selectors (`human_score_export_rows`,
+`human_score_export_annotators`) and judge scores, runs and review rows through
+judging.selectors (`judge_score_export_rows`, `latest_run_ids_for_project`, ...): plain
+tuples, streamed with memory bound by a chunk, by the same inclusion rules as the report's
+`human_score_rows` / `judge_score_rows`. This module turns them into `ScoreRow` and
+`ReviewLine`, and reads analytics' own tables (imported scores, export jobs).
 
 Every row stream is ordered by (response id, skill id): integers, so the database and
 Python agree on the order and the three sources (campaign scores, judge scores, imported
@@ -22,26 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from analytics.models import ExportJob, ImportedScore, RaterKind
-from annotation.models import (
-    AssignmentKind,
-    AssignmentStatus,
-    HumanScore,
-    Project,
-    TaskKind,
-)
+from annotation import selectors as annotation_selectors
+from annotation.models import Project
+from judging import selectors as judging_selectors
 from judging.access import project_get_for_staff
-from judging.models import (
-    JudgeConfig,
-    JudgeRun,
-    JudgeScore,
-    Judgment,
-    JudgmentStatus,
-    RunStatus,
-)
 
 #: Rows fetched per round trip of a streaming query (server-side cursor on PostgreSQL).
 #: 2,000 rows of about 20 short columns is a few hundred KB of Python objects.
@@ -104,49 +91,23 @@ def _narrowed(qs: QuerySet, f: ExportFilters, *, response: str = "response__") -
 # --- campaign scores ------------------------------------------------------------------------------
 
 
-def human_scores_for_export(*, project: Project, filters: ExportFilters) -> QuerySet[HumanScore]:
-    """The project's accepted campaign scores, by the rules of annotation.selectors.
-    human_score_rows: normal tasks and assignments, submitted (gold items, attention checks
-    and hidden repeats are quality control, not data)."""
-    if not filters.wants(RaterKind.HUMAN):
-        return HumanScore.objects.none()
-    qs = HumanScore.objects.filter(
-        campaign__project=project,
-        assignment__kind=AssignmentKind.NORMAL,
-        assignment__task__kind=TaskKind.NORMAL,
-        assignment__status=AssignmentStatus.SUBMITTED,
-    )
-    if filters.campaign_id is not None:
-        qs = qs.filter(campaign_id=filters.campaign_id)
-    return _narrowed(qs, filters)
+def _human_narrowing(f: ExportFilters) -> dict:
+    return {"skills": f.skills, "dataset_id": f.dataset_id, "systems": f.systems,
+            "campaign_id": f.campaign_id}  # fmt: skip
 
 
 def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iterator[ScoreRow]:
-    rows = (
-        human_scores_for_export(project=project, filters=filters)
-        .order_by("response_id", "skill_id", "annotator__username", "pk")
-        .values_list(
-            "response_id",
-            "skill_id",
-            "response__item__dataset__name",
-            "response__item__external_id",
-            "response__model_name",
-            "skill__name",
-            "annotator__username",
-            "score",
-            "is_na",
-            "rationale",
-            "time_ms",
-            "assignment__active_ms",
-            "rubric__version",
-            "campaign__name",
-            "created_at",
-            "updated_at",
-        )  # fmt: skip
+    """The project's accepted campaign scores (annotation.selectors.human_score_export_rows:
+    normal tasks and assignments, submitted; gold items, attention checks and hidden repeats
+    are quality control, not data)."""
+    if not filters.wants(RaterKind.HUMAN):
+        return
+    rows = annotation_selectors.human_score_export_rows(
+        project=project, **_human_narrowing(filters), chunk_size=FETCH_CHUNK
     )
     for (response_id, skill_id, dataset, item, system, skill, rater, score, is_na, rationale,
          time_ms, active_ms, rubric_version, campaign, created_at, updated_at,
-         ) in rows.iterator(chunk_size=FETCH_CHUNK):  # fmt: skip
+         ) in rows:  # fmt: skip
         yield ScoreRow(
             response_id, skill_id, dataset, item, system, skill, rater, RaterKind.HUMAN.value,
             None if is_na else score, is_na, rationale,
@@ -161,55 +122,28 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
 def latest_run_ids(*, project: Project, filters: ExportFilters) -> list[int]:
     """Each judge's latest finished pointwise run per dataset: the runs the analytics report
     reads (judging.selectors.judge_score_rows), hence the wide table's."""
-    runs = JudgeRun.objects.filter(
-        judge__project=project, status=RunStatus.DONE, pairwise_against=""
-    )
-    if filters.judges:
-        runs = runs.filter(judge__name__in=filters.judges)
-    if filters.dataset_id is not None:
-        runs = runs.filter(dataset_id=filters.dataset_id)
-    return list(
-        runs.values("judge_id", "dataset_id")
-        .annotate(run_id=Max("pk"))
-        .values_list("run_id", flat=True)
-        .order_by()
+    return judging_selectors.latest_run_ids_for_project(
+        project=project, judges=filters.judges, dataset_id=filters.dataset_id
     )
 
 
-def judge_scores_for_export(
-    *, project: Project, filters: ExportFilters, run_ids: list[int] | None = None
-) -> QuerySet[JudgeScore]:
-    """The project's judge scores, one per sample: of every pointwise run, or of `run_ids`."""
-    if not filters.wants(RaterKind.JUDGE):
-        return JudgeScore.objects.none()
-    qs = JudgeScore.objects.filter(run__judge__project=project, run__pairwise_against="")
-    if run_ids is not None:
-        qs = qs.filter(run_id__in=run_ids)
-    if filters.run_id is not None:
-        qs = qs.filter(run_id=filters.run_id)
-    if filters.judges:
-        qs = qs.filter(run__judge__name__in=filters.judges)
-    return _narrowed(qs, filters)
+def _judge_narrowing(f: ExportFilters) -> dict:
+    return {"skills": f.skills, "dataset_id": f.dataset_id, "systems": f.systems,
+            "judges": f.judges, "run_id": f.run_id}  # fmt: skip
 
 
 def judge_score_export_rows(
     *, project: Project, filters: ExportFilters, run_ids: list[int] | None = None
 ) -> Iterator[ScoreRow]:
-    rows = (
-        judge_scores_for_export(project=project, filters=filters, run_ids=run_ids)
-        .order_by("response_id", "skill_id", "run__judge__name", "run_id",
-                  "judgment__sample_index", "pk")
-        .values_list(
-            "response_id", "skill_id", "response__item__dataset__name",
-            "response__item__external_id", "response__model_name", "skill__name",
-            "run__judge__name", "score", "is_na", "feedback", "judgment__latency_ms",
-            "rubric__version", "judgment__prompt_template__version", "run_id",
-            "judgment__created_at", "judgment__updated_at", "judgment__sample_index",
-        )
-    )  # fmt: skip
+    """The project's judge scores, one per sample: of every pointwise run, or of `run_ids`."""
+    if not filters.wants(RaterKind.JUDGE):
+        return
+    rows = judging_selectors.judge_score_export_rows(
+        project=project, **_judge_narrowing(filters), run_ids=run_ids, chunk_size=FETCH_CHUNK
+    )
     for (response_id, skill_id, dataset, item, system, skill, rater, score, is_na, feedback,
          latency_ms, rubric_version, prompt_version, run_id, created_at, updated_at, sample,
-         ) in rows.iterator(chunk_size=FETCH_CHUNK):  # fmt: skip
+         ) in rows:  # fmt: skip
         yield ScoreRow(
             response_id, skill_id, dataset, item, system, skill, rater, RaterKind.JUDGE.value,
             None if is_na else score, is_na, feedback, latency_ms, rubric_version,
@@ -265,18 +199,20 @@ def raters_for_export(
 ) -> tuple[list[str], list[str]]:
     """(annotators, judges), each sorted: the raters with at least one score in the export.
     An imported rater joins the annotator or judge of the same name (as in the report)."""
-    humans = set(
-        human_scores_for_export(project=project, filters=filters)
-        .values_list("annotator__username", flat=True)
-        .distinct()
-        .order_by()
-    )
-    judges = set(
-        judge_scores_for_export(project=project, filters=filters, run_ids=run_ids)
-        .values_list("run__judge__name", flat=True)
-        .distinct()
-        .order_by()
-    )
+    humans: set[str] = set()
+    if filters.wants(RaterKind.HUMAN):
+        humans.update(
+            annotation_selectors.human_score_export_annotators(
+                project=project, **_human_narrowing(filters)
+            )
+        )
+    judges: set[str] = set()
+    if filters.wants(RaterKind.JUDGE):
+        judges.update(
+            judging_selectors.judge_score_export_judges(
+                project=project, **_judge_narrowing(filters), run_ids=run_ids
+            )
+        )
     imported = (
         imported_scores_for_export(project=project, filters=filters)
         .values_list("rater_kind", "rater")
@@ -290,7 +226,7 @@ def raters_for_export(
 
 def judge_names_for_export(*, project: Project) -> list[str]:
     """The project's judges and the raters of its imported judge scores, sorted."""
-    names = set(JudgeConfig.objects.filter(project=project).values_list("name", flat=True))
+    names = set(judging_selectors.judge_names_for_project(project=project))
     names |= set(
         ImportedScore.objects.filter(project=project, rater_kind=RaterKind.JUDGE)
         .values_list("rater", flat=True)
@@ -320,20 +256,11 @@ def flask_review_lines(
     """One line per judged response of a run: its first judgment that got an answer (a
     call that failed has no review). A judgment whose answer could not be read has no
     scores. Scores are read per chunk of judgments, so memory holds one chunk."""
-    judgments = Judgment.objects.filter(run_id=run_id).exclude(status=JudgmentStatus.FAILED)
-    if filters.systems:
-        judgments = judgments.filter(response__model_name__in=filters.systems)
-    rows = judgments.order_by("response_id", "sample_index").values_list(
-        "pk", "response_id", "response__item__external_id", "response__model_name",
-        "response__item__instruction", "response__item__reference_answer", "response__text",
-        "raw_output", "prompt_tokens", "completion_tokens", "request__total_tokens",
-    )  # fmt: skip
+    rows = judging_selectors.run_review_rows(
+        run_id=run_id, systems=filters.systems, chunk_size=chunk_size
+    )
     batch: list[tuple] = []
-    last_response = None
-    for row in rows.iterator(chunk_size=chunk_size):
-        if row[1] == last_response:
-            continue  # a later sample of the same response
-        last_response = row[1]
+    for row in rows:
         batch.append(row)
         if len(batch) >= chunk_size:
             yield from _review_batch(batch, filters)
@@ -343,13 +270,11 @@ def flask_review_lines(
 
 
 def _review_batch(batch: list[tuple], filters: ExportFilters) -> Iterator[ReviewLine]:
-    scores = JudgeScore.objects.filter(judgment_id__in=[row[0] for row in batch])
-    if filters.skills:
-        scores = scores.filter(skill__name__in=filters.skills)
+    scores = judging_selectors.judgment_score_rows(
+        judgment_ids=[row[0] for row in batch], skills=filters.skills
+    )
     by_judgment: dict[int, list[tuple[str, int | None]]] = {}
-    for judgment_id, skill, score, is_na in scores.order_by(
-        "judgment_id", "skill__order", "skill__name"
-    ).values_list("judgment_id", "skill__name", "score", "is_na"):
+    for judgment_id, skill, score, is_na in scores:
         by_judgment.setdefault(judgment_id, []).append((skill, None if is_na else score))
     for (pk, _, item, system, instruction, reference, response, review, prompt_tokens,
          completion_tokens, imported_tokens) in batch:  # fmt: skip

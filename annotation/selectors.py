@@ -4,7 +4,7 @@ annotation data only through these functions."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from django.db.models import Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
@@ -437,17 +437,23 @@ def anchor_response_for(*, response: Response, anchor_model: str) -> Response | 
 # --- analytics: every human score of a project, as plain rows -----------------------------------
 
 
+def human_scores_accepted(*, project: Project) -> QuerySet[HumanScore]:
+    """The project's campaign scores that count as data: of normal tasks and normal
+    assignments, submitted (gold, attention checks and hidden repeats are quality control).
+    The report (human_score_rows) and the exports read these."""
+    return HumanScore.objects.filter(
+        campaign__project=project,
+        assignment__kind=AssignmentKind.NORMAL,
+        assignment__task__kind=TaskKind.NORMAL,
+        assignment__status=AssignmentStatus.SUBMITTED,
+    )
+
+
 def human_score_rows(*, project: Project) -> list[tuple]:
     """(response id, item id, system, skill name, rater, score or None for N/A) for every
-    accepted human score in the project's campaigns: normal tasks and normal assignments
-    only (gold, attention checks and hidden repeats are quality control, not data)."""
+    accepted human score in the project's campaigns (human_scores_accepted)."""
     return list(
-        HumanScore.objects.filter(
-            campaign__project=project,
-            assignment__kind=AssignmentKind.NORMAL,
-            assignment__task__kind=TaskKind.NORMAL,
-            assignment__status=AssignmentStatus.SUBMITTED,
-        )
+        human_scores_accepted(project=project)
         .order_by("response_id", "skill__order", "skill__name", "annotator__username")
         .values_list(
             "response_id",
@@ -475,3 +481,77 @@ def item_facets(*, item_ids) -> dict[int, dict]:
     for item_id, name in rows:
         facets[item_id]["domains"].append(name)
     return facets
+
+
+# --- analytics: a project's human scores for a score export, streamed as plain rows --------------
+
+
+def _human_scores_for_export(
+    *,
+    project: Project,
+    skills: Sequence[str],
+    dataset_id: int | None,
+    systems: Sequence[str],
+    campaign_id: int | None,
+) -> QuerySet[HumanScore]:
+    """The accepted campaign scores (human_scores_accepted), narrowed to a campaign,
+    skills, a dataset and systems."""
+    qs = human_scores_accepted(project=project)
+    if campaign_id is not None:
+        qs = qs.filter(campaign_id=campaign_id)
+    if skills:
+        qs = qs.filter(skill__name__in=skills)
+    if dataset_id is not None:
+        qs = qs.filter(response__item__dataset_id=dataset_id)
+    if systems:
+        qs = qs.filter(response__model_name__in=systems)
+    return qs
+
+
+def human_score_export_rows(
+    *,
+    project: Project,
+    skills: Sequence[str] = (),
+    dataset_id: int | None = None,
+    systems: Sequence[str] = (),
+    campaign_id: int | None = None,
+    chunk_size: int = 2000,
+) -> Iterator[tuple]:
+    """Every accepted human score of the project (as `human_score_rows` counts them),
+    streamed `chunk_size` rows per round trip (a server-side cursor on PostgreSQL), ordered
+    by (response id, skill id, annotator, pk). One tuple per score:
+
+    (response id, skill id, dataset name, item external id, system, skill name, annotator
+    username, score, is_na, rationale, time_ms, the assignment's active_ms, rubric version,
+    campaign name, created_at, updated_at)
+
+    `score` is as stored (an N/A row says so in `is_na`); `time_ms` is None when the form did
+    not report it. Empty `skills` / `systems` and None ids do not narrow."""
+    qs = _human_scores_for_export(
+        project=project, skills=skills, dataset_id=dataset_id, systems=systems,
+        campaign_id=campaign_id,
+    )  # fmt: skip
+    rows = qs.order_by("response_id", "skill_id", "annotator__username", "pk").values_list(
+        "response_id", "skill_id", "response__item__dataset__name", "response__item__external_id",
+        "response__model_name", "skill__name", "annotator__username", "score", "is_na",
+        "rationale", "time_ms", "assignment__active_ms", "rubric__version", "campaign__name",
+        "created_at", "updated_at",
+    )  # fmt: skip
+    return rows.iterator(chunk_size=chunk_size)
+
+
+def human_score_export_annotators(
+    *,
+    project: Project,
+    skills: Sequence[str] = (),
+    dataset_id: int | None = None,
+    systems: Sequence[str] = (),
+    campaign_id: int | None = None,
+) -> list[str]:
+    """The usernames of the annotators with at least one score among the rows
+    `human_score_export_rows` gives for the same arguments, each once, sorted."""
+    qs = _human_scores_for_export(
+        project=project, skills=skills, dataset_id=dataset_id, systems=systems,
+        campaign_id=campaign_id,
+    )  # fmt: skip
+    return sorted(qs.values_list("annotator__username", flat=True).distinct().order_by())

@@ -17,11 +17,13 @@ os.environ.setdefault("REDIS_URL", os.environ.get("TEST_REDIS_URL", "redis://127
 # Cache and broker keys (queues included) carry a per-run prefix, so two test runs on one
 # machine never read each other's counters or consume each other's messages. Worker
 # subprocesses inherit it through os.environ. Parallel test processes (pytest -n) inherit
-# the controller's environment too, so each adds its own worker id to the prefixes.
+# the controller's default prefix too, so each adds its own worker id to it (a prefix a
+# test sets for its own subprocesses is left as it is).
 _xdist = os.environ.get("PYTEST_XDIST_WORKER", "")
 for _name, _sep in (("FLASKWEB_CACHE_PREFIX", ""), ("FLASKWEB_TEST_BROKER_PREFIX", ":")):
     _prefix = os.environ.setdefault(_name, f"flaskweb-test-{os.getpid()}{_sep}")
-    if _xdist and f"-{_xdist}" not in _prefix:
+    _inherited = _prefix.startswith("flaskweb-test-") and f"-{_xdist}" not in _prefix
+    if _xdist and _inherited:
         os.environ[_name] = f"{_prefix.rstrip(':')}-{_xdist}{_sep}"
 
 from flaskweb.settings import *  # noqa: E402,F403

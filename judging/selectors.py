@@ -4,6 +4,7 @@ and their previews. Pages and the API read through here; nothing here writes."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -434,14 +435,8 @@ def judge_score_rows(*, project: Project) -> list[tuple]:
     judge of the project: from each judge's latest finished pointwise run per dataset,
     the k samples of a response averaged (from the integer sum and count, N/A left out;
     None when every sample said N/A)."""
-    latest = (
-        JudgeRun.objects.filter(judge__project=project, status=RunStatus.DONE, pairwise_against="")
-        .values("judge_id", "dataset_id")
-        .annotate(run_id=Max("pk"))
-        .values_list("run_id", flat=True)
-    )
     rows = (
-        JudgeScore.objects.filter(run_id__in=list(latest))
+        JudgeScore.objects.filter(run_id__in=latest_run_ids_for_project(project=project))
         .values_list(
             "response_id",
             "response__item_id",
@@ -459,3 +454,160 @@ def judge_score_rows(*, project: Project) -> list[tuple]:
             acc[0] += score
             acc[1] += 1
     return [(*key, (total / count) if count else None) for key, (total, count) in sums.items()]
+
+
+# --- analytics: a project's judge scores and review rows for a score export, as plain rows -------
+
+
+def latest_run_ids_for_project(
+    *, project: Project, judges: Sequence[str] = (), dataset_id: int | None = None
+) -> list[int]:
+    """The pk of each judge's latest finished pointwise run per dataset (the runs
+    `judge_score_rows` reads), in no order; `judges` (names) and `dataset_id` narrow."""
+    runs = JudgeRun.objects.filter(
+        judge__project=project, status=RunStatus.DONE, pairwise_against=""
+    )
+    if judges:
+        runs = runs.filter(judge__name__in=judges)
+    if dataset_id is not None:
+        runs = runs.filter(dataset_id=dataset_id)
+    return list(
+        runs.values("judge_id", "dataset_id")
+        .annotate(run_id=Max("pk"))
+        .values_list("run_id", flat=True)
+        .order_by()
+    )
+
+
+def _judge_scores_for_export(
+    *,
+    project: Project,
+    skills: Sequence[str],
+    dataset_id: int | None,
+    systems: Sequence[str],
+    judges: Sequence[str],
+    run_id: int | None,
+    run_ids: Sequence[int] | None,
+) -> QuerySet[JudgeScore]:
+    """The judge scores of the project's pointwise runs (one per sample), narrowed."""
+    qs = JudgeScore.objects.filter(run__judge__project=project, run__pairwise_against="")
+    if run_ids is not None:
+        qs = qs.filter(run_id__in=run_ids)
+    if run_id is not None:
+        qs = qs.filter(run_id=run_id)
+    if judges:
+        qs = qs.filter(run__judge__name__in=judges)
+    if skills:
+        qs = qs.filter(skill__name__in=skills)
+    if dataset_id is not None:
+        qs = qs.filter(response__item__dataset_id=dataset_id)
+    if systems:
+        qs = qs.filter(response__model_name__in=systems)
+    return qs
+
+
+def judge_score_export_rows(
+    *,
+    project: Project,
+    skills: Sequence[str] = (),
+    dataset_id: int | None = None,
+    systems: Sequence[str] = (),
+    judges: Sequence[str] = (),
+    run_id: int | None = None,
+    run_ids: Sequence[int] | None = None,
+    chunk_size: int = 2000,
+) -> Iterator[tuple]:
+    """Every judge score of the project's pointwise runs, one per sample (of `run_ids` only
+    when given, e.g. `latest_run_ids_for_project`; of `run_id` only when given), streamed
+    `chunk_size` rows per round trip (a server-side cursor on PostgreSQL), ordered by
+    (response id, skill id, judge name, run id, sample index, pk). One tuple per score:
+
+    (response id, skill id, dataset name, item external id, system, skill name, judge name,
+    score, is_na, feedback, the judgment's latency_ms, rubric version, prompt template
+    version, run id, the judgment's created_at and updated_at, sample index)
+
+    `score` is as stored (an N/A row says so in `is_na`). Empty sequences and None ids do
+    not narrow."""
+    qs = _judge_scores_for_export(
+        project=project, skills=skills, dataset_id=dataset_id, systems=systems, judges=judges,
+        run_id=run_id, run_ids=run_ids,
+    )  # fmt: skip
+    rows = (
+        qs.order_by("response_id", "skill_id", "run__judge__name", "run_id",
+                    "judgment__sample_index", "pk")
+        .values_list(
+            "response_id", "skill_id", "response__item__dataset__name",
+            "response__item__external_id", "response__model_name", "skill__name",
+            "run__judge__name", "score", "is_na", "feedback", "judgment__latency_ms",
+            "rubric__version", "judgment__prompt_template__version", "run_id",
+            "judgment__created_at", "judgment__updated_at", "judgment__sample_index",
+        )
+    )  # fmt: skip
+    return rows.iterator(chunk_size=chunk_size)
+
+
+def judge_score_export_judges(
+    *,
+    project: Project,
+    skills: Sequence[str] = (),
+    dataset_id: int | None = None,
+    systems: Sequence[str] = (),
+    judges: Sequence[str] = (),
+    run_id: int | None = None,
+    run_ids: Sequence[int] | None = None,
+) -> list[str]:
+    """The names of the judges with at least one score among the rows
+    `judge_score_export_rows` gives for the same arguments, each once, sorted."""
+    qs = _judge_scores_for_export(
+        project=project, skills=skills, dataset_id=dataset_id, systems=systems, judges=judges,
+        run_id=run_id, run_ids=run_ids,
+    )  # fmt: skip
+    return sorted(qs.values_list("run__judge__name", flat=True).distinct().order_by())
+
+
+def judge_names_for_project(*, project: Project) -> list[str]:
+    """The names of the project's judges, sorted."""
+    return list(
+        JudgeConfig.objects.filter(project=project).order_by("name").values_list("name", flat=True)
+    )
+
+
+def run_review_rows(
+    *, run_id: int, systems: Sequence[str] = (), chunk_size: int = 2000
+) -> Iterator[tuple]:
+    """One row per response a run judged (of `systems` only, when given), by response id:
+    its first judgment, by sample index, that got an answer (a failed call has none),
+    streamed `chunk_size` rows per round trip. One tuple per response:
+
+    (judgment id, response id, item external id, system, instruction, reference answer,
+    response text, raw output, prompt_tokens, completion_tokens, the request's
+    "total_tokens" (any JSON value, or None))"""
+    judgments = Judgment.objects.filter(run_id=run_id).exclude(status=JudgmentStatus.FAILED)
+    if systems:
+        judgments = judgments.filter(response__model_name__in=systems)
+    rows = judgments.order_by("response_id", "sample_index").values_list(
+        "pk", "response_id", "response__item__external_id", "response__model_name",
+        "response__item__instruction", "response__item__reference_answer", "response__text",
+        "raw_output", "prompt_tokens", "completion_tokens", "request__total_tokens",
+    )  # fmt: skip
+    last_response = None
+    for row in rows.iterator(chunk_size=chunk_size):
+        if row[1] == last_response:
+            continue  # a later sample of the same response
+        last_response = row[1]
+        yield row
+
+
+def judgment_score_rows(
+    *, judgment_ids: Sequence[int], skills: Sequence[str] = ()
+) -> list[tuple[int, str, int | None, bool]]:
+    """(judgment id, skill name, score, is_na) of every score of the judgments (of
+    `skills` only, when given), by judgment, then skill order and name (one query)."""
+    scores = JudgeScore.objects.filter(judgment_id__in=judgment_ids)
+    if skills:
+        scores = scores.filter(skill__name__in=skills)
+    return list(
+        scores.order_by("judgment_id", "skill__order", "skill__name").values_list(
+            "judgment_id", "skill__name", "score", "is_na"
+        )
+    )
