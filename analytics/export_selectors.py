@@ -78,14 +78,10 @@ class ScoreRow(NamedTuple):
     sample: int | None
 
 
-def _narrowed(qs: QuerySet, f: ExportFilters, *, response: str = "response__") -> QuerySet:
-    if f.skills:
-        qs = qs.filter(skill__name__in=f.skills)
-    if f.dataset_id is not None:
-        qs = qs.filter(**{f"{response}item__dataset_id": f.dataset_id})
-    if f.systems:
-        qs = qs.filter(**{f"{response}model_name__in": f.systems})
-    return qs
+def _narrowed(qs: QuerySet, f: ExportFilters) -> QuerySet:
+    return annotation_selectors.scores_narrowed(
+        qs, skills=f.skills, dataset_id=f.dataset_id, systems=f.systems
+    )
 
 
 # --- campaign scores ------------------------------------------------------------------------------

@@ -437,6 +437,24 @@ def anchor_response_for(*, response: Response, anchor_model: str) -> Response | 
 # --- analytics: every human score of a project, as plain rows -----------------------------------
 
 
+def scores_narrowed(
+    qs: QuerySet,
+    *,
+    skills: Sequence[str] = (),
+    dataset_id: int | None = None,
+    systems: Sequence[str] = (),
+) -> QuerySet:
+    """Scores of any kind (human, judge, imported: each has `skill` and `response`) narrowed
+    to skill names, a dataset and systems (model names); empty narrows nothing."""
+    if skills:
+        qs = qs.filter(skill__name__in=skills)
+    if dataset_id is not None:
+        qs = qs.filter(response__item__dataset_id=dataset_id)
+    if systems:
+        qs = qs.filter(response__model_name__in=systems)
+    return qs
+
+
 def human_scores_accepted(*, project: Project) -> QuerySet[HumanScore]:
     """The project's campaign scores that count as data: of normal tasks and normal
     assignments, submitted (gold, attention checks and hidden repeats are quality control).
@@ -499,13 +517,7 @@ def _human_scores_for_export(
     qs = human_scores_accepted(project=project)
     if campaign_id is not None:
         qs = qs.filter(campaign_id=campaign_id)
-    if skills:
-        qs = qs.filter(skill__name__in=skills)
-    if dataset_id is not None:
-        qs = qs.filter(response__item__dataset_id=dataset_id)
-    if systems:
-        qs = qs.filter(response__model_name__in=systems)
-    return qs
+    return scores_narrowed(qs, skills=skills, dataset_id=dataset_id, systems=systems)
 
 
 def human_score_export_rows(

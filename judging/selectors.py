@@ -11,7 +11,12 @@ from decimal import Decimal
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
 from annotation.models import Campaign, CampaignStatus, Project, Response
-from annotation.selectors import response_for_judging, response_ids_for_run, skills_for_response
+from annotation.selectors import (
+    response_for_judging,
+    response_ids_for_run,
+    scores_narrowed,
+    skills_for_response,
+)
 from judging import pairwise, prompts
 from judging.models import (
     JudgeConfig,
@@ -497,13 +502,7 @@ def _judge_scores_for_export(
         qs = qs.filter(run_id=run_id)
     if judges:
         qs = qs.filter(run__judge__name__in=judges)
-    if skills:
-        qs = qs.filter(skill__name__in=skills)
-    if dataset_id is not None:
-        qs = qs.filter(response__item__dataset_id=dataset_id)
-    if systems:
-        qs = qs.filter(response__model_name__in=systems)
-    return qs
+    return scores_narrowed(qs, skills=skills, dataset_id=dataset_id, systems=systems)
 
 
 def judge_score_export_rows(
