@@ -42,7 +42,7 @@ def project_get_for_user(user, slug: str, *, roles=STAFF_ROLES) -> tuple[Project
     if role is None:
         raise Http404("no such project")
     if role not in roles:
-        raise PermissionDenied("your role in this project does not allow this page")
+        raise PermissionDenied("your role in this project does not allow this")
     return project, role
 
 
@@ -81,5 +81,5 @@ def campaign_get_for_staff(user, pk: int) -> Campaign:
     if role is None:
         raise Http404("no such campaign")
     if role not in STAFF_ROLES:
-        raise PermissionDenied("your role in this project does not allow this page")
+        raise PermissionDenied("your role in this project does not allow this")
     return campaign

@@ -20,7 +20,7 @@ def _require_staff(user, project: Project, what: str) -> None:
     if role is None:
         raise Http404(f"no such {what}")
     if role not in STAFF_ROLES:
-        raise PermissionDenied("your role in this project does not allow this page")
+        raise PermissionDenied("your role in this project does not allow this")
 
 
 def project_get_for_staff(user, slug: str) -> Project:
