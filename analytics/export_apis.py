@@ -17,7 +17,7 @@ from analytics.export_selectors import export_get_for_staff, export_list_for_pro
 from analytics.export_views import export_file_response
 from analytics.exports import ExportOptionsError, export_job_create
 from analytics.models import ExportFormat, ExportJob, ExportKind, ExportStatus, RaterKind
-from flaskweb.api_errors import ApiPagination
+from flaskweb.api_errors import ApiPagination, state_conflict
 from judging.access import project_get_for_staff
 
 KIND_HELP = f"One of {', '.join(ExportKind.values)}."
@@ -192,12 +192,6 @@ class ExportDownloadApi(APIView):
         response = export_file_response(job)
         if response is None:
             article = "an" if job.status == ExportStatus.EXPIRED else "a"
-            return ApiResponse(
-                {
-                    "detail": f"{article} {job.status} export has no file",
-                    "code": "export_state",
-                    "status": job.status,
-                },
-                status=status.HTTP_409_CONFLICT,
-            )
+            detail = f"{article} {job.status} export has no file"
+            return state_conflict(detail, "export_state", job.status)
         return response

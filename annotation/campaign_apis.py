@@ -23,7 +23,7 @@ from annotation import campaign_selectors as cs
 from annotation.models import Campaign, CampaignStatus, Project, SkillMode
 from annotation.selectors import skill_list_for_project
 from annotation.services import campaigns as services
-from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error
+from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error, state_conflict
 
 MAX_RATE = 0.5  # gold and repeat shares, as on the campaign form (0-50 %)
 MAX_INSTRUCTIONS = 50_000
@@ -44,10 +44,7 @@ class StateConflictSerializer(serializers.Serializer):
 
 def _state_conflict(campaign: Campaign, exc: ValidationError) -> ApiResponse:
     campaign.refresh_from_db(fields=["status"])
-    return ApiResponse(
-        {"detail": " ".join(exc.messages), "code": "campaign_state", "status": campaign.status},
-        status=status.HTTP_409_CONFLICT,
-    )
+    return state_conflict(" ".join(exc.messages), "campaign_state", campaign.status)
 
 
 CONFLICT = OpenApiResponse(StateConflictSerializer, description="the campaign's status refuses it")

@@ -24,8 +24,6 @@ from annotation.models import (
 )
 from flaskweb.api_errors import ApiPagination
 
-MAX_ID = 2**63 - 1
-
 #: A score as the API writes it: 1..5, or "N/A".
 SCORE_SCHEMA = {
     "oneOf": [

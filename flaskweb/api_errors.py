@@ -96,6 +96,14 @@ def invalid_body(fields: dict) -> dict[str, Any]:
     return {**fields, "detail": _summary(fields), "code": "invalid", "fields": fields}
 
 
+def state_conflict(detail: str, code: str, current: str) -> ApiResponse:
+    """409: the object's state refuses the request. {"detail", "code", "status"}, where
+    `status` is the object's status now (a run's, an export's, a campaign's)."""
+    return ApiResponse(
+        {"detail": detail, "code": code, "status": current}, status=status.HTTP_409_CONFLICT
+    )
+
+
 def service_error(exc) -> serializers.ValidationError:
     """A service's django.core.exceptions.ValidationError as the API's 400: its field
     errors under their fields, others under non_field_errors."""

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from annotation.models import Project
 from annotation.selectors import dataset_list_for_project
-from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error
+from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error, state_conflict
 from judging import access, prompts, selectors, services
 from judging.baselines import BASELINES
 from judging.forms import (
@@ -59,14 +59,7 @@ class ConflictSerializer(serializers.Serializer):
 
 def _conflict(run: JudgeRun, action: str) -> ApiResponse:
     """409: the run's status does not allow the action (docs/API.md, "Errors")."""
-    return ApiResponse(
-        {
-            "detail": f"a {run.status} run cannot be {action}",
-            "code": "run_state",
-            "status": run.status,
-        },
-        status=status.HTTP_409_CONFLICT,
-    )
+    return state_conflict(f"a {run.status} run cannot be {action}", "run_state", run.status)
 
 
 # --- output shapes --------------------------------------------------------------------------------

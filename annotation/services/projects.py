@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
+from annotation.access import is_site_admin
 from annotation.models import (
     Campaign,
     MembershipChange,
@@ -77,15 +78,11 @@ def membership_set(*, project: Project, user, role: str) -> ProjectMembership:
     return membership
 
 
-def _is_site_admin(actor) -> bool:
-    return actor is None or actor.is_superuser or actor.is_staff
-
-
 def _guard(membership: ProjectMembership, *, actor) -> None:
     """Refuse a change to one's own membership (unless the actor is a site admin): a
     project admin cannot demote or remove themselves, so every change to a project's
     admins is made by another admin, and the last admin member stays."""
-    if not _is_site_admin(actor) and membership.user_id == actor.pk:
+    if actor is not None and not is_site_admin(actor) and membership.user_id == actor.pk:
         raise MembershipConflict("you cannot change or remove your own membership")
 
 
