@@ -3,9 +3,15 @@ Prompt templates are append-only versions, runs are job rows whose counters the 
 move, and judgments, their scores and the LLM cache are the record of what was sent and
 answered: all read-only here. Cache entries may be deleted, which only makes the next
 identical request call the model again. No API key is stored anywhere, so none can show
-up here."""
+up here: providers name where the workers find a key, never the key itself.
 
+Providers (the APIs judge calls may go to, where their keys are, their prices and limits)
+are declared here by superusers only: that is the operator's decision, not a researcher's.
+"""
+
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
 from judging.models import (
     JudgeConfig,
@@ -14,7 +20,66 @@ from judging.models import (
     Judgment,
     LLMCacheEntry,
     PromptTemplate,
+    Provider,
 )
+from judging.services import provider_problems
+
+
+class ProviderForm(forms.ModelForm):
+    class Meta:
+        model = Provider
+        fields = [
+            "name", "label", "base_urls", "api_key_env", "api_key_file", "is_local",
+            "approved", "projects", "shared_cache", "prices", "requests_per_minute",
+            "tokens_per_minute", "note",
+        ]  # fmt: skip
+        help_texts = {
+            "base_urls": 'A JSON list: ["https://api.openai.com/v1"]. The key is only ever '
+            "sent to these.",
+            "api_key_env": "The NAME of the workers' environment variable with the key "
+            "(NAME_FILE is read too). Blank with no file: the server needs no key.",
+            "api_key_file": "Or the absolute path of a secret file on the workers.",
+            "is_local": "Allow loopback and private addresses (a vLLM, Ollama or llama.cpp "
+            "server on this machine or the LAN). Otherwise they are refused.",
+            "approved": "No call goes out before this is ticked.",
+            "projects": "Projects that may use it; none = every project.",
+            "shared_cache": "Let identical requests of different projects share cached "
+            "answers (by default a project only gets answers it paid for).",
+            "prices": 'Per 1k tokens by model, "*" for any: {"gpt-4o": {"prompt": "0.0025", '
+            '"completion": "0.01"}}. Judges made afterwards take these prices.',
+        }
+
+    def clean(self):
+        data = super().clean()
+        errors = provider_problems(
+            base_urls=data.get("base_urls"),
+            api_key_env=data.get("api_key_env") or "",
+            api_key_file=data.get("api_key_file") or "",
+            is_local=bool(data.get("is_local")),
+            prices=data.get("prices") if data.get("prices") is not None else {},
+        )
+        if errors:
+            raise ValidationError(errors)
+        return data
+
+
+@admin.register(Provider)
+class ProviderAdmin(admin.ModelAdmin):
+    """Superusers only, whatever model permissions a staff user was given."""
+
+    form = ProviderForm
+    list_display = ["name", "label", "approved", "is_local", "shared_cache", "updated_at"]
+    list_filter = ["approved", "is_local"]
+    search_fields = ["name", "label"]
+    filter_horizontal = ["projects"]
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    has_add_permission = has_change_permission = has_delete_permission = has_view_permission
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -79,7 +144,8 @@ class JudgeScoreAdmin(ReadOnlyAdmin):
 
 @admin.register(LLMCacheEntry)
 class LLMCacheEntryAdmin(ReadOnlyAdmin):
-    list_display = ["key", "model", "finish_reason", "prompt_tokens", "completion_tokens"]
+    list_display = ["key", "provider", "project", "model", "finish_reason", "prompt_tokens",
+                    "completion_tokens"]  # fmt: skip
     search_fields = ["key", "model"]
 
     def has_delete_permission(self, request, obj=None):

@@ -26,16 +26,17 @@ from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error, s
 from judging import access, prompts, selectors, services
 from judging.baselines import BASELINES
 from judging.forms import (
-    API_KEY_ENV_HELP,
+    PROVIDER_HELP,
     judge_fields,
     judge_settings_errors,
-    validate_env_var_name,
     validate_extra_params,
 )
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, JudgmentStatus, RunStatus
 
 #: Input keys that would carry a secret; refused outright rather than silently ignored.
 SECRET_INPUT_KEYS = ("api_key", "key", "token", "authorization")
+#: Input keys that would say where a key is kept: a site admin's decision (providers).
+KEY_LOCATION_KEYS = ("api_key_env", "api_key_file", "key_env", "env")
 #: A judgment's scores: skill name -> 1..5 or "N/A".
 SCORES_SCHEMA = {
     "type": "object",
@@ -81,9 +82,11 @@ class JudgeOutputSerializer(serializers.Serializer):
     name = serializers.CharField()
     kind = serializers.CharField()
     baseline = serializers.CharField()
+    provider = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True, help_text="The provider's name."
+    )
     base_url = serializers.CharField()
     model = serializers.CharField()
-    api_key_env = serializers.CharField(help_text="The NAME of the variable; never the key.")
     temperature = serializers.FloatField()
     max_tokens = serializers.IntegerField()
     extra_params = serializers.JSONField()
@@ -170,22 +173,23 @@ class JudgeListApi(APIView):
 
 
 class JudgeCreateApi(APIView):
-    """Create an LLM judge (base_url, model, and the NAME of its key's environment variable)
-    or a baseline judge (baseline: token-f1 or rouge-l)."""
+    """Create an LLM judge (a provider a site admin declared, by name; a model; optionally
+    one of the provider's base URLs) or a baseline judge (baseline: token-f1 or rouge-l)."""
 
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=200)
         kind = serializers.ChoiceField(choices=[JudgeKind.LLM, JudgeKind.BASELINE])
         baseline = serializers.ChoiceField(choices=sorted(BASELINES), required=False)
-        base_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
-        model = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        api_key_env = serializers.CharField(
-            max_length=100,
+        provider = serializers.CharField(
+            max_length=60, required=False, allow_blank=True, help_text=PROVIDER_HELP
+        )
+        base_url = serializers.CharField(
+            max_length=500,
             required=False,
             allow_blank=True,
-            validators=[validate_env_var_name],
-            help_text=API_KEY_ENV_HELP,
+            help_text="One of the provider's base URLs; blank for its first.",
         )
+        model = serializers.CharField(max_length=200, required=False, allow_blank=True)
         temperature = serializers.FloatField(min_value=0, max_value=2, default=0.0)
         max_tokens = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1024)
         extra_params = serializers.JSONField(default=dict, validators=[validate_extra_params])
@@ -212,7 +216,13 @@ class JudgeCreateApi(APIView):
             sent = [k for k in SECRET_INPUT_KEYS if k in self.initial_data]
             if sent:
                 raise serializers.ValidationError(
-                    {k: ["Never send an API key: name its environment variable in api_key_env."]
+                    {k: ["Never send an API key: keys belong to providers, which site admins "
+                         "declare."] for k in sent}
+                )  # fmt: skip
+            sent = [k for k in KEY_LOCATION_KEYS if k in self.initial_data]
+            if sent:
+                raise serializers.ValidationError(
+                    {k: ["Where a key is kept is a site admin's decision: choose a provider."]
                      for k in sent}
                 )  # fmt: skip
             project: Project = self.context["project"]
@@ -221,6 +231,18 @@ class JudgeCreateApi(APIView):
                 raise serializers.ValidationError(
                     {"name": ["This project has a judge of that name."]}
                 )
+            provider_name = attrs.get("provider") or ""
+            attrs["provider"] = None
+            if provider_name:
+                attrs["provider"] = (
+                    selectors.provider_choices_for_project(project=project)
+                    .filter(name=provider_name)
+                    .first()
+                )
+                if attrs["provider"] is None:
+                    raise serializers.ValidationError(
+                        {"provider": ["No such provider is offered to this project."]}
+                    )
             template_id = attrs.get("prompt_template")
             if template_id is not None:
                 attrs["prompt_template"] = (
@@ -247,9 +269,8 @@ class JudgeCreateApi(APIView):
                 value={
                     "name": "GPT judge",
                     "kind": "llm",
-                    "base_url": "https://api.openai.com/v1",
+                    "provider": "openai",
                     "model": "gpt-4o-mini",
-                    "api_key_env": "OPENAI_API_KEY",
                 },
             ),  # fmt: skip
             OpenApiExample(
@@ -419,7 +440,11 @@ def _start(request, pk: int, input_class: type[serializers.Serializer], action: 
     serializer = input_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     budget = serializer.validated_data.get("budget", services.KEEP_BUDGET)
-    if not services.judge_run_start(run=run, budget=budget):
+    try:
+        started = services.judge_run_start(run=run, budget=budget)
+    except ValidationError as exc:  # e.g. the provider awaits a site admin's approval
+        raise service_error(exc) from None
+    if not started:
         return _conflict(run, action)
     run.refresh_from_db()
     return ApiResponse(_run_data(run))

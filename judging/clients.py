@@ -10,18 +10,34 @@ failure classified:
   retrying cannot help, so they are recorded, not retried.
 
 The API key is passed per request and never appears in errors, logs or `request_body`.
+Where a call may go is judging.outbound's business: the default client connects only to
+public addresses (`guarded=True`), reads no proxy settings from the environment, follows
+no redirect to another origin, and reads at most `MAX_ERROR_BODY_BYTES` of an error answer
+(stored in the error text, never echoed whole) and `MAX_RESPONSE_BYTES` of a success.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from judging.outbound import GuardedTransport, same_origin
+
 PERMANENT_STATUSES = {400, 401, 403, 404, 405, 413, 422}
 RETRYABLE_STATUSES = {408, 409, 425, 429}
+#: An error answer's body is read up to this (and its text kept up to ERROR_TEXT_CHARS):
+#: enough for any provider's JSON error, never a hostile server's gigabyte.
+MAX_ERROR_BODY_BYTES = 2048
+ERROR_TEXT_CHARS = 300
+#: A chat completion larger than this is refused (a judge's answer is a few KB).
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+#: Same-origin 307/308 redirects are followed (the body is re-sent to the same provider);
+#: any other redirect is refused.
+MAX_REDIRECTS = 3
 
 
 class JudgeError(Exception):
@@ -77,23 +93,46 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None  # an HTTP date: rare from LLM APIs; fall back to our backoff
 
 
-def _error_detail(response: httpx.Response) -> tuple[str, str]:
+def _clean(text: str) -> str:
+    # PostgreSQL text cannot hold NUL; a server's answer is stored, so it must not fail to be.
+    return text.replace("\x00", "\ufffd")
+
+
+def _error_detail(body: bytes) -> tuple[str, str]:
+    text = _clean(body.decode("utf-8", errors="replace"))
     try:
-        error = response.json().get("error") or {}
+        error = json.loads(text).get("error") or {}
     except (ValueError, AttributeError):
-        return response.text[:300], ""
+        return text[:ERROR_TEXT_CHARS], ""
     if isinstance(error, dict):
-        return str(error.get("message", ""))[:300], str(
+        return str(error.get("message", ""))[:ERROR_TEXT_CHARS], str(
             error.get("code") or error.get("type") or ""
-        )
-    return str(error)[:300], ""
+        )[:80]
+    return str(error)[:ERROR_TEXT_CHARS], ""
+
+
+def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Up to `limit` bytes of the body, and whether there was more."""
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks)[:limit], True
+    return b"".join(chunks), False
 
 
 class OpenAICompatibleClient:
-    """Thread-safe; reuse one per process (it pools connections)."""
+    """Thread-safe; reuse one per process (it pools connections). `guarded=False` lets
+    calls reach loopback and private addresses: only for providers a site admin marked as
+    local (judging.outbound)."""
 
-    def __init__(self, *, transport: httpx.BaseTransport | None = None) -> None:
-        self._http = httpx.Client(transport=transport, follow_redirects=False)
+    def __init__(
+        self, *, transport: httpx.BaseTransport | None = None, guarded: bool = True
+    ) -> None:
+        if transport is None:
+            transport = GuardedTransport() if guarded else httpx.HTTPTransport(trust_env=False)
+        self._http = httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
 
     def close(self) -> None:
         self._http.close()
@@ -104,10 +143,25 @@ class OpenAICompatibleClient:
         if request.api_key:
             headers["Authorization"] = f"Bearer {request.api_key}"
         started = time.monotonic()
+        body = json.dumps(request.body(), ensure_ascii=False).encode()
         try:
-            response = self._http.post(
-                url, json=request.body(), headers=headers, timeout=request.timeout
-            )
+            for _ in range(MAX_REDIRECTS + 1):
+                with self._http.stream(
+                    "POST", url, content=body, headers=headers, timeout=request.timeout
+                ) as response:
+                    if response.is_redirect:
+                        url = self._redirect_target(url, response, started)
+                        continue
+                    limit = MAX_RESPONSE_BYTES if response.status_code == 200 else (
+                        MAX_ERROR_BODY_BYTES
+                    )
+                    content, truncated = _read(response, limit)
+                    break
+            else:
+                raise JudgeError(
+                    f"more than {MAX_REDIRECTS} redirects", retryable=False, code="redirect",
+                    latency_ms=_ms(started),
+                )  # fmt: skip
         except httpx.TimeoutException:
             raise JudgeError(
                 f"no answer within {request.timeout:g} s",
@@ -116,15 +170,16 @@ class OpenAICompatibleClient:
                 latency_ms=_ms(started),
             ) from None
         except httpx.HTTPError as exc:
+            reason = str(exc) if "refused to connect" in str(exc) else type(exc).__name__
             raise JudgeError(
-                f"connection failed: {type(exc).__name__}",
-                retryable=True,
-                code="connection",
+                f"connection failed: {reason}",
+                retryable="refused to connect" not in reason,
+                code="address_refused" if "refused to connect" in reason else "connection",
                 latency_ms=_ms(started),
             ) from None
         latency = _ms(started)
         if response.status_code != 200:
-            message, code = _error_detail(response)
+            message, code = _error_detail(content)
             status = response.status_code
             permanent = status in PERMANENT_STATUSES or "content_filter" in code
             retryable = not permanent and (status in RETRYABLE_STATUSES or status >= 500)
@@ -136,12 +191,22 @@ class OpenAICompatibleClient:
                 retry_after=_retry_after(response) if status in (429, 503) else None,
                 latency_ms=latency,
             )
+        if truncated:
+            raise JudgeError(
+                f"the answer is larger than {MAX_RESPONSE_BYTES:,} bytes",
+                retryable=False,
+                status=200,
+                code="too_large",
+                latency_ms=latency,
+            )
         try:
-            data = response.json()
+            data = json.loads(content)
             choice = data["choices"][0]
-            content = choice["message"].get("content") or ""
-            finish_reason = choice.get("finish_reason") or ""
+            content = _clean(choice["message"].get("content") or "")
+            finish_reason = str(choice.get("finish_reason") or "")[:40]
             usage = data.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            completion_tokens = int(usage.get("completion_tokens") or 0)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise JudgeError(
                 "the server answered 200 with a body that is not a chat completion",
@@ -161,11 +226,27 @@ class OpenAICompatibleClient:
         return ChatResult(
             content=content,
             finish_reason=finish_reason,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
+            prompt_tokens=max(0, prompt_tokens),
+            completion_tokens=max(0, completion_tokens),
             latency_ms=latency,
             raw=data,
         )
+
+    @staticmethod
+    def _redirect_target(url: str, response: httpx.Response, started: float) -> str:
+        """The next URL of a redirect judge calls may follow, or a permanent JudgeError:
+        only 307/308 (which re-send the POST as it was) to the same origin."""
+        target = str(response.url.join(response.headers.get("location", "")))
+        if response.status_code not in (307, 308) or not same_origin(url, target):
+            raise JudgeError(
+                f"HTTP {response.status_code}: the provider redirected the call to "
+                f"{target[:200]}; judge calls follow no redirect to another host or method",
+                retryable=False,
+                status=response.status_code,
+                code="redirect",
+                latency_ms=_ms(started),
+            )
+        return target
 
 
 def _ms(started: float) -> int:

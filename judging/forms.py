@@ -1,5 +1,7 @@
 """Forms of the judging pages, and the input checks the REST API shares with them (judge
-settings, API-key variable names, extra request parameters)."""
+settings, providers, extra request parameters). No field a researcher fills names an
+environment variable, a file or an arbitrary URL: an LLM judge picks a provider a site
+admin declared (judging.models.Provider) and one of its base URLs."""
 
 from __future__ import annotations
 
@@ -16,38 +18,23 @@ from annotation.models import Project
 from annotation.selectors import dataset_list_for_project
 from judging import prompts
 from judging.baselines import BASELINES
-from judging.models import JudgeConfig, JudgeKind, PromptTemplate
-from judging.selectors import campaign_choices_for_project, template_choices_for_project
+from judging.models import JudgeConfig, JudgeKind, PromptTemplate, Provider
+from judging.selectors import (
+    campaign_choices_for_project,
+    provider_choices_for_project,
+    template_choices_for_project,
+)
 
-ENV_VAR_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 #: Body keys the judge sets itself; letting extra_params override them would silently change
 #: what is sent (or, for stream/n, what can be read back).
 RESERVED_PARAMS = frozenset({"model", "messages", "stream", "n", "temperature", "max_tokens"})
 SECRET_LIKE = re.compile(r"api[_-]?key|secret|password|authori[sz]ation|bearer", re.IGNORECASE)
 MAX_PROMPT_FILE_BYTES = 1_000_000
 
-API_KEY_ENV_HELP = (
-    "The NAME of the environment variable that holds the API key on the judging workers, "
-    "for example OPENAI_API_KEY (the workers also read a secret file named by "
-    "OPENAI_API_KEY_FILE). Never paste the key itself: keys are not stored. Leave blank for a "
-    "server that needs no key."
+PROVIDER_HELP = (
+    "The API the judge calls, as a site admin declared it: its URL, where its key is kept "
+    "and its limits. Ask a site admin to declare another (docs/JUDGING.md, “Providers”)."
 )
-
-
-def validate_env_var_name(value: str) -> None:
-    if not value:
-        return
-    if not ENV_VAR_NAME.fullmatch(value):
-        raise ValidationError(
-            "Enter the name of an environment variable (capital letters, digits and _, not "
-            "starting with a digit), such as OPENAI_API_KEY, never the key itself.",
-            code="env_var_name",
-        )
-    if value.endswith("_FILE"):
-        raise ValidationError(
-            f"Enter {value.removesuffix('_FILE')}: the workers read {value} by themselves.",
-            code="env_var_file",
-        )
 
 
 def validate_extra_params(value: Any) -> None:
@@ -65,8 +52,8 @@ def validate_extra_params(value: Any) -> None:
     secret = sorted(k for k in value if SECRET_LIKE.search(str(k)))
     if secret:
         raise ValidationError(
-            f"{', '.join(secret)} looks like a credential: never store one here; name the "
-            "API key's environment variable instead.",
+            f"{', '.join(secret)} looks like a credential: never store one here; keys belong "
+            "to providers, which site admins declare.",
             code="secret",
         )
 
@@ -76,10 +63,14 @@ def judge_settings_errors(data: dict[str, Any]) -> dict[str, str]:
     errors: dict[str, str] = {}
     kind = data.get("kind")
     if kind == JudgeKind.LLM:
-        if not data.get("base_url"):
+        provider = data.get("provider")
+        if provider is None:
+            errors["provider"] = "An LLM judge needs a provider (an API a site admin declared)."
+        elif data.get("base_url") and data["base_url"] not in provider.base_urls:
             errors["base_url"] = (
-                "An LLM judge needs the base URL of an OpenAI-compatible API, "
-                "for example https://api.openai.com/v1."
+                f"Provider {provider.name} declares these base URLs only: "
+                + ", ".join(provider.base_urls)
+                + ". Leave blank for the first."
             )
         if not data.get("model"):
             errors["model"] = "An LLM judge needs a model name."
@@ -100,7 +91,7 @@ def judge_settings_errors(data: dict[str, Any]) -> dict[str, str]:
 
 
 LLM_FIELDS = (
-    "base_url", "model", "api_key_env", "temperature", "max_tokens", "extra_params",
+    "provider", "base_url", "model", "temperature", "max_tokens", "extra_params",
     "timeout_seconds", "max_attempts", "samples", "use_reference", "prompt_template",
     "requests_per_minute", "tokens_per_minute", "price_per_1k_prompt", "price_per_1k_completion",
 )  # fmt: skip
@@ -112,7 +103,7 @@ def judge_fields(data: dict[str, Any]) -> dict[str, Any]:
     if data["kind"] == JudgeKind.BASELINE:
         return {"baseline": data["baseline"], "samples": 1}
     fields = {name: data[name] for name in LLM_FIELDS if name in data}
-    fields["api_key_env"] = fields.get("api_key_env") or ""
+    fields["base_url"] = fields.get("base_url") or ""
     fields["extra_params"] = fields.get("extra_params") or {}
     # Blank prices mean free (a local server); the model's defaults fill anything absent.
     for price in ("price_per_1k_prompt", "price_per_1k_completion"):
@@ -139,22 +130,16 @@ class JudgeConfigForm(forms.Form):
         required=False,
         help_text="Baselines compare the response with the reference answer; no model is called.",
     )
-    base_url = forms.URLField(
+    provider = forms.ModelChoiceField(
+        queryset=Provider.objects.none(), required=False, help_text=PROVIDER_HELP
+    )
+    base_url = forms.CharField(
         max_length=500,
-        assume_scheme="https",
         required=False,
         label="Base URL",
-        help_text="Of an OpenAI-compatible API: https://api.openai.com/v1, a vLLM or Ollama "
-        "server, or the local fake judge (docs/OPENAI_SERVER.md).",
+        help_text="One of the provider's base URLs; blank for its first.",
     )
     model = forms.CharField(max_length=200, required=False)
-    api_key_env = forms.CharField(
-        max_length=100,
-        required=False,
-        label="API key environment variable",
-        help_text=API_KEY_ENV_HELP,
-        validators=[validate_env_var_name],
-    )
     temperature = forms.FloatField(min_value=0, max_value=2, initial=0.0)
     max_tokens = forms.IntegerField(
         min_value=1, max_value=1_000_000, initial=1024, label="Max tokens (completion)"
@@ -206,6 +191,7 @@ class JudgeConfigForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.project = project
         self.fields["prompt_template"].queryset = template_choices_for_project(project=project)
+        self.fields["provider"].queryset = provider_choices_for_project(project=project)
         self.fields["prompt_template"].label_from_instance = lambda t: (
             f"{t.key} v{t.version}: {t.name}"
         )

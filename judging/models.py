@@ -63,6 +63,51 @@ class PromptTemplate(models.Model):
         return f"{self.key} v{self.version}"
 
 
+class Provider(TimestampedModel):
+    """An LLM API that judge calls may go to, declared by a site admin (the Django admin,
+    or `manage.py judge_provider`): its base URL(s), where its key is, what it costs and
+    how fast it may be called. Researchers pick a provider and a model; nothing they can
+    set names an environment variable, a file or a URL outside `base_urls`, so a key is
+    only ever sent to the URLs its provider declares (docs/JUDGING.md, "Providers").
+
+    - `api_key_env` / `api_key_file`: the NAME of the workers' environment variable (or
+      NAME_FILE) that holds the key, or the path of a secret file; both blank = a server
+      that needs no key (a local vLLM, Ollama or llama.cpp server).
+    - `is_local`: calls may reach loopback and private addresses (judging.outbound refuses
+      them otherwise, at connect time).
+    - `approved`: no call goes out before a site admin approves the provider (the providers
+      made from older judges by migration 0003 start unapproved).
+    - `projects`: the projects that may use it; none = every project.
+    - `shared_cache`: identical requests of different projects may be answered from one
+      cache entry (by default a cached answer serves only the project that paid for it).
+    """
+
+    name = models.SlugField(max_length=60, unique=True)
+    label = models.CharField(max_length=200, blank=True)
+    base_urls = models.JSONField(default=list)
+    api_key_env = models.CharField(max_length=100, blank=True)
+    api_key_file = models.CharField(max_length=500, blank=True)
+    is_local = models.BooleanField(default=False)
+    approved = models.BooleanField(default=False)
+    shared_cache = models.BooleanField(default=False)
+    projects = models.ManyToManyField(Project, blank=True, related_name="judge_providers")
+    # {"model name" or "*": {"prompt": "0.0025", "completion": "0.01"}} per 1k tokens
+    prices = models.JSONField(default=dict, blank=True)
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.label or self.name
+
+    @property
+    def needs_key(self) -> bool:
+        return bool(self.api_key_env or self.api_key_file)
+
+
 class JudgeKind(models.TextChoices):
     LLM = "llm", "LLM over an OpenAI-compatible API"
     BASELINE = "baseline", "Baseline metric (no model)"
@@ -70,15 +115,17 @@ class JudgeKind(models.TextChoices):
 
 
 class JudgeConfig(TimestampedModel):
-    """How a judge scores. The API key itself is never stored: only the NAME of the
-    environment variable (or secret file, NAME_FILE) that holds it."""
+    """How a judge scores. An LLM judge calls its provider (declared by a site admin), at
+    one of the provider's base URLs; no key and no key location is stored here."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="judges")
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=10, choices=JudgeKind.choices)
-    base_url = models.URLField(max_length=500, blank=True)
+    provider = models.ForeignKey(
+        Provider, null=True, blank=True, on_delete=models.PROTECT, related_name="judges"
+    )
+    base_url = models.URLField(max_length=500, blank=True)  # one of provider.base_urls
     model = models.CharField(max_length=200, blank=True)
-    api_key_env = models.CharField(max_length=100, blank=True)
     temperature = models.FloatField(default=0.0)
     max_tokens = models.PositiveIntegerField(default=1024)
     extra_params = models.JSONField(default=dict, blank=True)
@@ -249,9 +296,18 @@ class JudgeScore(models.Model):
 
 class LLMCacheEntry(models.Model):
     """A stored answer to an exact request (rendered prompt, model, parameters, sample
-    index): identical requests are answered from here, so re-runs cost nothing."""
+    index) of one project to one provider with one credential: identical requests are
+    answered from here, so re-runs cost nothing. The key hashes the provider, the key's
+    fingerprint and the project with the request (judging.services._cache_key), so one
+    project never gets another's paid answers unless the provider shares its cache."""
 
     key = models.CharField(max_length=64, unique=True)
+    provider = models.ForeignKey(
+        Provider, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     model = models.CharField(max_length=200)
     content = models.TextField()
     finish_reason = models.CharField(max_length=40, blank=True)

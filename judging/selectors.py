@@ -26,6 +26,7 @@ from judging.models import (
     JudgmentStatus,
     PairJudgment,
     PromptTemplate,
+    Provider,
     RunStatus,
 )
 
@@ -217,6 +218,17 @@ def template_versions(*, template: PromptTemplate) -> QuerySet[PromptTemplate]:
 def template_choices_for_project(*, project: Project) -> QuerySet[PromptTemplate]:
     """Every version of the project's own templates (a judge pins one version)."""
     return PromptTemplate.objects.filter(project=project).order_by("key", "-version")
+
+
+def provider_choices_for_project(*, project: Project) -> QuerySet[Provider]:
+    """The providers the project's judges may call: approved by a site admin and offered to
+    every project or to this one."""
+    return (
+        Provider.objects.filter(approved=True)
+        .filter(Q(projects=None) | Q(projects=project))
+        .distinct()
+        .order_by("name")
+    )
 
 
 def prompt_of(template: PromptTemplate) -> prompts.PromptTemplate:

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import random
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -42,7 +43,7 @@ from annotation.selectors import (
     response_ids_for_run,
     skills_for_response,
 )
-from judging import pairwise, prompts
+from judging import outbound, pairwise, prompts
 from judging.clients import ChatRequest, JudgeError, OpenAICompatibleClient
 from judging.models import (
     JudgeConfig,
@@ -54,9 +55,11 @@ from judging.models import (
     LLMCacheEntry,
     PairJudgment,
     PromptTemplate,
+    Provider,
     RunStatus,
     TemplateSource,
 )
+from judging.ratelimit import key_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -183,14 +186,161 @@ def prompt_template_import(
     ]
 
 
+# --- providers ---------------------------------------------------------------------------------
+
+ENV_VAR_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+#: Variables of the server itself that no provider may name, whoever declares it: a typo
+#: or a careless admin would otherwise send the site's own secrets as a bearer token.
+SERVER_VARIABLES = re.compile(
+    r"(DJANGO_|DATABASE_|REDIS_|CELERY_|POSTGRES|PG[A-Z]*$|AWS_|GOOGLE_APPLICATION"
+    r"|HOME$|PATH$|USER$|SHELL$|PWD$|HOSTNAME$)"
+)
+
+
+def provider_problems(
+    *, base_urls, api_key_env: str, api_key_file: str, is_local: bool, prices
+) -> dict[str, str]:
+    """What is wrong with a provider's settings, per field (the admin form, the command and
+    provider_save alike). Base URLs of a provider that is not local must resolve to public
+    addresses now (and are checked again at every connection: judging.outbound)."""
+    errors: dict[str, str] = {}
+    if not isinstance(base_urls, list) or not base_urls or not all(
+        isinstance(u, str) and u for u in base_urls
+    ):
+        errors["base_urls"] = 'Give a list of base URLs, e.g. ["https://api.openai.com/v1"].'
+    else:
+        for url in base_urls:
+            problem = outbound.url_problem(url)
+            if not problem and not is_local:
+                parts = url.split("//", 1)[1].split("/", 1)[0]
+                host = parts.rsplit("@", 1)[-1]
+                host = host[1:].split("]", 1)[0] if host.startswith("[") else host.split(":")[0]
+                problem = outbound.host_problem(host)
+                if problem:
+                    problem += "; mark the provider as local if that is intended"
+            if problem:
+                errors["base_urls"] = f"{url}: {problem}"
+                break
+    if api_key_env and api_key_file:
+        errors["api_key_file"] = "Give the key's environment variable or a secret file, not both."
+    if api_key_env:
+        if not ENV_VAR_NAME.fullmatch(api_key_env):
+            errors["api_key_env"] = (
+                "Enter the NAME of an environment variable (capital letters, digits and _), "
+                "never the key itself."
+            )
+        elif api_key_env.endswith("_FILE"):
+            errors["api_key_env"] = (
+                f"Enter {api_key_env.removesuffix('_FILE')}: the workers read {api_key_env} "
+                "by themselves."
+            )
+        elif SERVER_VARIABLES.match(api_key_env):
+            errors["api_key_env"] = f"{api_key_env} is one of the server's own settings."
+    if api_key_file and not api_key_file.startswith("/"):
+        errors["api_key_file"] = "Give an absolute path, e.g. /run/secrets/openai_key."
+    if not isinstance(prices, dict) or not all(
+        isinstance(v, dict) and set(v) <= {"prompt", "completion"} for v in prices.values()
+    ):
+        errors["prices"] = (
+            'Prices per 1k tokens by model ("*" for any): '
+            '{"gpt-4o": {"prompt": "0.0025", "completion": "0.01"}}.'
+        )
+    else:
+        try:
+            for v in prices.values():
+                for price in v.values():
+                    if Decimal(str(price)) < 0:
+                        raise ValueError
+        except (ArithmeticError, ValueError):
+            errors["prices"] = "Prices are non-negative numbers, e.g. \"0.0025\"."
+    return errors
+
+
+def provider_save(*, provider: Provider) -> Provider:
+    """Validate and save a provider (site admins only: the admin and judge_provider)."""
+    errors = provider_problems(
+        base_urls=provider.base_urls,
+        api_key_env=provider.api_key_env,
+        api_key_file=provider.api_key_file,
+        is_local=provider.is_local,
+        prices=provider.prices,
+    )
+    if errors:
+        raise ValidationError(errors)
+    provider.full_clean()
+    provider.save()
+    return provider
+
+
+def provider_usable_problem(provider: Provider | None, project_id: int) -> str:
+    """Why judges of project `project_id` may not call `provider` now, or ""."""
+    if provider is None:
+        return "the judge has no provider: a site admin must declare one"
+    if not provider.approved:
+        return f"provider {provider.name} awaits a site admin's approval"
+    allowed = list(provider.projects.values_list("pk", flat=True))
+    if allowed and project_id not in allowed:
+        return f"provider {provider.name} is not offered to this project"
+    return ""
+
+
+def provider_api_key(provider: Provider) -> str:
+    """The provider's key, read on the worker from the variable or file a site admin
+    declared; never stored, never logged. "" for a provider that needs none."""
+    path = provider.api_key_file
+    if provider.api_key_env and not path:
+        path = os.environ.get(f"{provider.api_key_env}_FILE", "")
+    if path:
+        try:
+            value = Path(path).read_text().strip()
+        except OSError:
+            value = ""
+    else:
+        value = os.environ.get(provider.api_key_env, "") if provider.api_key_env else ""
+    if provider.needs_key and not value:
+        raise JudgeError(
+            f"the key of provider {provider.name} is not available on the judging workers "
+            "(a site admin must set it)",
+            retryable=False,
+            code="no_key",
+        )
+    return value
+
+
+def provider_price(provider: Provider | None, model: str) -> tuple[Decimal, Decimal] | None:
+    """The provider's price per 1k prompt and completion tokens of `model` ("*" = any)."""
+    if provider is None:
+        return None
+    entry = provider.prices.get(model) or provider.prices.get("*")
+    if not entry:
+        return None
+    return Decimal(str(entry.get("prompt", 0))), Decimal(str(entry.get("completion", 0)))
+
+
+# --- judges -------------------------------------------------------------------------------------
+
+
 @transaction.atomic
 def judge_config_create(*, project: Project, name: str, kind: str, **fields) -> JudgeConfig:
-    """Create a judge. LLM judges need base_url and model (and the NAME of the environment
-    variable with their key, if the API needs one); baselines name their metric."""
+    """Create a judge. LLM judges need a provider offered to the project and a model (and
+    may pick one of the provider's base URLs; default: its first); the provider's price
+    table, where it has one, sets the prices. Baselines name their metric."""
     judge = JudgeConfig(project=project, name=name.strip(), kind=kind, **fields)
     if kind == JudgeKind.LLM:
-        if not judge.base_url or not judge.model:
-            raise ValidationError("an LLM judge needs a base URL and a model")
+        if judge.provider is None or not judge.model:
+            raise ValidationError("an LLM judge needs a provider and a model")
+        problem = provider_usable_problem(judge.provider, project.pk)
+        if problem:
+            raise ValidationError({"provider": problem})
+        if not judge.base_url:
+            judge.base_url = judge.provider.base_urls[0]
+        elif judge.base_url not in judge.provider.base_urls:
+            raise ValidationError(
+                {"base_url": f"provider {judge.provider.name} declares no such base URL"}
+            )
+        price = provider_price(judge.provider, judge.model)
+        if price is not None:
+            judge.price_per_1k_prompt, judge.price_per_1k_completion = price
         if judge.prompt_template_id is None:
             judge.prompt_template = prompt_template_builtin(with_reference=judge.use_reference)
     elif kind == JudgeKind.BASELINE:
@@ -201,21 +351,6 @@ def judge_config_create(*, project: Project, name: str, kind: str, **fields) -> 
     judge.full_clean()
     judge.save()
     return judge
-
-
-def judge_api_key(judge: JudgeConfig) -> str:
-    """The key from the environment (NAME or NAME_FILE); never stored, never logged."""
-    if not judge.api_key_env:
-        return ""
-    file_path = os.environ.get(f"{judge.api_key_env}_FILE")
-    if file_path:
-        return Path(file_path).read_text().strip()
-    value = os.environ.get(judge.api_key_env, "")
-    if not value:
-        raise JudgeError(
-            f"the environment variable {judge.api_key_env} is not set", retryable=False
-        )
-    return value
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -376,6 +511,11 @@ def judge_run_start(*, run: JudgeRun, budget: Decimal | None | object = KEEP_BUD
     startable. Resuming a run paused by its budget needs a higher `budget` (None = no limit);
     a failed run (no progress for a long time) resumes where it stopped, as judgments are
     idempotent."""
+    judge = run.judge
+    if judge.kind == JudgeKind.LLM:
+        problem = provider_usable_problem(judge.provider, judge.project_id)
+        if problem:
+            raise ValidationError(problem)
     changes: dict = {"status": RunStatus.RUNNING, "started_at": timezone.now(), "error": ""}
     if budget is not KEEP_BUDGET:
         changes["budget"] = budget
@@ -443,14 +583,16 @@ def _finish_if_complete(run_id: int) -> None:
 
 # --- judging one response -----------------------------------------------------------------------
 
-_client: OpenAICompatibleClient | None = None
+_clients: dict[bool, OpenAICompatibleClient] = {}
 
 
-def _http() -> OpenAICompatibleClient:
-    global _client
-    if _client is None:
-        _client = OpenAICompatibleClient()
-    return _client
+def _http(*, local: bool) -> OpenAICompatibleClient:
+    """One pooled client per process for public providers (connects to public addresses
+    only) and one for providers a site admin marked as local."""
+    client = _clients.get(local)
+    if client is None:
+        client = _clients[local] = OpenAICompatibleClient(guarded=not local)
+    return client
 
 
 def _skills(response: Response, campaign: Campaign | None) -> list:
@@ -494,7 +636,9 @@ def judge_response(*, run_id: int, response_id: int, attempt: int = 1) -> None:
     Raises RetryLater for a retryable failure while attempts remain; records a `failed`
     judgment once they are used up, or at once for a permanent error.
     """
-    run = JudgeRun.objects.select_related("judge__prompt_template", "campaign").get(pk=run_id)
+    run = JudgeRun.objects.select_related(
+        "judge__prompt_template", "judge__provider", "campaign"
+    ).get(pk=run_id)
     if run.status != RunStatus.RUNNING:
         return
     run.judge = run_judge(run)  # every read of run.judge below sees the snapshot
@@ -548,7 +692,10 @@ _NO_CALL = {"content": "", "prompt_tokens": 0, "completion_tokens": 0, "latency_
 def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: int, record) -> None:
     """One judge call with the cache, the shared rate limit and retries; its outcome goes to
     `record(body, key, content=..., prompt_tokens=..., completion_tokens=..., latency_ms=...,
-    attempts=..., [from_cache=...], [error=...])`. Raises RetryLater to be called again."""
+    attempts=..., [from_cache=...], [error=...])`. Raises RetryLater to be called again.
+
+    Order matters: the provider must be usable and its key present *before* the cache is
+    read, so a judge without a working credential never receives anyone's paid answer."""
     params = {
         "temperature": judge.temperature,
         "max_tokens": judge.max_tokens,
@@ -563,28 +710,38 @@ def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: in
         params=params,
         timeout=judge.timeout_seconds,
     )
-    key = _hash([judge.base_url, request.body(), sample])
+    provider = judge.provider
+    problem = provider_usable_problem(provider, judge.project_id)
+    if not problem and not outbound.within(provider.base_urls, judge.base_url):
+        problem = f"{judge.base_url} is not a base URL of provider {provider.name} any more"
+    if problem:
+        record(request.body(), "", **_NO_CALL, error=problem)
+        return
+    try:
+        api_key = provider_api_key(provider)
+    except JudgeError as exc:
+        record(request.body(), "", **_NO_CALL, error=str(exc))
+        return
+    key = _cache_key(provider, api_key, judge.project_id, request, sample)
     cached = LLMCacheEntry.objects.filter(key=key).first()
     if cached is not None:
         record(request.body(), key, **{**_NO_CALL, "content": cached.content}, from_cache=True)
         return
-    try:
-        api_key = judge_api_key(judge)
-    except JudgeError as exc:
-        record(request.body(), key, **_NO_CALL, error=str(exc))
-        return
     limiter = _limiter(judge, api_key)
+    rpm, tpm = _limits(judge)
     estimated = prompts.estimate_tokens(messages) + judge.max_tokens
-    if judge.tokens_per_minute:
+    if tpm:
         # a single call larger than the whole minute's budget would wait forever
-        estimated = min(estimated, judge.tokens_per_minute)
+        estimated = min(estimated, tpm)
     if limiter is not None:
         wait = limiter.try_acquire(tokens=estimated)
         if wait > 0:
             # Shared quota exhausted: come back when it refills; not a failed attempt.
             raise RetryLater(wait + random.uniform(0, 0.5), "rate limit", counts=False)
     try:
-        result = _http().chat(ChatRequest(**{**request.__dict__, "api_key": api_key}))
+        result = _http(local=provider.is_local).chat(
+            ChatRequest(**{**request.__dict__, "api_key": api_key})
+        )
     except JudgeError as exc:
         if limiter is not None and exc.status == 429 and exc.retry_after:
             limiter.penalize(exc.retry_after)  # every worker sharing this key waits
@@ -601,6 +758,8 @@ def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: in
     LLMCacheEntry.objects.get_or_create(
         key=key,
         defaults={
+            "provider": provider,
+            "project_id": None if provider.shared_cache else judge.project_id,
             "model": judge.model,
             "content": result.content,
             "finish_reason": result.finish_reason,
@@ -615,19 +774,36 @@ def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: in
     )  # fmt: skip
 
 
+def _cache_key(provider: Provider, api_key: str, project_id: int, request, sample: int) -> str:
+    """The cache entry an identical request may be answered from: the same provider,
+    credential (its fingerprint, never the key) and project, unless a site admin lets the
+    provider share its cache between projects."""
+    scope = "shared" if provider.shared_cache else f"project:{project_id}"
+    return _hash(
+        [f"provider:{provider.pk}", key_fingerprint(api_key, 32), scope, request.base_url,
+         request.body(), sample]
+    )  # fmt: skip
+
+
+def _limits(judge: JudgeConfig) -> tuple[int | None, int | None]:
+    """Requests and tokens per minute: the provider's (the account's, shared by every
+    judge of every project on it) where a site admin set them, else the judge's own."""
+    provider = judge.provider
+    rpm = (provider.requests_per_minute if provider else None) or judge.requests_per_minute
+    tpm = (provider.tokens_per_minute if provider else None) or judge.tokens_per_minute
+    return rpm, tpm
+
+
 def _limiter(judge: JudgeConfig, api_key: str):
-    """The rate limit shared by every worker using this endpoint and key (Redis), or None
-    when the judge has no limits or there is no Redis (the embedded single worker)."""
-    if not (judge.requests_per_minute or judge.tokens_per_minute) or not settings.REDIS_URL:
+    """The rate limit shared by every worker using this provider and key (Redis), or None
+    when there are no limits or there is no Redis (the embedded single worker)."""
+    rpm, tpm = _limits(judge)
+    if not (rpm or tpm) or not settings.REDIS_URL:
         return None
     from judging.ratelimit import RateLimiter
 
     return RateLimiter.for_api_key(
-        _redis(settings.REDIS_URL),
-        judge.base_url,
-        api_key,
-        rpm=judge.requests_per_minute,
-        tpm=judge.tokens_per_minute,
+        _redis(settings.REDIS_URL), f"provider-{judge.provider_id}", api_key, rpm=rpm, tpm=tpm
     )
 
 

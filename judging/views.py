@@ -194,7 +194,11 @@ def _start(request: HtmxHttpRequest, pk: int, done: str) -> HttpResponse:
         return _after_action(request, run, "Not started: " + " ".join(form.errors["budget"]))
     # A posted budget field replaces the budget (blank = no limit); none keeps it.
     budget = form.cleaned_data["budget"] if "budget" in request.POST else services.KEEP_BUDGET
-    if services.judge_run_start(run=run, budget=budget):
+    try:
+        started = services.judge_run_start(run=run, budget=budget)
+    except ValidationError as exc:  # e.g. the provider awaits a site admin's approval
+        return _after_action(request, run, "Not started: " + " ".join(exc.messages))
+    if started:
         notice = f"Run {done}."
     else:
         notice = f"A {run.get_status_display().lower()} run cannot be {done}."

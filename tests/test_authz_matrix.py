@@ -90,6 +90,7 @@ from judging.services import (
     judge_run_start,
     prompt_template_create,
 )
+from tests.judging.providers import llm_fields
 
 
 class Statuses(NamedTuple):
@@ -601,7 +602,7 @@ def _build(folder: Path) -> World:
         project=project,
         name=LLM_JUDGE,
         kind=JudgeKind.LLM,
-        base_url="http://127.0.0.1:9/v1",
+        **llm_fields("http://127.0.0.1:9/v1"),
         model="judge-model",
         use_reference=False,
     )

@@ -60,6 +60,7 @@ from judging.baselines import BASELINES
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment
 from judging.output_imports import judge_outputs_import
 from judging.services import judge_config_create, prompt_template_create
+from tests.judging.providers import llm_fields
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -483,7 +484,7 @@ def corpus(live_server, django_user_model, tmp_path) -> Corpus:
     )  # fmt: skip
     llm = judge_config_create(
         project=project, name=NAMES["judge-llm"], kind=JudgeKind.LLM,
-        base_url="http://127.0.0.1:9/v1", model=NAMES["llm-model"],
+        **llm_fields("http://127.0.0.1:9/v1"), model=NAMES["llm-model"],
         extra_params={"stop": [t for _, t in CORPUS[:6]]}, prompt_template=template,
         created_by=rita,
     )  # fmt: skip

@@ -17,6 +17,7 @@ from annotation.services.campaigns import campaign_activate, campaign_create
 from judging.models import JudgeConfig, JudgeRun, JudgmentStatus, RunStatus
 from judging.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
+from tests.judging.providers import provider_for
 from tests.judging.test_views import add_judgment, make_dataset, make_judge, set_status
 
 API = "/api/v1/judging"
@@ -113,9 +114,8 @@ def llm_body(**extra):
     body = {
         "name": "API judge",
         "kind": "llm",
-        "base_url": "http://127.0.0.1:8089/v1",
+        "provider": provider_for("http://127.0.0.1:8089/v1", key_env="FLASK_JUDGE_KEY").name,
         "model": "fake-judge",
-        "api_key_env": "FLASK_JUDGE_KEY",
         "use_reference": False,
         "extra_params": {"top_p": 0.5},
         "samples": 3,
@@ -126,7 +126,7 @@ def llm_body(**extra):
     return body
 
 
-def test_a_judge_is_created_and_shown_with_its_key_variable_name_only(api, project, monkeypatch):
+def test_a_judge_is_created_and_shown_with_its_provider_only(api, project, monkeypatch):
     # given the key is in the environment of this process
     monkeypatch.setenv("FLASK_JUDGE_KEY", "sk-very-secret-value")
     # when
@@ -134,7 +134,8 @@ def test_a_judge_is_created_and_shown_with_its_key_variable_name_only(api, proje
     # then
     assert created.status_code == 201, created.json()
     body = created.json()
-    assert body["api_key_env"] == "FLASK_JUDGE_KEY" and body["samples"] == 3
+    assert body["provider"].startswith("test-") and body["samples"] == 3
+    assert body["base_url"] == "http://127.0.0.1:8089/v1" and "api_key_env" not in body
     assert body["extra_params"] == {"top_p": 0.5} and body["price_per_1k_prompt"] == "0.250000"
     assert body["prompt_template"]["key"] == "flask-no-reference"
     detail = api.get(f"{API}/judges/{body['id']}/")
@@ -152,8 +153,11 @@ def test_a_baseline_judge_is_created_with_its_metric(api, project):
 @pytest.mark.parametrize(
     ("extra", "field", "message"),
     [
-        ({"base_url": ""}, "base_url", "needs the base URL"),
-        ({"api_key_env": "sk-abc"}, "api_key_env", "never the key itself"),
+        ({"provider": ""}, "provider", "needs a provider"),
+        ({"provider": "nope"}, "provider", "No such provider"),
+        ({"base_url": "http://attacker.example/v1"}, "base_url", "declares these base URLs"),
+        ({"api_key_env": "DJANGO_SECRET_KEY"}, "api_key_env", "a site admin's decision"),
+        ({"api_key_file": "/etc/passwd"}, "api_key_file", "a site admin's decision"),
         ({"api_key": "sk-abc"}, "api_key", "Never send an API key"),
         ({"extra_params": "not an object"}, "extra_params", "must be a JSON object"),
         ({"extra_params": {"messages": []}}, "extra_params", "cannot be set here"),
@@ -348,4 +352,5 @@ def test_no_key_in_the_environment_never_leaks_into_a_stored_request(api, projec
         del os.environ["FLASKWEB_JUDGEUI_KEY"]
     body = api.get(f"{API}/runs/{run.pk}/judgments/").content.decode()
     body += api.get(f"{API}/judges/{judge.pk}/").content.decode()
-    assert "sk-should-never-be-stored" not in body and "FLASKWEB_JUDGEUI_KEY" in body
+    assert "sk-should-never-be-stored" not in body and "FLASKWEB_JUDGEUI_KEY" not in body
+    assert judge.provider.name in body

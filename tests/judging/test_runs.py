@@ -23,6 +23,7 @@ from judging.services import (
 )
 from tests.annotation.test_assignments import make_dataset
 from tests.conftest import wait_for
+from tests.judging.providers import llm_fields
 
 
 @pytest.fixture
@@ -38,7 +39,11 @@ def dataset(project, tmp_path):
 
 def llm_judge(project, server, **extra):
     name = extra.pop("name", "J")
-    fields = {"base_url": server.url, "model": "fake-judge", "use_reference": False}
+    fields = {
+        **llm_fields(server.url, api_key_env=extra.pop("api_key_env", "")),
+        "model": "fake-judge",
+        "use_reference": False,
+    }
     fields.update(extra)
     return judge_config_create(project=project, name=name, kind=JudgeKind.LLM, **fields)
 
@@ -56,7 +61,7 @@ def response_ids(run):
 def test_a_judge_needs_an_endpoint_and_baselines_a_known_metric(project):
     from django.core.exceptions import ValidationError
 
-    with pytest.raises(ValidationError, match="base URL"):
+    with pytest.raises(ValidationError, match="needs a provider"):
         judge_config_create(project=project, name="x", kind=JudgeKind.LLM)
     with pytest.raises(ValidationError, match="baseline must be"):
         judge_config_create(project=project, name="y", kind=JudgeKind.BASELINE, baseline="bleu9")

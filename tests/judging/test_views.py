@@ -30,6 +30,7 @@ from judging.models import (
 )
 from judging.services import judge_config_create, judge_run_create, prompt_template_create
 from tests.conftest import SHARED_FLASK
+from tests.judging.providers import llm_fields, provider_for
 
 HX = {"HX-Request": "true"}
 SKILLS = ["Factuality", "Comprehension", "Readability"]
@@ -64,11 +65,11 @@ def make_dataset(project, tmp_path, name="D", items=3, models=("m1", "m2"), refe
 
 
 def make_judge(project, name="GPT judge", **extra):
+    url = extra.pop("base_url", "http://127.0.0.1:9/v1")
     fields = {
-        "base_url": "http://127.0.0.1:9/v1",
+        **llm_fields(url, api_key_env=extra.pop("api_key_env", "OPENAI_API_KEY")),
         "model": "judge-model",
         "use_reference": False,
-        "api_key_env": "OPENAI_API_KEY",
         "price_per_1k_prompt": Decimal("0.5"),
         "price_per_1k_completion": Decimal("1.5"),
     }
@@ -242,9 +243,9 @@ def judge_data(**extra):
     data = {
         "kind": "llm",
         "name": "Local judge",
-        "base_url": "http://127.0.0.1:8089/v1",
+        "provider": str(provider_for("http://127.0.0.1:8089/v1", key_env="FLASK_JUDGE_KEY").pk),
+        "base_url": "",
         "model": "fake-judge",
-        "api_key_env": "FLASK_JUDGE_KEY",
         "temperature": "0",
         "max_tokens": "512",
         "extra_params": '{"top_p": 0.9}',
@@ -291,14 +292,17 @@ def test_a_researcher_creates_an_llm_judge_and_sees_its_settings(researcher_clie
     # then
     judge = JudgeConfig.objects.get(project=project, name="Local judge")
     assert response.status_code == 302 and response["Location"] == url("judge-detail", judge.pk)
-    assert judge.kind == JudgeKind.LLM and judge.api_key_env == "FLASK_JUDGE_KEY"
+    assert judge.kind == JudgeKind.LLM and judge.provider.api_key_env == "FLASK_JUDGE_KEY"
+    assert judge.base_url == "http://127.0.0.1:8089/v1"  # the provider's first
     assert judge.extra_params == {"top_p": 0.9} and judge.samples == 2
     assert judge.requests_per_minute == 60 and judge.tokens_per_minute is None
     assert judge.price_per_1k_completion == Decimal("0.03")
     # the reference box was not ticked: the built-in template without the reference answer
     assert judge.prompt_template.key == "flask-no-reference" and not judge.use_reference
     page = researcher_client.get(url("judge-detail", judge.pk)).content.decode()
-    assert "FLASK_JUDGE_KEY" in page and "fake-judge" in page and "flask-no-reference v" in page
+    assert "fake-judge" in page and "flask-no-reference v" in page
+    # where the key is kept is the operator's business: the page does not say
+    assert "FLASK_JUDGE_KEY" not in page and "kept on the workers by a site admin" in page
 
 
 def test_a_baseline_judge_needs_only_its_metric(researcher_client, project):
@@ -317,10 +321,10 @@ def test_a_baseline_judge_needs_only_its_metric(researcher_client, project):
 @pytest.mark.parametrize(
     ("data", "field", "message"),
     [
-        ({"base_url": ""}, "base_url", "needs the base URL"),
+        ({"provider": ""}, "provider", "needs a provider"),
+        ({"provider": "999999"}, "provider", "Select a valid choice"),
+        ({"base_url": "http://evil.example/v1"}, "base_url", "declares these base URLs only"),
         ({"model": ""}, "model", "needs a model name"),
-        ({"api_key_env": "sk-live-123abc"}, "api_key_env", "never the key itself"),
-        ({"api_key_env": "OPENAI_API_KEY_FILE"}, "api_key_env", "Enter OPENAI_API_KEY"),
         ({"extra_params": "{top_p: 0.9"}, "extra_params", "Enter a valid JSON"),
         ({"extra_params": "[1, 2]"}, "extra_params", "must be a JSON object"),
         ({"extra_params": '{"model": "other"}'}, "extra_params", "cannot be set here"),

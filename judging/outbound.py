@@ -1,0 +1,172 @@
+"""Where judge calls may go: the outbound guard (pure module, no Django).
+
+A judge call is an HTTP request from our workers to a URL that a site admin declared (a
+provider). Three rules hold on every call, whatever the URL says:
+
+- **Declared URLs only.** `url_problem` refuses URLs that are not plain http(s) origins with
+  a path (no user:password@, query or fragment), and `within` tells whether a URL lies under
+  one of a provider's base URLs, so a key is only ever sent to its provider.
+- **Public addresses only, checked when the socket opens.** `GuardedBackend` resolves the
+  host itself, refuses the connection if *any* address it resolves to is loopback, private,
+  link-local (cloud metadata services live there: 169.254.169.254, fd00:ec2::254), shared
+  (100.64/10), multicast, reserved or unspecified, and connects to the address it checked.
+  Checking at connect time, not when the provider was saved, is what defeats DNS
+  rebinding (a name that resolved to a public address yesterday and to 127.0.0.1 now).
+  TLS still verifies the certificate against the host *name* (httpcore sends the origin's
+  name as SNI), so connecting by address changes nothing for HTTPS. A provider that a
+  site admin marks as local (a vLLM on the LAN, Ollama on the same machine) skips this
+  check: that is the admin's decision, never a researcher's.
+- **No proxies from the environment, no redirects.** The client never reads HTTP(S)_PROXY
+  (a proxy would see the key) and never follows a redirect by itself; the caller refuses
+  one to another origin (`same_origin`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+
+__all__ = [
+    "AddressRefused",
+    "GuardedBackend",
+    "GuardedTransport",
+    "address_problem",
+    "host_problem",
+    "same_origin",
+    "url_problem",
+    "within",
+]
+
+#: Addresses that ipaddress calls global but that serve cloud metadata all the same.
+METADATA_ADDRESSES = frozenset(
+    {
+        ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack (link-local too)
+        ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6 (unique local too)
+        ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud (shared space too)
+    }
+)
+
+
+class AddressRefused(httpcore.ConnectError):
+    """The host resolves to an address judge calls may not reach. A ConnectError, so
+    httpx reports it as a failed connection; the message says which address and why."""
+
+
+def address_problem(address: str) -> str:
+    """Why judge calls may not connect to `address` (an IP literal), or "" when it is a
+    public address."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip in METADATA_ADDRESSES:
+        return f"{ip} is a cloud metadata address"
+    for attribute, what in (
+        ("is_loopback", "a loopback"),
+        ("is_link_local", "a link-local"),
+        ("is_private", "a private"),
+        ("is_multicast", "a multicast"),
+        ("is_unspecified", "an unspecified"),
+        ("is_reserved", "a reserved"),
+    ):
+        if getattr(ip, attribute):
+            return f"{ip} is {what} address"
+    if not ip.is_global:
+        return f"{ip} is not a public address"
+    return ""
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise httpcore.ConnectError(f"cannot resolve {host}: {exc.strerror}") from None
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def host_problem(host: str, port: int = 443) -> str:
+    """Why `host` may not be called by a provider that is not local: the first refused
+    address it resolves to, or "" when every address is public. A name that does not
+    resolve (yet) is no problem here: the call itself will fail on it."""
+    try:
+        addresses = _resolve(host, port)
+    except httpcore.ConnectError:
+        return ""
+    for address in addresses:
+        problem = address_problem(address)
+        if problem:
+            return f"{host} resolves to {address}: {problem.split(' is ', 1)[1]}"
+    return ""
+
+
+class GuardedBackend(httpcore.SyncBackend):
+    """httpcore's socket backend, connecting only to public addresses (see the module)."""
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        addresses = _resolve(host, port)
+        for address in addresses:
+            problem = address_problem(address)
+            if problem:
+                raise AddressRefused(
+                    f"refused to connect to {host}: it resolves to {address}, "
+                    f"{problem.split(' is ', 1)[1]}; only a provider a site admin marks as "
+                    "local may reach such addresses"
+                )
+        return super().connect_tcp(
+            addresses[0], port, timeout, local_address=local_address, socket_options=socket_options
+        )
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    """httpx's transport on the guarded backend. httpx has no public hook for the network
+    backend, so the backend of the connection pool it made is swapped for ours (httpx 0.28
+    keeps the pool in `_pool`, httpcore 1.0 the backend in `_network_backend`;
+    tests/judging/test_outbound.py fails if either moves)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(trust_env=False, **kwargs)
+        assert isinstance(self._pool, httpcore.ConnectionPool)
+        self._pool._network_backend = GuardedBackend()
+
+
+def url_problem(url: str) -> str:
+    """Why `url` cannot be a provider's base URL, or "" when it can: http or https, a
+    host, no credentials, query or fragment."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"not a URL: {exc}"
+    if parts.scheme not in ("http", "https"):
+        return "use an http:// or https:// URL"
+    if not parts.hostname:
+        return "the URL has no host"
+    if parts.username is not None or parts.password is not None:
+        return "put no user name or password in the URL: declare the key's variable instead"
+    if parts.query or parts.fragment:
+        return "the URL may have no query (?…) or fragment (#…)"
+    if port == 0:
+        return "port 0 is not a port"
+    return ""
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def same_origin(a: str, b: str) -> bool:
+    return _origin(a) == _origin(b)
+
+
+def within(base_urls: list[str], url: str) -> bool:
+    """Whether `url` is one of `base_urls` or below one (same origin, path under it)."""
+    path = urlsplit(url).path.rstrip("/") + "/"
+    for base in base_urls:
+        if same_origin(base, url) and path.startswith(urlsplit(base).path.rstrip("/") + "/"):
+            return True
+    return False
