@@ -66,11 +66,11 @@ def address_problem(address: str) -> str:
         return f"{ip} is a cloud metadata address"
     for attribute, what in (
         ("is_loopback", "a loopback"),
-        ("is_link_local", "a link-local"),
-        ("is_private", "a private"),
-        ("is_multicast", "a multicast"),
         ("is_unspecified", "an unspecified"),
+        ("is_link_local", "a link-local"),
+        ("is_multicast", "a multicast"),
         ("is_reserved", "a reserved"),
+        ("is_private", "a private"),
     ):
         if getattr(ip, attribute):
             return f"{ip} is {what} address"

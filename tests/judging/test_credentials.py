@@ -1,0 +1,315 @@
+"""Judge credentials are the operator's decision: providers declared by site admins, a key
+sent only to its provider's URLs, and a response cache that never crosses projects or
+credentials. Driven through the project's local OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.urls import reverse
+
+from annotation.services.projects import project_create
+from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment, JudgmentStatus, Provider
+from judging.openai_server import FakeOpenAIServer
+from judging.services import (
+    judge_config_create,
+    judge_response,
+    judge_run_create,
+    judge_run_start,
+    provider_problems,
+)
+from tests.annotation.test_assignments import make_dataset
+from tests.judging.providers import provider_for
+from tests.judging.test_runs import response_ids, running
+
+SECRET = "sk-server-secret-value-0123456789"
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(style="json") as srv:
+        yield srv
+
+
+@pytest.fixture
+def dataset(project, tmp_path):
+    return make_dataset(project, sub(tmp_path, "a"), items=2, models=("m1", "m2"))
+
+
+@pytest.fixture
+def other_project(db):
+    return project_create(slug="other-project", name="Other project")
+
+
+def sub(tmp_path, name):
+    path = tmp_path / name
+    path.mkdir()
+    return path
+
+
+def judge_on(project, provider, name="J", **extra):
+    return judge_config_create(
+        project=project, name=name, kind=JudgeKind.LLM, provider=provider,
+        model="fake-judge", use_reference=False, **extra,
+    )  # fmt: skip
+
+
+def judge_all(run):
+    for rid in response_ids(run):
+        judge_response(run_id=run.pk, response_id=rid)
+    run.refresh_from_db()
+    return run
+
+
+# --- what a researcher can set --------------------------------------------------------------
+
+
+def test_a_researcher_cannot_make_a_judge_send_a_server_variable(
+    researcher_client, project, dataset, server, monkeypatch
+):
+    # given a secret in the workers' environment, and a server that accepts only that
+    # secret as its key (as an attacker's server would happily log it)
+    monkeypatch.setenv("FLASKWEB_PROBE_SECRET", SECRET)
+    server.configure(api_key=SECRET)
+    provider = provider_for(server.url)  # a keyless local provider
+    # when the researcher names the variable in the judge form anyway
+    response = researcher_client.post(
+        reverse("judging:judge-create", args=[project.slug]),
+        {
+            "kind": "llm", "name": "Probe", "provider": provider.pk, "model": "fake-judge",
+            "api_key_env": "FLASKWEB_PROBE_SECRET", "base_url": server.url,
+            "temperature": "0", "max_tokens": "64", "timeout_seconds": "10",
+            "max_attempts": "1", "samples": "1", "price_per_1k_prompt": "0",
+            "price_per_1k_completion": "0",
+        },
+    )  # fmt: skip
+    assert response.status_code == 302
+    judge = JudgeConfig.objects.get(name="Probe")
+    run = judge_all(running(judge_run_create(judge=judge, dataset=dataset)))
+    # then the secret was never sent: the server refused every call as unauthenticated
+    assert run.failed == 4 and run.done == 0
+    assert all("401" in j.error for j in Judgment.objects.filter(run=run))
+    assert not any(f.name == "api_key_env" for f in JudgeConfig._meta.fields)
+
+
+def test_a_researcher_cannot_point_a_judge_at_a_url_its_provider_does_not_declare(project):
+    provider = provider_for("http://127.0.0.1:9/v1", key_env="OPENAI_API_KEY")
+    with pytest.raises(ValidationError, match="declares no such base URL"):
+        judge_on(project, provider, base_url="http://127.0.0.1:9999/v1")
+
+
+def test_a_provider_awaiting_approval_cannot_be_used(project, dataset, server):
+    provider = provider_for(server.url)
+    judge = judge_on(project, provider)
+    run = judge_run_create(judge=judge, dataset=dataset)
+    Provider.objects.filter(pk=provider.pk).update(approved=False)
+    judge.refresh_from_db()
+    # no new judge, no start
+    with pytest.raises(ValidationError, match="awaits a site admin's approval"):
+        judge_on(project, Provider.objects.get(pk=provider.pk), name="J2")
+    with pytest.raises(ValidationError, match="awaits a site admin's approval"):
+        judge_run_start(run=JudgeRun.objects.get(pk=run.pk))
+    # and a run already running makes no call
+    run = judge_all(running(run))
+    assert run.failed == 4 and server.stats()["completions"] == 0
+    assert "awaits a site admin's approval" in Judgment.objects.filter(run=run).first().error
+
+
+def test_a_provider_offered_to_one_project_is_not_offered_to_another(
+    project, other_project, researcher_client
+):
+    provider = provider_for("http://127.0.0.1:9/v1")
+    provider.projects.set([other_project])
+    with pytest.raises(ValidationError, match="not offered to this project"):
+        judge_on(project, provider)
+    page = researcher_client.get(reverse("judging:judge-create", args=[project.slug]))
+    assert provider.name not in page.content.decode()
+    assert judge_on(other_project, provider).provider == provider
+
+
+def test_a_missing_key_is_recorded_without_naming_where_it_is_kept(project, dataset, server):
+    judge = judge_on(project, provider_for(server.url, key_env="FLASKWEB_UNSET_KEY_VAR"))
+    run = judge_all(running(judge_run_create(judge=judge, dataset=dataset)))
+    error = Judgment.objects.filter(run=run).first().error
+    assert run.failed == 4 and "not available on the judging workers" in error
+    assert "FLASKWEB_UNSET_KEY_VAR" not in error
+    assert server.stats()["completions"] == 0
+
+
+def test_the_key_is_read_from_the_variable_or_the_file_the_admin_declared(
+    project, dataset, server, tmp_path
+):
+    server.configure(api_key=SECRET)
+    key_file = tmp_path / "key"
+    key_file.write_text(SECRET + "\n")
+    judge = judge_on(project, provider_for(server.url, api_key_file=str(key_file)))
+    run = judge_all(running(judge_run_create(judge=judge, dataset=dataset)))
+    assert run.done == 4 and run.failed == 0
+    assert SECRET not in str(list(Judgment.objects.filter(run=run).values()))
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"api_key_env": "DJANGO_SECRET_KEY"}, "api_key_env", "the server's own settings"),
+        ({"api_key_env": "DATABASE_URL"}, "api_key_env", "the server's own settings"),
+        ({"api_key_env": "REDIS_URL"}, "api_key_env", "the server's own settings"),
+        ({"api_key_env": "sk-live-123"}, "api_key_env", "never the key itself"),
+        ({"api_key_env": "OPENAI_API_KEY_FILE"}, "api_key_env", "Enter OPENAI_API_KEY"),
+        ({"api_key_file": "secrets/key"}, "api_key_file", "absolute path"),
+        ({"base_urls": []}, "base_urls", "list of base URLs"),
+        ({"base_urls": ["http://10.0.0.5/v1"]}, "base_urls", "private"),
+        ({"prices": {"m": {"input": "1"}}}, "prices", "Prices per 1k tokens"),
+        ({"prices": {"m": {"prompt": "-1"}}}, "prices", "non-negative"),
+    ],
+)
+def test_provider_settings_are_checked(fields, field, message):
+    settings = {
+        "base_urls": ["https://api.example.com/v1"], "api_key_env": "", "api_key_file": "",
+        "is_local": False, "prices": {}, **fields,
+    }  # fmt: skip
+    assert message in provider_problems(**settings)[field]
+
+
+def test_the_providers_price_table_sets_a_new_judges_prices(project):
+    provider = provider_for(
+        "http://127.0.0.1:9/v1", prices={"fake-judge": {"prompt": "0.5", "completion": "2"}}
+    )
+    judge = judge_on(project, provider, price_per_1k_prompt=0, price_per_1k_completion=0)
+    assert (str(judge.price_per_1k_prompt), str(judge.price_per_1k_completion)) == ("0.5", "2")
+
+
+# --- the response cache ---------------------------------------------------------------------
+
+
+def test_a_cached_answer_serves_only_the_project_and_credential_that_paid_for_it(
+    project, other_project, dataset, server, tmp_path, monkeypatch
+):
+    # given two projects judging identical texts with one provider
+    monkeypatch.setenv("FLASKWEB_TEST_PROVIDER_KEY", SECRET)
+    server.configure(api_key=SECRET)
+    provider = provider_for(server.url, key_env="FLASKWEB_TEST_PROVIDER_KEY")
+    other_set = make_dataset(other_project, sub(tmp_path, "b"), items=2, models=("m1", "m2"))
+    judge_all(running(judge_run_create(judge=judge_on(project, provider), dataset=dataset)))
+    assert server.stats()["completions"] == 4
+    # when the other project runs the same requests
+    run = judge_all(
+        running(judge_run_create(judge=judge_on(other_project, provider), dataset=other_set))
+    )
+    # then it paid for its own answers
+    assert run.cached == 0 and run.done == 4 and server.stats()["completions"] == 8
+    # and with another credential the first project gets no hit of the old one's either
+    monkeypatch.setenv("FLASKWEB_TEST_PROVIDER_KEY", SECRET + "-rotated")
+    server.configure(api_key=SECRET + "-rotated")
+    rerun = judge_all(running(judge_run_create(judge=judge_on(project, provider, name="K"),
+                                               dataset=dataset)))  # fmt: skip
+    assert rerun.cached == 0 and server.stats()["completions"] == 12
+
+
+def test_a_judge_whose_key_is_missing_never_gets_a_cache_hit(project, dataset, server, monkeypatch):
+    monkeypatch.setenv("FLASKWEB_TEST_PROVIDER_KEY", SECRET)
+    server.configure(api_key=SECRET)
+    provider = provider_for(server.url, key_env="FLASKWEB_TEST_PROVIDER_KEY")
+    judge_all(running(judge_run_create(judge=judge_on(project, provider), dataset=dataset)))
+    monkeypatch.delenv("FLASKWEB_TEST_PROVIDER_KEY")
+    run = judge_all(
+        running(judge_run_create(judge=judge_on(project, provider, name="J2"), dataset=dataset))
+    )
+    assert run.cached == 0 and run.failed == 4
+    assert {j.status for j in Judgment.objects.filter(run=run)} == {JudgmentStatus.FAILED}
+
+
+def test_a_provider_an_admin_lets_share_its_cache_serves_every_project(
+    project, other_project, dataset, server, tmp_path
+):
+    provider = provider_for(server.url, shared_cache=True)
+    other_set = make_dataset(other_project, sub(tmp_path, "b"), items=2, models=("m1", "m2"))
+    judge_all(running(judge_run_create(judge=judge_on(project, provider), dataset=dataset)))
+    run = judge_all(
+        running(judge_run_create(judge=judge_on(other_project, provider), dataset=other_set))
+    )
+    assert run.cached == 4 and server.stats()["completions"] == 4
+
+
+# --- site admins declare providers ----------------------------------------------------------
+
+
+def test_only_superusers_see_providers_in_the_admin(client, django_user_model):
+    staff = django_user_model.objects.create_user("staffer", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get("/admin/judging/provider/").status_code == 403
+    root = django_user_model.objects.create_superuser("root-admin", password="pw")
+    client.force_login(root)
+    assert client.get("/admin/judging/provider/").status_code == 200
+
+
+def test_the_admin_form_refuses_a_server_variable_and_a_private_url(admin_client):
+    response = admin_client.post(
+        "/admin/judging/provider/add/",
+        {"name": "evil", "base_urls": '["http://192.168.1.10/v1"]',
+         "api_key_env": "DJANGO_SECRET_KEY", "prices": "{}"},
+    )  # fmt: skip
+    body = response.content.decode()
+    assert response.status_code == 200 and "the server&#x27;s own settings" in body
+    assert "private" in body and not Provider.objects.filter(name="evil").exists()
+
+
+def test_the_command_declares_lists_and_approves_providers(project):
+    out = StringIO()
+    call_command(
+        "judge_provider", "local-vllm", "--url", "http://127.0.0.1:8000/v1", "--local",
+        "--project", project.slug, "--price", "m=0.1,0.2", stdout=out,
+    )  # fmt: skip
+    provider = Provider.objects.get(name="local-vllm")
+    assert not provider.approved and "not approved" in out.getvalue()
+    call_command("judge_provider", "local-vllm", "--approve", stdout=out)
+    call_command("judge_provider", "--list", stdout=out)
+    provider.refresh_from_db()
+    assert provider.approved and provider.prices == {"m": {"prompt": "0.1", "completion": "0.2"}}
+    assert "local-vllm: http://127.0.0.1:8000/v1 (approved; local; no key; demo-project)" in (
+        out.getvalue()
+    )
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="loopback"):
+        call_command("judge_provider", "public", "--url", "http://127.0.0.1:1/v1", stdout=out)
+
+
+# --- the migration --------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_existing_judges_get_one_unapproved_provider_per_url_and_key_variable():
+    executor = MigrationExecutor(connection)
+    executor.migrate([("judging", "0002_pairwise")])
+    apps = executor.loader.project_state([("judging", "0002_pairwise")]).apps
+    Project = apps.get_model("annotation", "Project")
+    Judge = apps.get_model("judging", "JudgeConfig")
+    project = Project.objects.create(slug="legacy", name="Legacy")
+    made = [
+        ("a", "https://api.example.com/v1", "OPENAI_API_KEY", 100),
+        ("b", "https://api.example.com/v1", "OPENAI_API_KEY", 50),
+        ("c", "https://api.example.com/v1", "DJANGO_SECRET_KEY", None),
+        ("d", "http://127.0.0.1:8089/v1", "", None),
+    ]
+    for name, url, env, rpm in made:
+        Judge.objects.create(project=project, name=name, kind="llm", base_url=url, model="m",
+                             api_key_env=env, requests_per_minute=rpm)  # fmt: skip
+    Judge.objects.create(project=project, name="base", kind="baseline", baseline="rouge-l")
+    # when
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    # then
+    judges = {j.name: j for j in JudgeConfig.objects.select_related("provider")}
+    assert judges["a"].provider == judges["b"].provider != judges["c"].provider
+    assert judges["base"].provider is None
+    assert Provider.objects.count() == 3 and not Provider.objects.filter(approved=True).exists()
+    assert judges["a"].provider.requests_per_minute == 50
+    assert judges["c"].provider.api_key_env == "DJANGO_SECRET_KEY"  # for an admin to look at
+    assert judges["d"].provider.base_urls == ["http://127.0.0.1:8089/v1"]
