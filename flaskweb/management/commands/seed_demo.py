@@ -58,6 +58,7 @@ class Command(BaseCommand):
             )
         self._campaign(project)
         self._baseline_judge(project)
+        self._local_provider(project)
         self._pilot_ratings(project)
         self.stdout.write("Demo logins (local demo only):")
         for username, password, role, _ in DEMO_USERS:
@@ -118,6 +119,27 @@ class Command(BaseCommand):
         run = judge_run_create(judge=judge, campaign=campaign)
         judge_run_start(run=run)
         self.stdout.write(f"demo judge run: {run.total} baseline judgments queued")
+
+    def _local_provider(self, project):
+        """A provider for the project's local fake judge (`python -m judging.openai_server
+        --port 8089`), declared as a site admin would: local, no key, approved, offered to
+        the demo project only; the demo researcher can then make an LLM judge offline."""
+        from judging.models import Provider
+        from judging.services import provider_save
+
+        if Provider.objects.filter(name="local-fake-judge").exists():
+            return
+        provider = provider_save(
+            provider=Provider(
+                name="local-fake-judge",
+                label="Local fake judge (python -m judging.openai_server --port 8089)",
+                base_urls=["http://127.0.0.1:8089/v1"],
+                is_local=True,
+                approved=True,
+            )
+        )
+        provider.projects.set([project])
+        self.stdout.write("demo judge provider: local-fake-judge at http://127.0.0.1:8089/v1")
 
     def _pilot_ratings(self, project):
         """Made-up ratings of an earlier pilot, imported as long-format scores, so the
