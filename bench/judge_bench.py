@@ -389,7 +389,7 @@ def run_pass(args, name: str, dataset_name: str, faults: bool) -> dict:
     from django.db import close_old_connections
 
     from annotation.models import Dataset
-    from judging.models import JudgeKind, JudgeRun, RunStatus
+    from judging.models import JudgeKind, JudgeRun, Provider, RunStatus
     from judging.openai_server import admin_stats
     from judging.services import judge_config_create, judge_run_create, judge_run_start
 
@@ -399,10 +399,16 @@ def run_pass(args, name: str, dataset_name: str, faults: bool) -> dict:
     broker = redis.Redis.from_url(args.redis_url)
     try:
         dataset = Dataset.objects.get(project__slug=PROJECT, name=dataset_name)
+        # the local server, declared as a site admin would: local, keyless, approved
+        provider, _ = Provider.objects.update_or_create(
+            name=f"bench-{name}",
+            defaults={"base_urls": [url], "is_local": True, "approved": True},
+        )
         judge = judge_config_create(
             project=dataset.project,
             name=f"bench {name} {time.strftime('%Y-%m-%d %H:%M:%S')} {os.getpid()}",
             kind=JudgeKind.LLM,
+            provider=provider,
             base_url=url,
             # a model name per pass: requests differ from any earlier run's, so none is
             # answered from the LLM cache
