@@ -14,12 +14,12 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation import access
 from annotation import campaign_selectors as cs
+from annotation.api_parsers import StrictJSONParser
 from annotation.models import Campaign, CampaignStatus, Project, SkillMode
 from annotation.selectors import skill_list_for_project
 from annotation.services import campaigns as services
@@ -264,7 +264,7 @@ class CampaignListApi(APIView):
     a draft; activating it creates its tasks."""
 
     pagination_class = ApiPagination
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(parameters=[CampaignStatusFilter], responses=CampaignRowSerializer(many=True))
     def get(self, request, slug: str):
@@ -296,7 +296,7 @@ class CampaignListApi(APIView):
 class CampaignDetailApi(APIView):
     """GET: a campaign's settings and progress. PATCH: change settings (any subset)."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(responses=CampaignSerializer)
     def get(self, request, pk: int):
@@ -356,7 +356,7 @@ class CampaignActivateApi(APIView):
 class CampaignStatusApi(APIView):
     """Pause an active campaign, resume a paused one, or finish either (final)."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     class InputSerializer(serializers.Serializer):
         status = serializers.ChoiceField(

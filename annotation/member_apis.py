@@ -13,11 +13,11 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation import access, selectors
+from annotation.api_parsers import StrictJSONParser
 from annotation.models import Project, ProjectMembership, ProjectRole
 from annotation.services import projects as services
 from flaskweb.api_errors import ApiPagination, ErrorSerializer
@@ -60,7 +60,7 @@ class MemberListApi(APIView):
     """GET: the project's members and their roles, by username. POST: add a user."""
 
     pagination_class = ApiPagination
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     class InputSerializer(serializers.Serializer):
         username = serializers.CharField(max_length=150)
@@ -100,7 +100,7 @@ class MemberDetailApi(APIView):
     """GET: one member. PATCH: change the role. DELETE: remove from the project (and from
     its campaigns' annotator lists; open leases end, scores stay)."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     class InputSerializer(serializers.Serializer):
         role = RoleField()

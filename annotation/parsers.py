@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import math
 import re
@@ -313,18 +314,67 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
+# --- JSON, strictly --------------------------------------------------------------------------
+
+
+class JsonRefused(ValueError):
+    """A JSON text that json_loads_strict refuses; the message says why, for a person."""
+
+
+#: A JSON string, to its closing quote or to the end of an unterminated one (so removing
+#: them is linear whatever the text), and what is neither a bracket nor a string.
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON text nests lists and objects deeper than `limit`, found from the
+    text before any decoding and without recursion (the decoder's recursion is what a
+    3,000-level body crashed). Counting brackets first keeps the scan off nearly every
+    text; the scan itself runs in C (a 5 MB body of brackets takes a fraction of a
+    second)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise JsonRefused(f"the key {key!r} appears twice in one object")
+        result[key] = value
+    return result
+
+
+def json_loads_strict(text: str, *, limit: int = MAX_JSON_DEPTH) -> Any:
+    """Decode JSON as every input of the project is read (API bodies, upload lines, rubric
+    files): at most `limit` levels of lists and objects, each key at most once in an
+    object (Python's decoder silently keeps the last, so `{"score": 1, "score": 5}` would
+    mean what only one reader thinks). Raises JsonRefused, with a message, for anything
+    else. Decoding bytes is the caller's (each input has its encoding rule)."""
+    if json_depth_exceeds(text, limit):
+        raise JsonRefused(f"nested too deeply: deeper than {limit} levels of lists and objects")
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except JsonRefused:
+        raise
+    except (ValueError, RecursionError) as exc:  # RecursionError: not reachable under limit
+        raise JsonRefused(f"not valid JSON: {exc}") from None
+
+
 def json_line(raw: bytes, file_name: str, line: int) -> Any:
     """One line of a JSON-lines file, decoded: the value, or the Problem that stops it (not
-    UTF-8, not JSON, nested too deeply, or holding what PostgreSQL cannot store)."""
+    UTF-8, not JSON, a key twice in an object, nested too deeply, or holding what
+    PostgreSQL cannot store)."""
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = json_loads_strict(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         return Problem(file_name, line, "", "invalid_encoding", f"not UTF-8 ({exc.reason})")
-    except (ValueError, RecursionError) as exc:
-        return Problem(file_name, line, "", "invalid_json", f"not valid JSON: {exc}")
-    if json_too_deep(raw, value):
-        message = f"the line nests deeper than {MAX_JSON_DEPTH} levels"
-        return Problem(file_name, line, "", "invalid_json", message)
+    except JsonRefused as exc:
+        return Problem(file_name, line, "", "invalid_json", str(exc))
     unstorable = unstorable_field(raw, value)
     if unstorable is not None:  # PostgreSQL takes it nowhere, not even in a lookup
         at, what = unstorable
@@ -369,26 +419,6 @@ def short_name_check(value: Any, key: str, limit: int) -> tuple[str, tuple[str, 
     if "\x00" in text:
         return "", ("invalid_type", f"{key} contains a NUL character")
     return text, None
-
-
-def json_too_deep(raw: bytes | str, value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether a decoded JSON value nests deeper than `limit` lists and objects. Counting
-    brackets in the raw line first keeps the walk off nearly every line; the walk uses no
-    recursion."""
-    opening = (b"[", b"{") if isinstance(raw, bytes) else ("[", "{")
-    if raw.count(opening[0]) + raw.count(opening[1]) <= limit:
-        return False
-    stack = [(value, 1)]
-    while stack:
-        each, depth = stack.pop()
-        if isinstance(each, dict):
-            each = list(each.values())
-        elif not isinstance(each, list):
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in each)
-    return False
 
 
 #: Characters no text column takes: NUL (PostgreSQL stores it in neither text nor jsonb) and
@@ -683,20 +713,14 @@ def parse_jsonl(
             continue
         saw_row = True
         try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            yield Problem(file_name, lineno, "", "invalid_json", f"not valid JSON: {exc}")
+            obj = json_loads_strict(text)
+        except JsonRefused as exc:
+            yield Problem(file_name, lineno, "", "invalid_json", str(exc))
             continue
         if not isinstance(obj, dict):
             yield Problem(
                 file_name, lineno, "", "invalid_json",
                 f"a line must hold a JSON object, not {type_name(obj)}",
-            )  # fmt: skip
-            continue
-        if json_too_deep(raw, obj):
-            yield Problem(
-                file_name, lineno, "", "invalid_json",
-                f"the line nests deeper than {MAX_JSON_DEPTH} levels",
             )  # fmt: skip
             continue
         unstorable = unstorable_field(raw, obj)
@@ -868,9 +892,9 @@ def parse_csv(
             checklist_value: Any = None
             if checklist_raw:
                 try:
-                    checklist_value = json.loads(checklist_raw)
-                except ValueError:
-                    ctx.problem("checklist", "invalid_checklist", "checklist must be JSON")
+                    checklist_value = json_loads_strict(checklist_raw)
+                except JsonRefused as exc:
+                    ctx.problem("checklist", "invalid_checklist", f"checklist must be JSON ({exc})")
             obj_item = {
                 "id": external_id,
                 "instruction": item_cells["instruction"],

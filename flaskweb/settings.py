@@ -254,6 +254,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON bodies nest at most 100 levels and name each key once (a 400 otherwise)
+    "DEFAULT_PARSER_CLASSES": [
+        "annotation.api_parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "flaskweb.api_errors.ApiPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "flaskweb.api_schema.ApiAutoSchema",

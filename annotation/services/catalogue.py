@@ -16,7 +16,7 @@ from django.utils.text import slugify
 
 from annotation import catalogue_text
 from annotation.models import Ability, Domain, Project, Rubric, RubricSource, Skill
-from annotation.parsers import archive_problem, unstorable_text
+from annotation.parsers import JsonRefused, archive_problem, json_loads_strict, unstorable_text
 
 
 class RubricFileError(ValueError):
@@ -136,11 +136,13 @@ def parse_flask_skillset(data: bytes | str) -> list[tuple[str, str, list[str]]]:
     if archive is not None:
         raise RubricFileError(archive.message)
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(data, bytes):  # UTF-8, -16 or -32, as json.loads reads bytes
+            data = data.decode(json.detect_encoding(data), "surrogatepass")
+        doc = json_loads_strict(data)
+    except UnicodeDecodeError as exc:
         raise RubricFileError(f"not valid JSON: {exc}") from None
-    except RecursionError:
-        raise RubricFileError("not valid JSON: nested too deeply") from None
+    except JsonRefused as exc:
+        raise RubricFileError(str(exc)) from None
     if not isinstance(doc, list) or not doc:
         raise RubricFileError("expected a non-empty JSON list of skills")
     result = []
