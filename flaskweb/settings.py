@@ -186,6 +186,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.assignments_expire_task",
         "schedule": 60.0,
     },
+    # A judge run whose worker was killed gets its missing judgments enqueued again once it
+    # made no progress for FLASKWEB_JUDGE_REDISPATCH_SECONDS (not after the broker's hour).
+    "judge-runs-redispatch": {
+        "task": "judging.tasks.judge_runs_redispatch_task",
+        "schedule": 60.0,
+    },
     # An import whose worker died stays "running" forever; fail it after its time limit.
     # Judge runs whose every worker died stop looking "running" forever.
     "judge-runs-health-check": {
@@ -244,6 +250,10 @@ FLASKWEB_MAX_UPLOAD_BYTES = env_int("FLASKWEB_MAX_UPLOAD_BYTES", 1024 * 1024 * 1
 FLASKWEB_MAX_LINE_BYTES = env_int("FLASKWEB_MAX_LINE_BYTES", 4 * 1024 * 1024)
 # A judge run with no progress for this long is marked failed (resume restarts it).
 FLASKWEB_JUDGE_STALE_SECONDS = env_int("FLASKWEB_JUDGE_STALE_SECONDS", 6 * 3600)
+# A running judge run that recorded nothing for this long has its missing judgments enqueued
+# again (a killed worker's messages). Longer than a judge task's time limit (360 s) plus the
+# longest retry backoff (120 s), so a run that is merely slow is left alone.
+FLASKWEB_JUDGE_REDISPATCH_SECONDS = env_int("FLASKWEB_JUDGE_REDISPATCH_SECONDS", 600)
 # An upload still "running" after this many seconds is marked failed by the health check.
 FLASKWEB_IMPORT_STALE_SECONDS = env_int("FLASKWEB_IMPORT_STALE_SECONDS", 2 * 3600)
 

@@ -157,6 +157,41 @@ def _run_data(run: JudgeRun) -> dict[str, Any]:
     return RunOutputSerializer(run, context={}).data
 
 
+# --- providers ------------------------------------------------------------------------------------
+
+
+class ProviderOutputSerializer(serializers.Serializer):
+    """What a researcher needs to pick a provider; never where its key is kept."""
+
+    name = serializers.CharField()
+    label = serializers.CharField()
+    base_urls = serializers.ListField(child=serializers.CharField())
+    needs_key = serializers.BooleanField()
+    is_local = serializers.BooleanField()
+    shared_cache = serializers.BooleanField()
+    prices = serializers.JSONField()
+    requests_per_minute = serializers.IntegerField(allow_null=True)
+    tokens_per_minute = serializers.IntegerField(allow_null=True)
+
+    class Meta:
+        ref_name = "JudgingProvider"
+
+
+class ProviderListApi(APIView):
+    """The providers the project's LLM judges may use (declared and approved by site
+    admins); give one's `name` as `provider` when creating a judge."""
+
+    pagination_class = ApiPagination
+
+    @extend_schema(responses=ProviderOutputSerializer(many=True))
+    def get(self, request, slug: str):
+        project = access.project_get_for_staff(request.user, slug)
+        providers = selectors.provider_choices_for_project(project=project)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(providers, request, view=self)
+        return paginator.get_paginated_response(ProviderOutputSerializer(page, many=True).data)
+
+
 # --- judges ---------------------------------------------------------------------------------------
 
 

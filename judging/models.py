@@ -201,6 +201,10 @@ class JudgeRun(TimestampedModel):
     )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The stall sweep (judging.services.judge_runs_redispatch_stalled): when it last
+    # enqueued this running run's missing judgments again, and how often it did.
+    redispatched_at = models.DateTimeField(null=True, blank=True)
+    redispatches = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

@@ -96,6 +96,11 @@ class RunProgress:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def waiting(self) -> int:
+        """Judgments not recorded yet: queued, in flight or waiting to be retried."""
+        return max(0, self.total - self.finished)
+
 
 def run_progress(*, run: JudgeRun) -> RunProgress:
     """From the run row (counters moved by the service in the judgment's own transaction)

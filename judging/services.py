@@ -29,7 +29,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from annotation.models import Campaign, Dataset, Project, Response
@@ -516,7 +516,10 @@ def judge_run_start(*, run: JudgeRun, budget: Decimal | None | object = KEEP_BUD
         problem = provider_usable_problem(judge.provider, judge.project_id)
         if problem:
             raise ValidationError(problem)
-    changes: dict = {"status": RunStatus.RUNNING, "started_at": timezone.now(), "error": ""}
+    now = timezone.now()
+    # updated_at is "last progress" for the stall sweep and the health check: a run resumed
+    # after a long pause has made no progress yet, but it has not stalled either.
+    changes: dict = {"status": RunStatus.RUNNING, "started_at": now, "updated_at": now, "error": ""}
     if budget is not KEEP_BUDGET:
         changes["budget"] = budget
     won = JudgeRun.objects.filter(
@@ -544,12 +547,13 @@ def judge_run_set_status(*, run: JudgeRun, status: str) -> bool:
     )
 
 
-def judge_run_dispatch(*, run_id: int, after_id: int) -> int | None:
+def judge_run_dispatch(*, run_id: int, after_id: int, missing_only: bool = False) -> int | None:
     """Enqueue judge tasks for the next batch of responses; return the cursor to continue
-    from, or None when the fan-out is complete (or the run stopped)."""
+    from, or None when the fan-out is complete (or the run stopped). With `missing_only`
+    (the stall sweep), only responses whose judgments are not all recorded are enqueued."""
     from judging.tasks import judge_response_task
 
-    run = JudgeRun.objects.select_related("campaign").get(pk=run_id)
+    run = JudgeRun.objects.select_related("campaign", "judge").get(pk=run_id)
     if run.status != RunStatus.RUNNING:
         return None
     models = run.campaign.model_names if run.campaign else None
@@ -562,12 +566,59 @@ def judge_run_dispatch(*, run_id: int, after_id: int) -> int | None:
         ids = response_ids_for_run(
             dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=DISPATCH_BATCH
         )
-    for response_id in ids:
+    todo = _missing(run, ids) if missing_only else ids
+    for response_id in todo:
         judge_response_task.delay(run_id, response_id)
     if len(ids) < DISPATCH_BATCH:
         _finish_if_complete(run_id)
         return None
     return ids[-1]
+
+
+def _missing(run: JudgeRun, response_ids: list[int]) -> list[int]:
+    """The responses among `response_ids` that still lack a judgment (a sample, or an
+    order of their pair) in `run`."""
+    if run.pairwise_against:
+        rows, wanted = PairJudgment.objects.filter(run=run), 2
+    else:
+        rows, wanted = Judgment.objects.filter(run=run), run_judge(run).samples
+    complete = set(
+        rows.filter(response_id__in=response_ids)
+        .values("response_id")
+        .annotate(n=Count("id"))
+        .filter(n__gte=wanted)
+        .values_list("response_id", flat=True)
+    )
+    return [rid for rid in response_ids if rid not in complete]
+
+
+def judge_runs_redispatch_stalled(*, older_than_seconds: int) -> list[int]:
+    """Runs still `running` that recorded no judgment for `older_than_seconds`, and were
+    not swept in that time either: their missing judgments are enqueued again (after
+    commit). This is what finishes a run whose worker was killed: its unacknowledged
+    messages would come back only after the broker's visibility timeout (an hour with
+    Redis). Safe to repeat: judgments are unique per (run, response, sample), so a message
+    that does come back later finds its judgment and does nothing. Each run is claimed by
+    a conditional update, so two sweeps never both re-dispatch it. Returns the run ids."""
+    from judging.tasks import judge_run_dispatch_task
+
+    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    stalled = Q(status=RunStatus.RUNNING, updated_at__lt=cutoff) & (
+        Q(redispatched_at__isnull=True) | Q(redispatched_at__lt=cutoff)
+    )
+    swept = []
+    for run_id in JudgeRun.objects.filter(stalled).values_list("pk", flat=True):
+        won = JudgeRun.objects.filter(stalled, pk=run_id).update(
+            redispatched_at=timezone.now(), redispatches=F("redispatches") + 1
+        )
+        if won:
+            swept.append(run_id)
+            transaction.on_commit(
+                lambda run_id=run_id: judge_run_dispatch_task.delay(run_id, 0, True)
+            )
+    if swept:
+        logger.warning("judge runs %s stalled; their missing judgments are enqueued again", swept)
+    return swept
 
 
 def _finish_if_complete(run_id: int) -> None:

@@ -11,7 +11,7 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=120, time_limit=150)
-def judge_run_dispatch_task(run_id: int, after_id: int) -> None:
+def judge_run_dispatch_task(run_id: int, after_id: int, missing_only: bool = False) -> None:
     """Enqueue one batch of judge_response_task for run `run_id` after response `after_id`,
     then re-enqueue itself with the new cursor. Idempotent: enqueuing a response twice is
     harmless (judgments are unique per run, response and sample), so it acks late: if its
@@ -20,12 +20,12 @@ def judge_run_dispatch_task(run_id: int, after_id: int) -> None:
     from judging.services import judge_run_dispatch
 
     try:
-        cursor = judge_run_dispatch(run_id=run_id, after_id=after_id)
+        cursor = judge_run_dispatch(run_id=run_id, after_id=after_id, missing_only=missing_only)
     except JudgeRun.DoesNotExist:
         logger.info("judge run %s is gone", run_id)
         return
     if cursor is not None:
-        judge_run_dispatch_task.delay(run_id, cursor)
+        judge_run_dispatch_task.delay(run_id, cursor, missing_only)
 
 
 @shared_task(
@@ -53,6 +53,18 @@ def judge_response_task(self, run_id: int, response_id: int, attempt: int = 1) -
         ) from None
     except JudgeRun.DoesNotExist:
         logger.info("judge run %s is gone", run_id)
+
+
+@shared_task
+def judge_runs_redispatch_task() -> list[int]:
+    """Enqueue again the missing judgments of running runs without progress for
+    FLASKWEB_JUDGE_REDISPATCH_SECONDS (a killed worker's unacknowledged messages). Idempotent
+    (judgments are unique; each run is claimed by a conditional update); beat, every minute."""
+    from judging.services import judge_runs_redispatch_stalled
+
+    return judge_runs_redispatch_stalled(
+        older_than_seconds=settings.FLASKWEB_JUDGE_REDISPATCH_SECONDS
+    )
 
 
 @shared_task

@@ -32,6 +32,7 @@ urlpatterns = [
 ]
 
 api_urlpatterns = [
+    path("projects/<slug:slug>/providers/", apis.ProviderListApi.as_view(), name="provider-list"),
     path("projects/<slug:slug>/judges/", apis.JudgeListApi.as_view(), name="judge-list"),
     path("projects/<slug:slug>/judges/create/", apis.JudgeCreateApi.as_view(), name="judge-create"),
     path("judges/<int:pk>/", apis.JudgeDetailApi.as_view(), name="judge-detail"),

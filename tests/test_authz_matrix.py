@@ -335,6 +335,8 @@ RULES: dict[str, Rule] = {
             post=S(401, 200, 404, 404, 404, 404), body="skip"),
     # --- judging API -----------------------------------------------------------------------
     #              anon ann  oth  res  padm site
+    "judging-api:provider-list":
+        Rule(get=S(401, 403, 404, 200, 200, 200)),
     "judging-api:judge-list":
         Rule(get=S(401, 403, 404, 200, 200, 200)),
     "judging-api:judge-create":

@@ -132,6 +132,22 @@ def test_a_provider_offered_to_one_project_is_not_offered_to_another(
     assert judge_on(other_project, provider).provider == provider
 
 
+def test_researchers_list_the_providers_offered_to_their_project_without_key_locations(
+    researcher_client, project, other_project
+):
+    offered = provider_for("http://127.0.0.1:9/v1", key_env="FLASKWEB_LISTED_KEY")
+    elsewhere = provider_for("http://127.0.0.1:10/v1")
+    elsewhere.projects.set([other_project])
+    waiting = provider_for("http://127.0.0.1:11/v1")
+    Provider.objects.filter(pk=waiting.pk).update(approved=False)
+    response = researcher_client.get(f"/api/v1/judging/projects/{project.slug}/providers/")
+    assert response.status_code == 200
+    rows = response.json()["results"]
+    assert [r["name"] for r in rows] == [offered.name]
+    assert rows[0]["needs_key"] is True and rows[0]["base_urls"] == ["http://127.0.0.1:9/v1"]
+    assert "FLASKWEB_LISTED_KEY" not in response.content.decode()
+
+
 def test_a_missing_key_is_recorded_without_naming_where_it_is_kept(project, dataset, server):
     judge = judge_on(project, provider_for(server.url, key_env="FLASKWEB_UNSET_KEY_VAR"))
     run = judge_all(running(judge_run_create(judge=judge, dataset=dataset)))

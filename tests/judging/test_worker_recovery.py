@@ -46,6 +46,7 @@ from judging.services import (
     judge_run_set_status,
     judge_run_start,
     judge_runs_fail_stale,
+    judge_runs_redispatch_stalled,
 )
 from tests.annotation.test_assignments import SKILLS, make_dataset
 from tests.conftest import REPO, wait_for
@@ -274,6 +275,41 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(workers, project, 
         assert by_status == {JudgmentStatus.OK: RESPONSES}
         # a call cut short by the kill is made again (or answered from the cache)
         assert srv.stats()["completions"] + JudgeRun.objects.get(pk=run.pk).cached >= RESPONSES
+
+
+def test_a_run_whose_worker_was_killed_finishes_by_the_sweep_not_the_broker_hour(
+    workers, project, dataset
+):
+    # given workers with the production visibility timeout (an hour: the killed worker's
+    # unacknowledged messages would not come back before that)
+    with FakeOpenAIServer(style="json", latency=0.5) as srv:
+        run = judge_run_create(judge=llm_judge(project, srv), dataset=dataset)
+        first = workers.start(visibility_timeout=3600)
+        assert judge_run_start(run=run)
+        wait_for(
+            lambda: judgments(run) >= CONCURRENCY and srv.stats()["in_flight"] == CONCURRENCY,
+            timeout=30,
+            interval=0.01,
+        )
+        # when the whole worker is SIGKILLed mid-run and another one starts
+        workers.kill(first)
+        workers.start(visibility_timeout=3600)
+        # which judges what was still queued, and then waits: the killed worker's messages
+        # sit unacknowledged; the beat's sweep finds the run without progress (here: 2 s)
+        swept = []
+        wait_for(
+            lambda: swept.extend(judge_runs_redispatch_stalled(older_than_seconds=2)) or swept,
+            timeout=45,
+        )
+        assert swept == [run.pk] and status(run) == RunStatus.RUNNING
+        assert judgments(run) < RESPONSES
+        # then the run finishes within seconds, every response judged exactly once
+        try:
+            wait_for(lambda: status(run) == RunStatus.DONE, timeout=45)
+        except AssertionError:
+            pytest.fail(f"run not done: {judgments(run)} judgments\n{worker_logs(workers)}")
+        assert assert_recorded_exactly_once(run, dataset) == {JudgmentStatus.OK: RESPONSES}
+        assert JudgeRun.objects.get(pk=run.pk).redispatches == 1
 
 
 def test_a_worker_killed_while_dispatching_the_run_loses_nothing(workers, project, dataset):
