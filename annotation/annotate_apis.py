@@ -23,6 +23,7 @@ from annotation.models import (
     CampaignStatus,
     TaskKind,
 )
+from annotation.parsers import ScoreRefused, score_read
 from annotation.services.assignments import (
     MAX_RATIONALE,
     AssignmentError,
@@ -42,6 +43,21 @@ NO_TASK_HEADER = "No-Task-Reason"
 
 def _error(http_status: int, message: str, code: str, **fields) -> ApiResponse:
     return ApiResponse({"detail": message, "code": code, **fields}, status=http_status)
+
+
+class ScoreField(serializers.IntegerField):
+    """A score 1-5 or null (N/A), read by the project's one score rule
+    (annotation.parsers.score_read): DRF's IntegerField would take "5 ", "４", 4.0 and
+    "4.0" as numbers."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(min_value=1, max_value=5, allow_null=True, **kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            return score_read(data)
+        except ScoreRefused as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 def _invalid(errors: dict) -> ApiResponse:
@@ -205,7 +221,7 @@ class AssignmentSubmitApi(APIView):
     class InputSerializer(serializers.Serializer):
         class ScoreSerializer(serializers.Serializer):
             skill_id = serializers.IntegerField(min_value=1)
-            score = serializers.IntegerField(min_value=1, max_value=5, allow_null=True)
+            score = ScoreField()
             rationale = serializers.CharField(
                 required=False, allow_blank=True, max_length=MAX_RATIONALE, default=""
             )

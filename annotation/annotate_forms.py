@@ -1,7 +1,8 @@
-"""Parsing of the scoring card's POST: one `score-<skill id>` per skill ("1".."5" or "na"),
+"""Parsing of the scoring card's POST: one `score-<skill id>` per skill ("1".."5" or "na",
+read by the project's one score rule, annotation.parsers.score_read),
 optional `rationale-<skill id>` and `time-<skill id>`, and the card's `active_ms`.
 
-Only the shape is checked here. Which skills must be scored, the 1-5 range and the
+Only the shape and the score values are checked here. Which skills must be scored and the
 rationale length are the service's rules (human_score_submit), so its messages are the
 ones the annotator sees.
 """
@@ -12,9 +13,9 @@ from dataclasses import dataclass, field
 
 from django import forms
 
+from annotation.parsers import ScoreRefused, score_read
 from annotation.services.assignments import ScoreInput
 
-NA = "na"
 MAX_MS = 24 * 3600 * 1000  # the service's bound for a row's time; longer is a broken clock
 
 
@@ -46,14 +47,11 @@ def score_submission_from_post(post) -> ScoreSubmission:
         except ValueError:
             result.error = "the form was damaged; please reload the page"
             continue
-        value = raw.strip().lower()
         rationale = post.get(f"rationale-{skill_id}", "").strip()
-        result.values[skill_id] = value
-        if value == NA:
-            score = None
-        elif value.isdigit():
-            score = int(value)
-        else:
+        result.values[skill_id] = raw.lower()
+        try:
+            score = score_read(raw)
+        except ScoreRefused:
             result.error = "a score is 1 to 5, or N/A"
             continue
         result.scores.append(

@@ -20,6 +20,7 @@ from annotation.models import (
     SkillMode,
     TaskKind,
 )
+from annotation.parsers import score_read
 from annotation.selectors import domain_list_for_project, skill_list_for_project
 from annotation.services.campaigns import CAMPAIGN_STRUCTURE, MAX_LEASE_SECONDS
 
@@ -267,7 +268,7 @@ class GoldTaskForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         scores = {
-            int(name[6:]): None if value == "na" else int(value)
+            int(name[6:]): score_read(value)  # one of SCORE_CHOICES
             for name, value in data.items()
             if name.startswith("skill_") and value
         }

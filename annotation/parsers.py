@@ -97,6 +97,97 @@ class Problem:
 NA_SPELLINGS = frozenset({"n/a", "na", "not applicable"})
 
 
+class ScoreRefused(ValueError):
+    """A score value that score_number or score_read refuses; the message says why."""
+
+
+#: How a score is written as text: ASCII digits only (Python's int() and float() also take
+#: "５" and "٥", and strip white space), no sign but a minus, no leading zero. A decimal
+#: adds a fraction and/or an exponent; only scales that take any number accept one.
+_INTEGER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_DECIMAL_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_SCORE_CHARS = 32
+
+
+def score_number(raw: Any, *, decimals: bool = False) -> int | float | None:
+    """The one reading of a score value, for every input that carries scores (the annotate
+    API and page, the score, judge-output and gold-score inputs): None (JSON null) or a
+    spelling of N/A (NA_SPELLINGS, exactly, in any case) is N/A; a JSON integer or text
+    that is a whole number in ASCII digits ("4", "-2") is an int. With `decimals` a JSON
+    float or text with a fraction or exponent ("0.25", "1e-5") is a float, which an
+    integer scale refuses later (score_on_scale) — "4.0" is not 4 there. Anything else is
+    refused with a message: booleans, "5 " (white space), "+4", "５" or "٥" (not ASCII),
+    4.0 or 1e0 without `decimals`, NaN and infinities."""
+    what = "a number" if decimals else "a whole number"
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ScoreRefused(f"a score must be {what} or N/A, not {type_name(raw)}")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        if not math.isfinite(raw):
+            raise ScoreRefused(f"score {raw} is not a finite number")
+        if not decimals:
+            hint = f" (write {int(raw)})" if raw.is_integer() else ""
+            raise ScoreRefused(f"score {raw!r} is not written as a whole number{hint}")
+        return raw
+    if not raw:
+        raise ScoreRefused("the score is empty (write N/A for not applicable)")
+    if len(raw) > _MAX_SCORE_CHARS:
+        raise ScoreRefused(f"the score is longer than {_MAX_SCORE_CHARS} characters")
+    if raw.casefold() in NA_SPELLINGS:
+        return None
+    if raw != raw.strip():
+        raise ScoreRefused(f"score {raw!r} has white space around it")
+    foreign = next((c for c in raw if not c.isascii()), None)
+    if foreign is not None:
+        raise ScoreRefused(
+            f"score {raw!r} holds {foreign!r} (U+{ord(foreign):04X}); write digits 0-9"
+        )
+    if _INTEGER_TEXT.fullmatch(raw):
+        return int(raw)
+    if decimals and _DECIMAL_TEXT.fullmatch(raw):
+        value = float(raw)
+        if not math.isfinite(value):
+            raise ScoreRefused(f"score {raw!r} is not a finite number")
+        return value
+    if raw.startswith("+"):
+        raise ScoreRefused(f"score {raw!r} has a plus sign; write the number without it")
+    if not decimals and _DECIMAL_TEXT.fullmatch(raw):
+        raise ScoreRefused(f"score {raw!r} is not written as a whole number (like 4)")
+    example = "4 or 0.25" if decimals else "4"
+    raise ScoreRefused(f"score {raw!r} is not {what} (like {example}) or N/A")
+
+
+def _number_shown(value: int | float) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 20 else f"{text[:20]}…"
+
+
+def score_on_scale(value: int | float, low: float, high: float, *, integers: bool) -> str | None:
+    """Why a score read by score_number is off the scale low..high, or None. On an integer
+    scale the score must have been written as a whole number (an int, not 4.0)."""
+    shown = f"{low:g} to {high:g}"
+    if integers and not isinstance(value, int):
+        return f"score {value!r} is not written as a whole number; the scale is {shown} (integers)"
+    if not low <= value <= high:
+        return f"score {_number_shown(value)} is outside the scale {shown}"
+    return None
+
+
+def score_read(raw: Any, *, low: int = 1, high: int = 5) -> int | None:
+    """A score on an integer scale (FLASK's 1-5 unless told), or None for N/A, read with
+    score_number; raises ScoreRefused with a message otherwise."""
+    value = score_number(raw)
+    if value is None:
+        return None
+    why = score_on_scale(value, low, high, integers=True)
+    if why is not None:
+        raise ScoreRefused(why)
+    return int(value)
+
+
 def skill_key(name: str) -> str:
     """How skill names written in an input are matched to the catalogue: case-insensitive,
     with `_`, `-` and runs of spaces alike (so `logical_correctness` is Logical

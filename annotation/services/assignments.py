@@ -29,6 +29,7 @@ from annotation.models import (
     Task,
     TaskKind,
 )
+from annotation.parsers import ScoreRefused, score_read
 from annotation.selectors import (
     TaskSkill,
     item_skills_sql,
@@ -660,10 +661,10 @@ def _validate_scores(asked: list[TaskSkill], scores: list[ScoreInput]):
     rows = []
     for skill in asked:
         value = by_skill[skill.skill_id]
-        if value.score is not None and (
-            isinstance(value.score, bool) or not 1 <= int(value.score) <= 5
-        ):
-            raise AssignmentError(f"{skill.name}: a score is 1 to 5, or N/A", code="invalid")
+        try:
+            score_read(value.score)
+        except ScoreRefused as exc:
+            raise AssignmentError(f"{skill.name}: {exc}", code="invalid") from None
         if len(value.rationale) > MAX_RATIONALE:
             raise AssignmentError(
                 f"{skill.name}: the rationale is longer than {MAX_RATIONALE} characters",
@@ -721,8 +722,10 @@ def human_score_edit(
     row = HumanScore.objects.select_for_update().get(pk=score_id)
     if row.annotator_id != editor.pk and not (editor.is_staff or editor.is_superuser):
         raise AssignmentError("no such score", code="not_found")
-    if score is not None and not 1 <= score <= 5:
-        raise AssignmentError("a score is 1 to 5, or N/A", code="invalid")
+    try:
+        score = score_read(score)
+    except ScoreRefused as exc:
+        raise AssignmentError(str(exc), code="invalid") from None
     before = {"score": row.score, "is_na": row.is_na, "rationale": row.rationale}
     row.score = score
     row.is_na = score is None

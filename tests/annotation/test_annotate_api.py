@@ -406,8 +406,8 @@ def test_a_retried_chained_submit_returns_the_same_next_task(campaign, alice_api
 @pytest.mark.parametrize(
     ("change", "field_hint"),
     [
-        (lambda p: p["scores"][0].update(score=7), "less than or equal to 5"),
-        (lambda p: p["scores"][0].update(score="great"), "valid integer"),
+        (lambda p: p["scores"][0].update(score=7), "outside the scale 1 to 5"),
+        (lambda p: p["scores"][0].update(score="great"), "not a whole number"),
         (lambda p: p["scores"][0].pop("skill_id"), "required"),
         (lambda p: p.update(scores=[]), "empty"),
         (lambda p: p.pop("scores"), "required"),
@@ -585,3 +585,32 @@ def test_next_and_submit_use_a_fixed_number_of_queries(
     with django_assert_num_queries(submit_queries):
         done = alice_api.post(submit_url(task["assignment_id"]), scores_for(task), format="json")
     assert done.status_code == 201
+
+
+WHY_REFUSED = ("not written as a whole number", "white space", "digits 0-9", "plus sign",
+               "not a boolean")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "written",
+    ['"5 "', '"\\uff15"', '"\\u0665"', '"+4"', "1e0", '"4.0"', "true", "false", "4.0"],
+    ids=["trailing space", "fullwidth", "arabic-indic", "plus", "exponent", "decimal text",
+         "true", "false", "float"],
+)  # fmt: skip
+def test_submit_refuses_a_score_that_only_looks_like_a_whole_number(
+    campaign, alice_api, written
+):
+    # was: stored as 5 or 4 (DRF's IntegerField strips, takes any Unicode digit and x.0)
+    task = claim(alice_api, campaign)
+    scores = [{"skill_id": s["skill_id"], "score": 3} for s in task["skills"]]
+    body = json.dumps({"scores": scores}).replace('"score": 3', f'"score": {written}', 1)
+    # when
+    response = alice_api.post(
+        submit_url(task["assignment_id"]), body, content_type="application/json"
+    )
+    # then
+    assert response.status_code == 400, response.content
+    [message] = response.json()["fields"]["scores"]["0"]["score"]
+    assert message.startswith(("score ", "a score must be a whole number")), message
+    assert any(why in message for why in WHY_REFUSED), message
+    assert not HumanScore.objects.exists()

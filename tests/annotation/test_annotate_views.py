@@ -573,3 +573,15 @@ def test_without_gold_feedback_the_next_task_follows_directly(
     assert "The answer is complete and exact." not in body and "Expected" not in body
     assert "data-annotate-form" in body
     assert HumanScore.objects.filter(assignment=gold).count() == 3
+
+
+@pytest.mark.parametrize("value", ["5 ", "５", "٥", "+4", "4.0", "1e0"])
+def test_a_score_that_only_looks_like_a_whole_number_is_refused_on_the_card(
+    annotator_client, annotator, campaign, value
+):
+    # was: "5 " stored as 5, and "٥" as 5 (str.isdigit takes any Unicode digit)
+    annotator_client.get(annotate_url(campaign))
+    first = current(campaign, annotator)
+    response = annotator_client.post(submit_url(first), score_post(first, value), headers=HX)
+    assert response.status_code == 200 and b"1 to 5, or N/A" in response.content
+    assert not HumanScore.objects.exists()

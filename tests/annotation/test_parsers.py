@@ -958,3 +958,62 @@ def test_row_problems_report_names_with_file_and_line():
     assert row.name({"system": ["m"]}, "system") == "" and row.bad
     assert [(p.line, p.field, p.code) for p in problems] == [(7, "system", "invalid_type")]
     assert problems[0].message == "system must be text or a whole number, not a list"
+
+
+# --- the one score rule ----------------------------------------------------------------------
+
+LOOKALIKE_SCORES = ["5 ", " 4", "５", "٥", "+4", "4.0", "1e0", "04", "", True, False, 4.0, 1e0]
+
+
+@pytest.mark.parametrize("raw", LOOKALIKE_SCORES, ids=repr)
+def test_a_score_that_only_looks_like_a_whole_number_is_refused(raw):
+    from annotation.parsers import ScoreRefused, score_read
+
+    with pytest.raises(ScoreRefused):
+        score_read(raw)
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [(1, 1), (5, 5), ("4", 4), (None, None), ("N/A", None), ("na", None), ("Not applicable", None)],
+)  # fmt: skip
+def test_a_score_is_an_ascii_whole_number_in_the_scale_or_na(raw, expected):
+    from annotation.parsers import score_read
+
+    assert score_read(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ("5 ", "score '5 ' has white space around it"),
+        ("５", "score '５' holds '５' (U+FF15); write digits 0-9"),
+        ("٥", "holds '٥' (U+0665)"),
+        ("+4", "has a plus sign"),
+        ("4.0", "score '4.0' is not written as a whole number"),
+        (4.0, "score 4.0 is not written as a whole number (write 4)"),
+        (True, "not a boolean"),
+        (6, "score 6 is outside the scale 1 to 5"),
+        (10**400, "is outside the scale 1 to 5"),
+    ],
+)
+def test_a_refused_score_says_why(raw, message):
+    from annotation.parsers import ScoreRefused, score_read
+
+    with pytest.raises(ScoreRefused) as refused:
+        score_read(raw)
+    assert message in str(refused.value)
+
+
+def test_decimals_are_read_only_where_a_scale_takes_them_and_never_on_an_integer_scale():
+    from annotation.parsers import ScoreRefused, score_number, score_on_scale
+
+    assert score_number("0.25", decimals=True) == 0.25
+    assert score_number("-1.5e-3", decimals=True) == -0.0015
+    assert isinstance(score_number("4", decimals=True), int)
+    assert isinstance(score_number("4.0", decimals=True), float)
+    assert score_on_scale(score_number("4.0", decimals=True), 1, 5, integers=True)
+    assert score_on_scale(score_number("4.0", decimals=True), 1, 5, integers=False) is None
+    for raw in ("٠.٥", "0.5 ", "+0.5", ".5", "1e999", "nan", "inf", float("nan")):
+        with pytest.raises(ScoreRefused):
+            score_number(raw, decimals=True)
