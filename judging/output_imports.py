@@ -22,7 +22,6 @@ import csv
 import hashlib
 import io
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -33,11 +32,12 @@ from django.utils import timezone
 
 from annotation.models import Dataset, Item, Project, Response
 from annotation.parsers import (
-    NA_SPELLINGS,
     Problem,
     RowProblems,
+    ScoreRefused,
     archive_problem,
     json_line,
+    score_read,
     skill_key,
     type_name,
 )
@@ -109,16 +109,13 @@ def skill_catalogue(names: Iterable[str]) -> dict[str, str]:
 
 
 def score_parse(value: Any) -> int | None:
-    """An integer 1-5, or None for N/A. Raises ValueError with a message otherwise."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.casefold() in NA_SPELLINGS:
-            return None
-        if re.fullmatch(r"\+?\d{1,3}", text):
-            value = int(text)
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 5:
-        return value
-    raise ValueError(f"score {value!r} is not an integer 1-5 or N/A ({SCALE_NOTE})")
+    """An integer 1-5, or None for N/A, by the rule of every score input
+    (annotation.parsers.score_read: ASCII digits, no white space, sign or decimal point).
+    Raises ValueError with a message otherwise."""
+    try:
+        return score_read(value)
+    except ScoreRefused as exc:
+        raise ValueError(f"{exc} ({SCALE_NOTE})") from None
 
 
 def model_from_file_name(name: str) -> str:
