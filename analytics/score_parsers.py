@@ -23,11 +23,11 @@ from pathlib import PurePath
 from typing import IO, Any, NamedTuple
 
 from annotation.parsers import (
-    NA_SPELLINGS,
     Problem,
     RowProblems,
     archive_problem,
     json_line,
+    score_number,
     skill_key,
     type_name,
 )
@@ -102,25 +102,12 @@ def scale_spec_parse(spec: str) -> tuple[str, Scale]:
 
 
 def score_value(raw: Any) -> float | None:
-    """A finite number, or None for N/A. Raises ValueError with a message."""
-    if isinstance(raw, str):
-        text = raw.strip()
-        if not text:
-            raise ValueError("score is empty (write N/A for not applicable)")
-        if text.casefold() in NA_SPELLINGS:
-            return None
-        if not _NUMBER.fullmatch(text):
-            raise ValueError(f"score {raw!r} is not a number or N/A")
-        raw = float(text)
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise ValueError(f"score must be a number or N/A, not {type_name(raw)}")
-    try:
-        value = float(raw)
-    except OverflowError:
-        value = math.inf
-    if not math.isfinite(value):
-        raise ValueError(f"score {raw!r} is not a finite number")
-    return value
+    """A finite number, or None for N/A, by the rule of every score input
+    (annotation.parsers.score_number: ASCII digits, no white space or plus sign; a
+    fraction or an exponent only for a scale that takes any number). Raises ValueError
+    with a message."""
+    value = score_number(raw, decimals=True)
+    return None if value is None else float(value)
 
 
 def normalized_text(text: str) -> str:

@@ -151,7 +151,7 @@ def test_na_spellings_are_stored_as_not_applicable_and_an_empty_score_is_a_probl
         "q1,m,r1,human,Factuality,N/A",
         "q1,m,r2,human,Factuality,na",
         "q1,m,r3,human,Factuality,Not Applicable",
-        "q1,m,r4,judge,Factuality, n/a ",
+        "q1,m,r4,judge,Factuality,n/a",
     )
 
     # when
@@ -264,7 +264,18 @@ def test_non_finite_numbers_are_refused_even_as_raw_judge_values():
     for raw in ("nan", "inf", "1e999", float("nan"), True, "4,5"):
         with pytest.raises(ValueError):
             score_value(raw)
-    assert score_value(" 3 ") == 3.0 and score_value(2) == 2.0 and score_value("NA") is None
+    assert score_value("3") == 3.0 and score_value(2) == 2.0 and score_value("NA") is None
+
+
+@pytest.mark.parametrize(
+    "cell", [" 4", "4 ", " n/a ", "\uff14", "\u0664", "+4", "0x4", "4,0", ".5"]
+)
+def test_a_score_cell_is_read_by_the_one_score_rule_of_the_project(project, cell):
+    # was: " 4", "+4" and the fullwidth and Arabic-Indic 4 (float() takes them) imported as 4
+    data = csv_bytes(f'q1,m,r1,human,Factuality,"{cell}"')
+    problems = rejected(project, data)
+    assert [(p.line, p.field, p.code) for p in problems] == [(2, "score", "invalid_score")]
+    assert problems[0].message.startswith("score ")
 
 
 # --- duplicates, conflicts, re-imports --------------------------------------------------------
