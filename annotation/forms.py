@@ -113,20 +113,11 @@ class RubricImportForm(forms.Form):
 
 
 class MemberAddForm(forms.Form):
-    """Add an existing, active user to a project (users are made by site admins)."""
+    """Add an existing, active user to a project (users are made by site admins; whether
+    the username can be added is membership_add_by_username's answer)."""
 
     username = forms.CharField(max_length=150)
     role = forms.ChoiceField(choices=ProjectRole.choices, initial=ProjectRole.ANNOTATOR)
-
-    def clean_username(self):
-        from django.contrib.auth import get_user_model
-
-        username = self.cleaned_data["username"].strip()
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
-        if user is None:
-            raise forms.ValidationError(f"no active user named {username}")
-        self.cleaned_data["user"] = user
-        return username
 
 
 class MemberChangeForm(forms.Form):

@@ -8,7 +8,6 @@ Nobody but a site admin changes or removes their own membership
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -82,15 +81,13 @@ class MemberListApi(APIView):
         project = access.project_get_for_admin(request.user, slug)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        username = serializer.validated_data["username"]
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
-        if user is None:
-            raise serializers.ValidationError({"username": [f"no active user named {username}"]})
         try:
-            membership = services.membership_add(
-                project=project, user=user, role=serializer.validated_data["role"],
-                actor=request.user,
+            membership = services.membership_add_by_username(
+                project=project, username=serializer.validated_data["username"],
+                role=serializer.validated_data["role"], actor=request.user,
             )  # fmt: skip
+        except services.MemberNotAddable as exc:
+            raise serializers.ValidationError({"username": exc.messages}) from None
         except services.MembershipConflict as exc:
             return _conflict(exc)
         return ApiResponse(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)

@@ -52,8 +52,8 @@ def member_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     form = MemberAddForm(request.POST)
     if form.is_valid():
         try:
-            membership = services.membership_add(
-                project=project, user=form.cleaned_data["user"],
+            membership = services.membership_add_by_username(
+                project=project, username=form.cleaned_data["username"],
                 role=form.cleaned_data["role"], actor=request.user,
             )  # fmt: skip
         except ValidationError as exc:

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from django.contrib.auth import get_user_model
 from django.db.models import Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
 
 from annotation.models import (
@@ -94,6 +95,12 @@ def member_list_for_project(*, project: Project) -> QuerySet[ProjectMembership]:
         .select_related("user")
         .order_by(rank, "user__username")
     )
+
+
+def user_addable_get(*, username: str):
+    """The user a project admin may add under this username (an active account), or None;
+    one query whatever the reason for None."""
+    return get_user_model().objects.filter(username=username, is_active=True).first()
 
 
 def membership_get(*, project: Project, username: str) -> ProjectMembership | None:

@@ -20,11 +20,22 @@ from annotation.models import (
     ProjectMembership,
     ProjectRole,
 )
+from annotation.selectors import user_addable_get
 from annotation.services.assignments import assignments_revoke
 
 
 class MembershipConflict(ValidationError):
     """The change is well formed but the project's state refuses it (a 409 in the API)."""
+
+
+class MemberNotAddable(ValidationError):
+    """No user of that username can be added: unknown and inactive alike (a 400)."""
+
+
+def _not_addable(username: str) -> MemberNotAddable:
+    # One answer for every username that cannot be added, found with one query whatever
+    # the reason, so a project admin cannot tell a site's usernames from unknown ones.
+    return MemberNotAddable(f"no user named {username} can be added")
 
 
 @transaction.atomic
@@ -95,6 +106,18 @@ def membership_add(*, project: Project, user, role: str, actor=None) -> ProjectM
     membership = ProjectMembership.objects.create(project=project, user=user, role=role)
     _log(membership, MembershipChange.Action.ADDED, before="", after=role, actor=actor)
     return membership
+
+
+def membership_add_by_username(
+    *, project: Project, username: str, role: str, actor=None
+) -> ProjectMembership:
+    """membership_add for the user with this username, who must be active. The members
+    page and the API add through this: MemberNotAddable names the username the same way
+    for a user that does not exist and one that cannot be added (inactive)."""
+    user = user_addable_get(username=username)
+    if user is None:
+        raise _not_addable(username)
+    return membership_add(project=project, user=user, role=role, actor=actor)
 
 
 @transaction.atomic

@@ -84,9 +84,9 @@ def test_bad_requests_are_specific_and_change_nothing(
     before = roles(project)
     cases = [
         (client.post(members_url(project), {"username": "ghost", "role": "annotator"},
-                     format="json"), 400, {"username": ["no active user named ghost"]}),
+                     format="json"), 400, {"username": ["no user named ghost can be added"]}),
         (client.post(members_url(project), {"username": "gone", "role": "annotator"},
-                     format="json"), 400, {"username": ["no active user named gone"]}),
+                     format="json"), 400, {"username": ["no user named gone can be added"]}),
         (client.post(members_url(project), {"username": "alice", "role": "owner"},
                      format="json"), 400, None),
         (client.patch(members_url(project, "alice"), {"role": ""}, format="json"), 400, None),
@@ -214,7 +214,7 @@ def test_the_add_form_shows_its_errors(paula, annotator, project, client):
     client.force_login(paula)
     unknown = client.post(page(project), {"username": "ghost", "role": "annotator"}, headers=HX)
     member = client.post(page(project), {"username": "alice", "role": "admin"}, headers=HX)
-    assert "no active user named ghost" in unknown.content.decode()
+    assert "no user named ghost can be added" in unknown.content.decode()
     assert "alice is already a member of this project" in member.content.decode()
     assert roles(project) == {"paula": "admin", "alice": "annotator"}
 
@@ -285,3 +285,55 @@ def test_every_change_is_recorded_with_who_made_it(paula, annotator, outsider, p
     table = body.split('id="member-changes"')[1]
     assert table.index("removed (was researcher)") < table.index("annotator → researcher")
     assert "a command" in table
+
+
+# --- no user enumeration ---------------------------------------------------------------------
+
+
+def _answers(client, url: str, data: dict, **extra) -> tuple[int, bytes, int]:
+    """Status, body (the CSRF token masked afresh on every page aside) and query count."""
+    import re
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(url, data, **extra)
+    body = re.sub(rb'csrf[^"]*":\s*"[^"]+"|name="csrfmiddlewaretoken" value="[^"]+"', b"-",
+                  response.content, flags=re.IGNORECASE)  # fmt: skip
+    return response.status_code, body, len(queries)
+
+
+def test_an_unknown_username_and_one_that_cannot_be_added_get_the_same_answer(
+    paula, project, client, django_user_model
+):
+    # was: the same wording, but saying "no active user": the answers must stay identical
+    # whatever makes a username not addable
+    client.force_login(paula)
+    attempt = {"username": "zoe", "role": "annotator"}
+    targets = [
+        ("api", lambda: _answers(api(paula), members_url(project), attempt, format="json")),
+        ("page", lambda: _answers(client, page(project), attempt)),
+        ("htmx", lambda: _answers(client, page(project), attempt, headers=HX)),
+    ]
+    states = {}
+    # given: nobody is called zoe
+    states["unknown"] = [answer() for _, answer in targets]
+    # given: an active user whose name differs only in case
+    django_user_model.objects.create_user("Zoe", password="pw")
+    states["another case"] = [answer() for _, answer in targets]
+    # given: zoe exists, but is inactive
+    zoe = django_user_model.objects.create_user("zoe", password="pw", is_active=False)
+    states["inactive"] = [answer() for _, answer in targets]
+    # given: zoe is inactive and a member of another project
+    membership_set(project=project_create(slug="elsewhere"), user=zoe, role=ProjectRole.ADMIN)
+    states["inactive, member elsewhere"] = [answer() for _, answer in targets]
+
+    # then
+    first = states["unknown"]
+    assert first[0][0] == 400 and b"no user named zoe can be added" in first[0][1]
+    assert all(status == 200 for status, _, _ in first[1:])
+    for state, answers in states.items():
+        for (target, _), answer, expected in zip(targets, answers, first, strict=True):
+            assert answer == expected, (state, target)
+    assert "zoe" not in roles(project)
