@@ -1,5 +1,7 @@
 """REST API of long-format score imports (the same service as `manage.py import_scores`;
-docs/IMPORT_FORMATS.md). Project researchers and admins may import into their project;
+docs/IMPORT_FORMATS.md). The request stores the files and answers 202 with a job; the
+import runs in the background (analytics.import_jobs) and the job's URL tells its status,
+problems and result. Project researchers and admins may import into their project;
 creating a missing project (`create_project`) is for site admins. Every 400 has the shape
 of flaskweb.api_errors: {"detail", "code", "problems": [...], "problem_count"}."""
 
@@ -7,18 +9,27 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils.text import slugify
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.imports import DEFAULT_DATASET, ScoreImportRejected, scores_import
-from analytics.models import ScoreImport
+from analytics.import_jobs import score_import_job_create, score_import_progress_get
+from analytics.imports import DEFAULT_DATASET
+from analytics.models import ScoreImport, ScoreImportJob
 from analytics.selectors import score_import_list
 from annotation.access import is_site_admin, project_exists
-from flaskweb.api_errors import ProblemsErrorSerializer, field_problems, problems_response
+from flaskweb.api_errors import (
+    ProblemSerializer,
+    ProblemsErrorSerializer,
+    field_problems,
+    problems_response,
+)
+from flaskweb.jobs import JobStatus
 from judging.access import project_get_for_staff
 
 
@@ -47,11 +58,75 @@ class ScoreImportListApi(APIView):
         )
 
 
+class ImportProgressSerializer(serializers.Serializer):
+    phase = serializers.CharField(help_text="reading, checking, writing or done")
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "AnalyticsScoreImportProgress"
+
+
+class ImportFileSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    bytes = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "AnalyticsScoreImportFile"
+
+
+class ImportOutcomeSerializer(serializers.Serializer):
+    already_imported = serializers.BooleanField(
+        help_text="These bytes were imported into the project before: nothing was written."
+    )
+    project_created = serializers.BooleanField()
+    dataset_created = serializers.BooleanField()
+    skills_created = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        ref_name = "AnalyticsScoreImportOutcome"
+
+
+class ScoreImportJobSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="options.project")
+    dataset = serializers.CharField(source="options.dataset")
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    files = ImportFileSerializer(many=True)
+    problems = ProblemSerializer(many=True, help_text="The first 1,000, in file order.")
+    progress = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+    result = serializers.SerializerMethodField()
+    batch = ScoreImportSerializer(allow_null=True, help_text="Succeeded: the score import.")
+
+    class Meta:
+        model = ScoreImportJob
+        fields = [
+            "id", "url", "project", "dataset", "status", "options", "files", "bytes_total",
+            "progress", "problem_count", "problems", "error", "result", "batch", "created_at",
+            "started_at", "finished_at",
+        ]  # fmt: skip
+        ref_name = "AnalyticsScoreImportJob"
+
+    @extend_schema_field(ImportProgressSerializer)
+    def get_progress(self, job) -> dict:
+        return {"phase": "", "done": 0, "total": 1, **score_import_progress_get(job.pk)}
+
+    @extend_schema_field(serializers.URLField())
+    def get_url(self, job) -> str:
+        return reverse("analytics-api:score-import-job", args=[job.pk])
+
+    @extend_schema_field(ImportOutcomeSerializer(allow_null=True))
+    def get_result(self, job) -> dict | None:
+        return job.result if job.status == JobStatus.SUCCEEDED and job.result else None
+
+
 class ScoreImportApi(APIView):
-    """Import long-format score files (multipart: one or more `files`, optional `dataset`,
-    `scale` (repeatable SKILL=MIN:MAX[:continuous]), `judge_scale` skill|raw,
-    `create_project`). 201 with the import; 200 when these bytes were imported into the
-    project before (nothing written); 400 with every problem, nothing written."""
+    """Start an import of long-format score files (multipart: one or more `files`, optional
+    `dataset`, `scale` (repeatable SKILL=MIN:MAX[:continuous]), `judge_scale` skill|raw,
+    `create_project`). 202 with the job (pending): the files are read by a worker, and GET
+    on the job's `url` tells its status, its problems (rejected: nothing written) or the
+    score import (succeeded; `result.already_imported` when these bytes were imported into
+    the project before). 400 for a request that cannot be run at all."""
 
     parser_classes = [MultiPartParser, FormParser]
 
@@ -69,26 +144,16 @@ class ScoreImportApi(APIView):
         class Meta:
             ref_name = "AnalyticsScoreImportInput"
 
-    class OutputSerializer(serializers.Serializer):
-        already_imported = serializers.BooleanField()
-        project_created = serializers.BooleanField()
-        dataset_created = serializers.BooleanField()
-        skills_created = serializers.ListField(child=serializers.CharField())
-        batch = ScoreImportSerializer()
-
-        class Meta:
-            ref_name = "AnalyticsScoreImportResult"
-
     @extend_schema(
         request={"multipart/form-data": InputSerializer},
-        responses={201: OutputSerializer, 200: OutputSerializer, 400: ProblemsErrorSerializer},
+        responses={202: ScoreImportJobSerializer, 400: ProblemsErrorSerializer},
     )
     def post(self, request, slug: str):
         # who may import comes before what was sent: a non-member learns nothing (404)
         slug = slugify(slug)
-        exists = project_exists(slug)
-        if exists:
-            project_get_for_staff(request.user, slug)
+        project = None
+        if project_exists(slug):
+            project = project_get_for_staff(request.user, slug)
         elif not is_site_admin(request.user):
             raise Http404("no such project")
         data = {
@@ -104,7 +169,7 @@ class ScoreImportApi(APIView):
                 "the request is not valid", "invalid", field_problems(serializer.errors)
             )
         v = serializer.validated_data
-        if not exists and not v["create_project"]:
+        if project is None and not v["create_project"]:
             raise Http404("no such project (a site admin may ask to create it)")
         limit = settings.FLASKWEB_MAX_UPLOAD_BYTES
         if sum(f.size or 0 for f in v["files"]) > limit:
@@ -114,18 +179,31 @@ class ScoreImportApi(APIView):
                 "too_large",
                 [],
             )
-        try:
-            result = scores_import(
-                project_slug=slug,
-                files=[(f.name, f) for f in v["files"]],
-                dataset_name=v["dataset"],
-                scales=v["scale"],
-                judge_scale_raw=v["judge_scale"] == "raw",
-                create_project=v["create_project"],
-                created_by=request.user,
-            )
-        except ScoreImportRejected as exc:
-            return problems_response(str(exc), "rejected", [p.as_dict() for p in exc.problems])
-        body = self.OutputSerializer(result).data
-        code = status.HTTP_200_OK if result.already_imported else status.HTTP_201_CREATED
-        return ApiResponse(body, status=code)
+        job = score_import_job_create(
+            project=project,
+            project_slug=slug,
+            files=v["files"],
+            dataset_name=v["dataset"],
+            scales=v["scale"],
+            judge_scale_raw=v["judge_scale"] == "raw",
+            create_project=v["create_project"],
+            created_by=request.user,
+        )
+        body = ScoreImportJobSerializer(job).data
+        return ApiResponse(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+class ScoreImportJobApi(APIView):
+    """A score import job: status (pending, running, succeeded, rejected, failed),
+    progress, problems (rejected), the score import (succeeded) or the error (failed)."""
+
+    @extend_schema(responses=ScoreImportJobSerializer)
+    def get(self, request, pk: int):
+        job = get_object_or_404(
+            ScoreImportJob.objects.select_related("project", "batch__dataset"), pk=pk
+        )
+        if job.project is not None:
+            project_get_for_staff(request.user, job.project.slug)
+        elif not is_site_admin(request.user):  # a project it is still to create
+            raise Http404("no such import")
+        return ApiResponse(ScoreImportJobSerializer(job).data)

@@ -3,29 +3,33 @@ other tools, published ratings. Format and rules: docs/IMPORT_FORMATS.md, "Long-
 scores (analytics)".
 
 Contract
-- Validate, then write. The files are parsed as streams (analytics.score_parsers), then
-  checked against the project: its skills, domains, scales, the dataset's stored texts and
-  the scores stored before. Every problem is collected; if there is any, nothing is written
-  (not even a project asked to be created) and ScoreImportRejected carries them all.
-- Atomic: items, responses, skills, scales, the ScoreImport row and its scores are written
-  in one transaction, the scores with bulk inserts in batches.
+- Validate, then write. The files are parsed as streams (analytics.score_parsers) and every
+  well-formed row is staged in temporary tables; the checks across rows (the same score
+  twice, item and response values that differ between rows) and against the project (its
+  skills, domains, scales, the dataset's stored texts and the scores stored before) run
+  over the staged rows, in SQL or page by page. Every problem is counted (the first
+  PROBLEMS_KEPT in file order are kept); if there is any, nothing is written (not even a
+  project asked to be created) and ScoreImportRejected carries them.
+- Atomic: staging, checks, items, responses, skills, scales, the ScoreImport row and its
+  scores are one transaction; the scores go in with one INSERT ... SELECT from staging.
+- Flat in memory: no step holds the file's rows, items or texts; memory is bounded by one
+  line, one staging batch and one page of READ_CHUNK ids (bench/import_memory_bench.py).
 - Serialised per project: the checks and the writes run under a lock on the project row,
   so two imports into one project cannot both pass the checks against the same state.
 - Idempotent: the same bytes imported into the same project again write nothing and
   return the earlier ScoreImport. A score already stored with the same value is skipped
   and counted; with another value it is a problem, never overwritten.
 
-Writes to annotation tables (datasets, items, responses, item domains): annotation has no
-service that creates items and responses outside its staged dataset import, so they are
-inserted here, the way that import would, and the skill is created by annotation's own
-catalogue service.
+Items, responses and texts of the annotation app are written through
+annotation.services.items, skills through annotation's catalogue service, and stored texts
+read through annotation selectors. Web and API imports run as background jobs
+(analytics.import_jobs); the command runs the same import in process.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -38,9 +42,11 @@ from analytics.models import ImportedScore, RaterKind, ScoreImport, SkillScale
 from analytics.score_parsers import (
     ALL_SKILLS,
     DEFAULT_SCALE,
+    Given,
     ParsedScores,
     Problem,
     Scale,
+    ScoreRow,
     normalized_text,
     scale_spec_parse,
     scores_parse,
@@ -64,29 +70,25 @@ from annotation.services.items import (
 )
 from annotation.services.projects import project_create
 from flaskweb.db import is_postgres
+from flaskweb.jobs import PROBLEMS_KEPT, ProblemLog, Progress, Staging, keyset_pages, sql_problems
 
 DEFAULT_DATASET = "Imported scores"
-#: Rows per bulk INSERT (items, responses; scores where there is no COPY, as on SQLite).
-#: Large enough that round trips do not dominate, small enough to keep the model instances
-#: of one batch (about 1 KB each) in a few MB.
+#: Rows per bulk INSERT of items and responses.
 WRITE_BATCH = 5000
-#: Ids per IN (...) lookup of stored rows.
+#: Ids per page of staged rows read back (and per IN (...) lookup of stored rows).
 READ_CHUNK = 1000
 
-_SCORE_COLUMNS = (
-    "batch_id", "project_id", "response_id", "skill_id", "rater", "rater_kind", "value",
-    "is_na", "rationale",
-)  # fmt: skip
 _CRITERION = "Imported with scores; no rubric wording was given for this skill."
 _ANCHORS = [f"Level {n} (no wording was imported)." for n in range(1, 6)]
 
 
 class ScoreImportRejected(Exception):
-    """Nothing was written; `problems` lists every reason, in file and line order."""
+    """Nothing was written; `problems` lists the reasons in file and line order (the first
+    ones when there were more than the import kept), `count` counts them all."""
 
-    def __init__(self, problems: Sequence[Problem]) -> None:
+    def __init__(self, problems: Sequence[Problem], count: int | None = None) -> None:
         self.problems = list(problems)
-        n = len(self.problems)
+        n = self.count = len(self.problems) if count is None else count
         super().__init__(
             f"the import was rejected with {n} problem{'s' if n != 1 else ''}; nothing was written"
         )
@@ -107,6 +109,46 @@ class ImportResult:
 
 ScaleArg = str | tuple[str, Scale]
 
+# --- staging tables ----------------------------------------------------------------------------
+
+_ROW, _GIVEN, _ITEM, _RESP, _SKILL, _FILL = (
+    "stg_sc_row", "stg_sc_given", "stg_sc_item", "stg_sc_resp", "stg_sc_skill", "stg_sc_fill",
+)  # fmt: skip
+_STAGED = {
+    _ROW: (
+        "seq", "file_pos", "line", "item", "system", "rater", "kind", "skill", "skill_name",
+        "value", "rationale",
+    ),
+    _GIVEN: ("seq", "row_seq", "file_pos", "line", "item", "system", "field", "value", "norm"),
+    _SKILL: ("skey", "skill_id"),
+    _FILL: ("seq", "kind", "pk", "col", "value"),
+}  # fmt: skip
+_DDL = (
+    f"""CREATE TEMP TABLE {_ROW} (
+        seq BIGINT PRIMARY KEY, file_pos INTEGER NOT NULL, line INTEGER NOT NULL,
+        item TEXT NOT NULL, system TEXT NOT NULL, rater TEXT NOT NULL, kind TEXT NOT NULL,
+        skill TEXT NOT NULL, skill_name TEXT NOT NULL, value DOUBLE PRECISION NULL,
+        rationale TEXT NOT NULL, keep SMALLINT NOT NULL DEFAULT 1)""",
+    f"""CREATE TEMP TABLE {_GIVEN} (
+        seq BIGINT PRIMARY KEY, row_seq BIGINT NOT NULL, file_pos INTEGER NOT NULL,
+        line INTEGER NOT NULL, item TEXT NOT NULL, system TEXT NOT NULL, field TEXT NOT NULL,
+        value TEXT NOT NULL, norm TEXT NOT NULL)""",
+    f"""CREATE TEMP TABLE {_ITEM} (
+        k BIGINT PRIMARY KEY, external_id TEXT NOT NULL UNIQUE, item_pk BIGINT NULL)""",
+    f"""CREATE TEMP TABLE {_RESP} (
+        k BIGINT PRIMARY KEY, item TEXT NOT NULL, system TEXT NOT NULL,
+        response_pk BIGINT NULL, UNIQUE (item, system))""",
+    f"CREATE TEMP TABLE {_SKILL} (skey TEXT PRIMARY KEY, skill_id BIGINT NOT NULL)",
+    f"""CREATE TEMP TABLE {_FILL} (
+        seq BIGINT PRIMARY KEY, kind TEXT NOT NULL, pk BIGINT NOT NULL, col TEXT NOT NULL,
+        value TEXT NOT NULL)""",
+)
+_INDEXES = (
+    f"CREATE INDEX {_ROW}_key ON {_ROW} (item, system, rater, kind, skill)",
+    f"CREATE INDEX {_GIVEN}_key ON {_GIVEN} (item, system, field)",
+)
+_ITEM_FIELDS = ("instruction", "reference", "difficulty", "domain")
+
 
 def scores_import(
     *,
@@ -117,6 +159,8 @@ def scores_import(
     judge_scale_raw: bool = False,
     create_project: bool = False,
     created_by=None,
+    problem_limit: int | None = PROBLEMS_KEPT,
+    progress: Progress | None = None,
 ) -> ImportResult:
     """Import long-format score files, given as (name, binary stream or bytes), into a
     project, creating its missing items, responses and skills (see the module docstring).
@@ -124,27 +168,39 @@ def scores_import(
     `scales`: "SKILL=MIN:MAX[:continuous]" strings (SKILL may be "*": every skill of the
     input), (skill, Scale) pairs, or a mapping; skills not named keep their stored scale,
     else integers 1-5. `judge_scale_raw`: judge rows may hold any finite number.
-    `create_project`: create the project when no project has this slug.
+    `create_project`: create the project when no project has this slug. `problem_limit`:
+    problems kept for the rejection (all are counted; None keeps all).
 
     Returns the new ScoreImport (or the earlier one, `already_imported`); raises
     ScoreImportRejected having written nothing.
     """
-    problems: list[Problem] = []
-    declared = _declared_scales(scales, problems)
+    names = [name for name, _ in files]
+    order = {name: i for i, name in enumerate(names)}
+    log = ProblemLog(lambda f: order.get(f, -1), problem_limit)
+    progress = progress or Progress("", 0)
+    declared = _declared_scales(scales, log)
     dataset_name = (dataset_name or "").strip() or DEFAULT_DATASET
     if len(dataset_name) > 200:
-        problems.append(
+        log.add(
             Problem(
                 "", None, "dataset", "invalid_option", "a dataset name has 200 characters at most"
             )
         )
-    parsed = scores_parse(
-        files,
-        difficulty_names=_difficulty_names(),
-        max_line_bytes=settings.FLASKWEB_MAX_LINE_BYTES,
-    )
-    problems += parsed.problems
-    with transaction.atomic(durable=True):
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        staging = _staging_create(cursor)
+        sink = _RowStager(staging)
+        parsed = scores_parse(
+            files,
+            difficulty_names=_difficulty_names(),
+            max_line_bytes=settings.FLASKWEB_MAX_LINE_BYTES,
+            sink=sink,
+            on_problem=log.add,
+            on_read=progress.advance,
+        )
+        staging.flush()
+        progress.set("checking", force=True)
+        for ddl in _INDEXES:
+            cursor.execute(ddl)
         # FOR NO KEY UPDATE: serialises score imports into the project without blocking
         # inserts elsewhere that reference it (those take FOR KEY SHARE)
         project = (
@@ -158,28 +214,69 @@ def scores_import(
                 project = project_create(slug=project_slug)
                 project_created = True
             except ValidationError as exc:
-                problems.append(
-                    Problem("", None, "project", "invalid_option", "; ".join(exc.messages))
-                )
+                log.add(Problem("", None, "project", "invalid_option", "; ".join(exc.messages)))
         elif project is None:
-            problems.append(
+            log.add(
                 Problem(
                     "", None, "project", "unknown_project",
                     f"no project has the slug {project_slug!r} (ask to create it)",
                 )
             )  # fmt: skip
         if project is None:
-            raise ScoreImportRejected(_ordered(problems, parsed))
+            raise ScoreImportRejected(log.sorted(), log.count)
         earlier = ScoreImport.objects.filter(
             project=project, input_sha256=parsed.input_sha256
         ).first()
         if earlier is not None and parsed.files:
+            staging.drop()
             return ImportResult(batch=earlier, already_imported=True)
-        plan = _Plan(project, parsed, dataset_name, declared, judge_scale_raw, problems)
+        plan = _Plan(cursor, project, parsed, dataset_name, declared, judge_scale_raw, log)
         plan.check()
-        if problems:
-            raise ScoreImportRejected(_ordered(problems, parsed))
-        return plan.write(project_created=project_created, created_by=created_by)
+        if log:
+            raise ScoreImportRejected(log.sorted(), log.count)
+        progress.set("writing", force=True)
+        result = plan.write(project_created=project_created, created_by=created_by)
+        staging.drop()
+        return result
+
+
+def _staging_create(cursor) -> Staging:
+    staging = Staging(cursor, _STAGED)
+    for name in (_ITEM, _RESP):
+        cursor.execute(f"DROP TABLE IF EXISTS {name}")
+    staging.drop()  # left by an earlier import on this connection inside a test transaction
+    suffix = " ON COMMIT DROP" if is_postgres() else ""
+    for ddl in _DDL:
+        cursor.execute(ddl + suffix)
+    return staging
+
+
+class _RowStager:
+    """The parser's sink: each well-formed row and the values it gives, into staging."""
+
+    def __init__(self, staging: Staging) -> None:
+        self.staging = staging
+        self.seq = 0
+
+    def __call__(self, row: ScoreRow, skill: str, givens: list[Given]) -> None:
+        self.seq += 1
+        row_seq = self.seq
+        self.staging.add(
+            _ROW,
+            (
+                row_seq, row.file, row.line, row.item, row.system, row.rater, row.rater_kind,
+                row.skill, skill, row.value, row.rationale,
+            ),
+        )  # fmt: skip
+        for given in givens:
+            self.seq += 1
+            self.staging.add(
+                _GIVEN,
+                (
+                    self.seq, row_seq, row.file, row.line, row.item, given.system, given.field,
+                    given.value, given.norm,
+                ),
+            )  # fmt: skip
 
 
 def _difficulty_names() -> dict[str, int]:
@@ -187,7 +284,7 @@ def _difficulty_names() -> dict[str, int]:
 
 
 def _declared_scales(
-    scales: Iterable[ScaleArg] | Mapping[str, Scale], problems: list[Problem]
+    scales: Iterable[ScaleArg] | Mapping[str, Scale], log: ProblemLog
 ) -> dict[str, tuple[str, Scale]]:
     """skill_key (or "*") -> (the name as given, its scale)."""
     pairs = scales.items() if isinstance(scales, Mapping) else scales
@@ -197,13 +294,13 @@ def _declared_scales(
             try:
                 name, scale = scale_spec_parse(entry)
             except ValueError as exc:
-                problems.append(Problem("", None, "scale", "invalid_option", str(exc)))
+                log.add(Problem("", None, "scale", "invalid_option", str(exc)))
                 continue
         else:
             name, scale = entry
         key = ALL_SKILLS if name.strip() == ALL_SKILLS else skill_key(name)
         if key in result and result[key][1] != scale:
-            problems.append(
+            log.add(
                 Problem(
                     "", None, "scale", "invalid_option",
                     f"two scales for {name!r}: {result[key][1]} and {scale}",
@@ -214,45 +311,39 @@ def _declared_scales(
     return result
 
 
-def _ordered(problems: list[Problem], parsed: ParsedScores) -> list[Problem]:
-    order = {f.name: i for i, f in enumerate(parsed.files)}
-    return sorted(problems, key=lambda p: (order.get(p.file, -1), p.line or 0))
-
-
-def _chunks(values: Sequence, size: int = READ_CHUNK) -> Iterator[Sequence]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
-
-
 class _Plan:
-    """What an import will write, found by checking the parsed input against the project.
-    Reads of annotation tables go straight to the models where annotation.selectors has
-    no lookup by external id (as judging.output_imports does)."""
+    """What an import will write, found by checking the staged rows against each other and
+    against the project. Reads of annotation tables go through annotation.selectors, one
+    page of ids at a time."""
 
-    def __init__(self, project, parsed, dataset_name, declared, judge_scale_raw, problems):
+    def __init__(self, cursor, project, parsed, dataset_name, declared, judge_scale_raw, log):
+        self.cursor = cursor
         self.project: Project = project
         self.parsed: ParsedScores = parsed
         self.dataset_name: str = dataset_name
         self.declared: dict[str, tuple[str, Scale]] = declared
         self.judge_scale_raw: bool = judge_scale_raw
-        self.problems: list[Problem] = problems
+        self.log: ProblemLog = log
         self.dataset: Dataset | None = None
-        self.item_ids: dict[str, int] = {}  # stored items: external id -> pk
-        self.response_ids: dict[tuple[str, str], int] = {}  # stored (item, system) -> pk
-        self.item_fills: dict[int, dict[str, str]] = {}  # stored item pk -> empty texts to fill
-        self.response_fills: dict[int, str] = {}
         self.skill_ids: dict[str, int] = {}  # skill_key -> pk, for skills that exist
         self.skill_names: dict[str, str] = {}  # skill_key -> the catalogue's (or new) name
         self.new_skills: list[str] = []  # skill_keys to create
-        self.domain_ids: dict[str, list[int]] = {}  # new item -> its domains
+        self.domains: dict[str, int] = {}  # key or name, case-folded -> domain pk
         self.scales: dict[str, Scale] = {}  # skill_key -> scale in force for this import
         self.scale_rows: dict[str, Scale | None] = {}  # skill_key -> row to store (None: delete)
-        self.unchanged: set[int] = set()  # indexes of rows already stored with that value
+        self.fills = 0  # stored texts to fill in (items and responses)
 
-    def _problem(self, row_file: int, line: int | None, fld: str, code: str, msg: str) -> None:
-        self.problems.append(Problem(self.parsed.files[row_file].name, line, fld, code, msg))
+    def _file(self, pos: int) -> str:
+        return self.parsed.files[pos].name
+
+    def _where(self, pos: int, line: int) -> str:
+        return f"{self._file(pos)}, line {line}"
+
+    def _problem(self, pos: int, line: int | None, fld: str, code: str, msg: str) -> Problem:
+        return Problem(self._file(pos), line, fld, code, msg)
 
     def check(self) -> None:
+        self._check_across_rows()
         self._check_skills()
         self._check_scales()
         self._check_domains()
@@ -261,6 +352,67 @@ class _Plan:
         self._check_stored_scores()
 
     # --- checks ------------------------------------------------------------------------------
+
+    def _check_across_rows(self) -> None:
+        cursor = self.cursor
+        dup = f"""
+            SELECT r.seq FROM {_ROW} r
+            JOIN (SELECT item, system, rater, kind, skill, MIN(seq) AS first FROM {_ROW}
+                  GROUP BY item, system, rater, kind, skill HAVING COUNT(*) > 1) d
+              ON r.item = d.item AND r.system = d.system AND r.rater = d.rater
+                 AND r.kind = d.kind AND r.skill = d.skill AND r.seq <> d.first"""
+        sql_problems(
+            cursor,
+            f"""SELECT r.file_pos, r.line, r.kind, r.rater, r.skill_name, r.system, r.item,
+                       f.file_pos, f.line
+            FROM {_ROW} r
+            JOIN (SELECT item, system, rater, kind, skill, MIN(seq) AS first FROM {_ROW}
+                  GROUP BY item, system, rater, kind, skill HAVING COUNT(*) > 1) d
+              ON r.item = d.item AND r.system = d.system AND r.rater = d.rater
+                 AND r.kind = d.kind AND r.skill = d.skill AND r.seq <> d.first
+            JOIN {_ROW} f ON f.seq = d.first
+            ORDER BY r.seq""",
+            [],
+            self.log,
+            "duplicate_score",
+            lambda r: self._problem(
+                r[0], r[1], "score", "duplicate_score",
+                f"{r[2]} {r[3]!r} scored {r[4]!r} of {r[5]!r} on item {r[6]!r} already "
+                f"({self._where(r[7], r[8])})",
+            ),
+        )  # fmt: skip
+        # a repeated score is left out of everything else, as the first one stands
+        cursor.execute(f"UPDATE {_ROW} SET keep = -1 WHERE seq IN ({dup})")
+        sql_problems(
+            cursor,
+            f"""SELECT g.file_pos, g.line, g.field, g.item, g.system, f.file_pos, f.line
+            FROM {_GIVEN} g
+            JOIN (SELECT item, system, field, MIN(seq) AS first FROM {_GIVEN}
+                  WHERE row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1)
+                  GROUP BY item, system, field) d
+              ON g.item = d.item AND g.system = d.system AND g.field = d.field
+                 AND g.seq <> d.first
+            JOIN {_GIVEN} f ON f.seq = d.first
+            WHERE g.norm <> f.norm
+              AND g.row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1)
+            ORDER BY g.seq""",
+            [],
+            self.log,
+            "inconsistent_item",
+            self._inconsistent,
+        )
+
+    def _inconsistent(self, r) -> Problem:
+        pos, line, fld, item, system, first_pos, first_line = r
+        where = self._where(first_pos, first_line)
+        if fld == "response":
+            return self._problem(
+                pos, line, "response", "inconsistent_response",
+                f"the response of {system!r} to item {item!r} has another text at {where}",
+            )  # fmt: skip
+        return self._problem(
+            pos, line, fld, "inconsistent_item", f"item {item!r} has another {fld} at {where}"
+        )
 
     def _check_skills(self) -> None:
         # built-in first, so a project's own skill of the same key wins
@@ -275,6 +427,11 @@ class _Plan:
             else:
                 self.new_skills.append(key)
                 self.skill_names[key] = spelling
+        if self.skill_ids:
+            self.cursor.executemany(
+                f"INSERT INTO {_SKILL} (skey, skill_id) VALUES (%s, %s)",
+                list(self.skill_ids.items()),
+            )
 
     def _check_scales(self) -> None:
         stored = {
@@ -290,7 +447,7 @@ class _Plan:
         )
         for key, (name, _) in self.declared.items():
             if key != ALL_SKILLS and key not in self.parsed.skills:
-                self.problems.append(
+                self.log.add(
                     Problem(
                         "", None, "scale", "invalid_option",
                         f"a scale is given for {name!r}, but no row scores that skill",
@@ -309,7 +466,7 @@ class _Plan:
             if scale == current:
                 continue
             if skill_id in with_scores:
-                self.problems.append(
+                self.log.add(
                     Problem(
                         "", None, "scale", "scale_conflict",
                         f"{self.skill_names[key]} already has imported scores on the scale "
@@ -320,119 +477,182 @@ class _Plan:
             self.scale_rows[key] = None if scale == DEFAULT_SCALE else scale
 
     def _check_domains(self) -> None:
-        known: dict[str, int] = {}
         for pk, key, name in domain_list_for_project(project=self.project).values_list(
             "pk", "key", "name"
         ):
-            known.setdefault(key.casefold(), pk)
-            known[name.casefold()] = pk
-        for external_id, entry in self.parsed.items.items():
-            if entry.domains is None:
-                continue
-            ids = []
-            for name in entry.domains.value:
-                pk = known.get(name.casefold())
-                if pk is None:
-                    self._problem(
-                        entry.domains.file, entry.domains.line, "domain", "invalid_domain",
-                        f"domain {name!r} is not a domain of the catalogue",
-                    )  # fmt: skip
-                elif pk not in ids:
-                    ids.append(pk)
-            self.domain_ids[external_id] = ids
+            self.domains.setdefault(key.casefold(), pk)
+            self.domains[name.casefold()] = pk
+        pages = keyset_pages(
+            self.cursor,
+            f"SELECT f.first AS k, g.value, g.file_pos, g.line FROM {_GIVEN} g "
+            f"JOIN (SELECT MIN(seq) AS first FROM {_GIVEN} WHERE field = 'domain' "
+            f"AND row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1) GROUP BY item) f "
+            "ON g.seq = f.first",
+            [],
+            size=READ_CHUNK,
+        )
+        for page in pages:
+            for _, value, pos, line in page:
+                for name in json.loads(value):
+                    if self.domains.get(name.casefold()) is None:
+                        self.log.add(
+                            self._problem(
+                                pos, line, "domain", "invalid_domain",
+                                f"domain {name!r} is not a domain of the catalogue",
+                            )
+                        )  # fmt: skip
+
+    def _firsts(self, fields: Sequence[str], items: Sequence[str], *, responses: bool):
+        """The first values given for `items`: {(item, system, field): (value, pos, line)}."""
+        marks = ", ".join(["%s"] * len(items))
+        names = ", ".join(f"'{f}'" for f in fields)
+        system = "system <> ''" if responses else "system = ''"
+        self.cursor.execute(
+            f"""SELECT g.item, g.system, g.field, g.value, g.file_pos, g.line FROM {_GIVEN} g
+            JOIN (SELECT MIN(seq) AS first FROM {_GIVEN}
+                  WHERE field IN ({names}) AND {system} AND item IN ({marks})
+                    AND row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1)
+                  GROUP BY item, system, field) f ON g.seq = f.first""",
+            list(items),
+        )
+        return {(i, s, f): (v, p, ln) for i, s, f, v, p, ln in self.cursor.fetchall()}
 
     def _check_stored_texts(self) -> None:
+        cursor = self.cursor
+        cursor.execute(
+            f"INSERT INTO {_ITEM} (k, external_id) SELECT MIN(seq), item FROM {_ROW} "
+            "WHERE keep = 1 GROUP BY item"
+        )
+        cursor.execute(
+            f"INSERT INTO {_RESP} (k, item, system) SELECT MIN(seq), item, system FROM {_ROW} "
+            "WHERE keep = 1 GROUP BY item, system"
+        )
         self.dataset = dataset_get_by_name(project=self.project, name=self.dataset_name)
         if self.dataset is None:
             return
-        items = self.parsed.items
-        for chunk in _chunks(sorted(items)):
-            for pk, external_id, instruction, reference in item_texts_by_external_id(
-                dataset_id=self.dataset.pk, external_ids=chunk
-            ):
-                self.item_ids[external_id] = pk
-                entry = items[external_id]
-                for fld, given, text, column in (
-                    ("instruction", entry.instruction, instruction, "instruction"),
-                    ("reference", entry.reference, reference, "reference_answer"),
+        fill = Staging(cursor, {_FILL: _STAGED[_FILL]})
+        fill_seq = 0
+        for page in keyset_pages(cursor, f"SELECT k, external_id FROM {_ITEM}", []):
+            chunk = [external_id for _, external_id in page]
+            stored = item_texts_by_external_id(dataset_id=self.dataset.pk, external_ids=chunk)
+            if not stored:
+                continue
+            cursor.executemany(
+                f"UPDATE {_ITEM} SET item_pk = %s WHERE external_id = %s",
+                [(pk, external_id) for pk, external_id, _, _ in stored],
+            )
+            firsts = self._firsts(("instruction", "reference"), chunk, responses=False)
+            filled: set[int] = set()
+            for pk, external_id, instruction, reference in stored:
+                for fld, text, column in (
+                    ("instruction", instruction, "instruction"),
+                    ("reference", reference, "reference_answer"),
                 ):
+                    given = firsts.get((external_id, "", fld))
                     if given is None:
                         continue
                     if not text.strip():
-                        self.item_fills.setdefault(pk, {})[column] = given.value
-                    elif normalized_text(text) != normalized_text(given.value):
-                        self._problem(
-                            given.file, given.line, fld, "changed_item",
-                            f"item {external_id!r} is stored with another {fld}",
+                        fill_seq += 1
+                        fill.add(_FILL, (fill_seq, "item", pk, column, given[0]))
+                        filled.add(pk)
+                    elif normalized_text(text) != normalized_text(given[0]):
+                        self.log.add(
+                            self._problem(
+                                given[1], given[2], fld, "changed_item",
+                                f"item {external_id!r} is stored with another {fld}",
+                            )
                         )  # fmt: skip
-        by_item = {}
-        for (external_id, system), given in self.parsed.responses.items():
-            if external_id in self.item_ids:
-                by_item.setdefault(self.item_ids[external_id], {})[system] = given
-        names = {pk: external_id for external_id, pk in self.item_ids.items()}
-        for chunk in _chunks(sorted(by_item)):
-            for pk, item_id, system, text in response_texts_for_items(item_ids=chunk):
-                if system not in by_item[item_id]:
+            self.fills += len(filled)
+            names = {pk: external_id for pk, external_id, _, _ in stored}
+            marks = ", ".join(["%s"] * len(names))
+            cursor.execute(
+                f"SELECT item, system FROM {_RESP} WHERE item IN ({marks})", list(names.values())
+            )
+            wanted = set(cursor.fetchall())
+            texts = self._firsts(("response",), list(names.values()), responses=True)
+            found = []
+            for pk, item_id, system, text in response_texts_for_items(item_ids=list(names)):
+                key = (names[item_id], system)
+                if key not in wanted:
                     continue
-                self.response_ids[(names[item_id], system)] = pk
-                given = by_item[item_id][system]
+                found.append((pk, *key))
+                given = texts.get((*key, "response"))
                 if given is None:
                     continue
                 if not text.strip():
-                    self.response_fills[pk] = given.value
-                elif normalized_text(text) != normalized_text(given.value):
-                    self._problem(
-                        given.file, given.line, "response", "changed_response",
-                        f"the response of {system!r} to item {names[item_id]!r} is stored "
-                        "with another text",
+                    fill_seq += 1
+                    fill.add(_FILL, (fill_seq, "response", pk, "text", given[0]))
+                    self.fills += 1
+                elif normalized_text(text) != normalized_text(given[0]):
+                    self.log.add(
+                        self._problem(
+                            given[1], given[2], "response", "changed_response",
+                            f"the response of {system!r} to item {key[0]!r} is stored "
+                            "with another text",
+                        )
                     )  # fmt: skip
+            if found:
+                cursor.executemany(
+                    f"UPDATE {_RESP} SET response_pk = %s WHERE item = %s AND system = %s", found
+                )
+        fill.flush()
 
     def _check_values(self) -> None:
-        for row in self.parsed.rows:
-            if row.value is None:
-                continue
-            if row.rater_kind == RaterKind.JUDGE and self.judge_scale_raw:
-                continue
-            scale = self.scales.get(row.skill, DEFAULT_SCALE)
-            why = scale.check(row.value)
-            if why is not None:
-                self._problem(
-                    row.file, row.line, "score", "out_of_scale",
-                    f"{self.skill_names[row.skill]}: {why}",
-                )  # fmt: skip
+        for key, scale in self.scales.items():
+            judge = f" AND kind <> '{RaterKind.JUDGE}'" if self.judge_scale_raw else ""
+            integer = "" if scale.continuous else " OR value <> ROUND(value)"
+            name = self.skill_names[key]
+            sql_problems(
+                self.cursor,
+                f"""SELECT file_pos, line, value FROM {_ROW}
+                WHERE keep = 1 AND skill = %s AND value IS NOT NULL{judge}
+                  AND (value < %s OR value > %s{integer})
+                ORDER BY seq""",
+                [key, scale.low, scale.high],
+                self.log,
+                "out_of_scale",
+                lambda r, scale=scale, name=name: self._problem(
+                    r[0], r[1], "score", "out_of_scale", f"{name}: {scale.check(r[2])}"
+                ),
+            )
+
+    def _stored_scores_sql(self, columns: str, condition: str) -> str:
+        return f"""SELECT {columns} FROM {_ROW} r
+            JOIN {_RESP} p ON p.item = r.item AND p.system = r.system
+            JOIN {_SKILL} k ON k.skey = r.skill
+            JOIN {ImportedScore._meta.db_table} s
+              ON s.response_id = p.response_pk AND s.skill_id = k.skill_id
+                 AND s.rater = r.rater AND s.rater_kind = r.kind
+            WHERE r.keep = 1 AND p.response_pk IS NOT NULL AND ({condition})"""
 
     def _check_stored_scores(self) -> None:
-        wanted = sorted(set(self.response_ids.values()))
-        if not wanted:
-            return
-        stored: dict[tuple[int, int, str, str], tuple[float | None, int]] = {}
-        for chunk in _chunks(wanted):
-            for response_id, skill_id, rater, kind, value, batch_id in ImportedScore.objects.filter(
-                response_id__in=chunk
-            ).values_list("response_id", "skill_id", "rater", "rater_kind", "value", "batch_id"):
-                stored[(response_id, skill_id, rater, kind)] = (value, batch_id)
-        for index, row in enumerate(self.parsed.rows):
-            response_id = self.response_ids.get((row.item, row.system))
-            skill_id = self.skill_ids.get(row.skill)
-            if response_id is None or skill_id is None:
-                continue
-            found = stored.get((response_id, skill_id, row.rater, row.rater_kind))
-            if found is None:
-                continue
-            if found[0] == row.value:
-                self.unchanged.add(index)
-                continue
-            self._problem(
-                row.file, row.line, "score", "changed_score",
-                f"{row.rater_kind} {row.rater!r} already has {_shown(found[0])} stored for "
-                f"{self.skill_names[row.skill]} of {row.system!r} on item {row.item!r} "
-                f"(import {found[1]}), not {_shown(row.value)}",
-            )  # fmt: skip
+        same = "s.value = r.value OR (s.value IS NULL AND r.value IS NULL)"
+        self.cursor.execute(
+            f"UPDATE {_ROW} SET keep = 0 WHERE seq IN ({self._stored_scores_sql('r.seq', same)})"
+        )
+        sql_problems(
+            self.cursor,
+            self._stored_scores_sql(
+                "r.file_pos, r.line, r.kind, r.rater, r.skill, r.system, r.item, s.value, "
+                "s.batch_id, r.value",
+                f"NOT ({same})",
+            )
+            + " ORDER BY r.seq",
+            [],
+            self.log,
+            "changed_score",
+            lambda r: self._problem(
+                r[0], r[1], "score", "changed_score",
+                f"{r[2]} {r[3]!r} already has {_shown(r[7])} stored for "
+                f"{self.skill_names[r[4]]} of {r[5]!r} on item {r[6]!r} "
+                f"(import {r[8]}), not {_shown(r[9])}",
+            ),
+        )  # fmt: skip
 
     # --- writing ----------------------------------------------------------------------------
 
     def write(self, *, project_created: bool, created_by) -> ImportResult:
-        project, parsed = self.project, self.parsed
+        project, parsed, cursor = self.project, self.parsed, self.cursor
         dataset_created = self.dataset is None
         if self.dataset is None:
             self.dataset, _ = dataset_get_or_create(project=project, name=self.dataset_name)
@@ -442,6 +662,9 @@ class _Plan:
                 anchors=_ANCHORS, created_by=created_by,
             )  # fmt: skip
             self.skill_ids[key] = skill.pk
+            cursor.execute(
+                f"INSERT INTO {_SKILL} (skey, skill_id) VALUES (%s, %s)", [key, skill.pk]
+            )
         for key, scale in self.scale_rows.items():
             if scale is None:
                 SkillScale.objects.filter(project=project, skill_id=self.skill_ids[key]).delete()
@@ -453,14 +676,16 @@ class _Plan:
         items_created = self._write_items()
         responses_created = self._write_responses()
         self._fill_texts()
+        cursor.execute(f"SELECT keep, COUNT(*) FROM {_ROW} WHERE keep >= 0 GROUP BY keep")
+        kept = dict(cursor.fetchall())
         batch = ScoreImport.objects.create(
             project=project,
             dataset=self.dataset,
             files=[f.as_dict() for f in parsed.files],
             input_sha256=parsed.input_sha256,
             rows_read=parsed.rows_read,
-            scores_created=len(parsed.rows) - len(self.unchanged),
-            scores_unchanged=len(self.unchanged),
+            scores_created=kept.get(1, 0),
+            scores_unchanged=kept.get(0, 0),
             items_created=items_created,
             responses_created=responses_created,
             scales={
@@ -472,7 +697,19 @@ class _Plan:
             created_by=created_by,
             summary=self._summary(),
         )
-        self._write_scores(batch)
+        cursor.execute(
+            f"""INSERT INTO {ImportedScore._meta.db_table}
+                (batch_id, project_id, response_id, skill_id, rater, rater_kind, value, is_na,
+                 rationale)
+            SELECT %s, %s, p.response_pk, k.skill_id, r.rater, r.kind, r.value,
+                   CASE WHEN r.value IS NULL THEN %s ELSE %s END, r.rationale
+            FROM {_ROW} r
+            JOIN {_RESP} p ON p.item = r.item AND p.system = r.system
+            JOIN {_SKILL} k ON k.skey = r.skill
+            WHERE r.keep = 1
+            ORDER BY r.seq""",
+            [batch.pk, project.pk, True, False],
+        )
         return ImportResult(
             batch=batch,
             project_created=project_created,
@@ -483,93 +720,106 @@ class _Plan:
     def _write_items(self) -> int:
         # an item known only by its id is stored with an empty instruction, filled in by a
         # later import that has it (annotation.services.items)
-        new = [
-            ItemSpec(
-                external_id=external_id,
-                instruction=entry.instruction.value if entry.instruction else "",
-                reference_answer=entry.reference.value if entry.reference else "",
-                difficulty=entry.difficulty.value if entry.difficulty else None,
-                domain_ids=tuple(self.domain_ids.get(external_id, ())),
-            )
-            for external_id, entry in self.parsed.items.items()
-            if external_id not in self.item_ids
-        ]
-        self.item_ids.update(items_create(dataset=self.dataset, items=new, batch=WRITE_BATCH))
-        return len(new)
+        created = 0
+        pages = keyset_pages(
+            self.cursor,
+            f"SELECT k, external_id FROM {_ITEM} WHERE item_pk IS NULL",
+            [],
+            size=READ_CHUNK,
+        )
+        for page in pages:
+            chunk = [external_id for _, external_id in page]
+            firsts = self._firsts(_ITEM_FIELDS, chunk, responses=False)
+            specs = []
+            for external_id in chunk:
+                instruction = firsts.get((external_id, "", "instruction"))
+                reference = firsts.get((external_id, "", "reference"))
+                difficulty = firsts.get((external_id, "", "difficulty"))
+                domains = firsts.get((external_id, "", "domain"))
+                ids: list[int] = []
+                for name in json.loads(domains[0]) if domains else []:
+                    pk = self.domains[name.casefold()]
+                    if pk not in ids:
+                        ids.append(pk)
+                specs.append(
+                    ItemSpec(
+                        external_id=external_id,
+                        instruction=instruction[0] if instruction else "",
+                        reference_answer=reference[0] if reference else "",
+                        difficulty=int(difficulty[0]) if difficulty else None,
+                        domain_ids=tuple(ids),
+                    )
+                )
+            made = items_create(dataset=self.dataset, items=specs, batch=WRITE_BATCH)
+            if made:
+                self.cursor.executemany(
+                    f"UPDATE {_ITEM} SET item_pk = %s WHERE external_id = %s",
+                    [(pk, external_id) for external_id, pk in made.items()],
+                )
+            created += len(made)
+        return created
 
     def _write_responses(self) -> int:
-        new = [
-            (key, given)
-            for key, given in self.parsed.responses.items()
-            if key not in self.response_ids
-        ]
-        pks = responses_create(
-            responses=[
-                (self.item_ids[item], system, given.value if given else "")
-                for (item, system), given in new
-            ],
-            batch=WRITE_BATCH,
+        created = 0
+        pages = keyset_pages(
+            self.cursor,
+            f"""SELECT p.k, p.item, p.system, i.item_pk FROM {_RESP} p
+            JOIN {_ITEM} i ON i.external_id = p.item WHERE p.response_pk IS NULL""",
+            [],
+            size=READ_CHUNK,
         )
-        for (key, _), pk in zip(new, pks, strict=True):
-            self.response_ids[key] = pk
-        return len(new)
+        for page in pages:
+            texts = self._firsts(("response",), sorted({r[1] for r in page}), responses=True)
+            new = [(item, system, item_pk) for _, item, system, item_pk in page]
+            pks = responses_create(
+                responses=[
+                    (item_pk, system, texts[(item, system, "response")][0]
+                     if (item, system, "response") in texts else "")
+                    for item, system, item_pk in new
+                ],
+                batch=WRITE_BATCH,
+            )  # fmt: skip
+            self.cursor.executemany(
+                f"UPDATE {_RESP} SET response_pk = %s WHERE item = %s AND system = %s",
+                [(pk, item, system) for (item, system, _), pk in zip(new, pks, strict=True)],
+            )
+            created += len(pks)
+        return created
 
     def _fill_texts(self) -> None:
-        texts_fill(items=self.item_fills, responses=self.response_fills)
-
-    def _write_scores(self, batch: ScoreImport) -> None:
-        def values() -> Iterator[tuple]:
-            for index, row in enumerate(self.parsed.rows):
-                if index in self.unchanged:
-                    continue
-                yield (
-                    batch.pk,
-                    self.project.pk,
-                    self.response_ids[(row.item, row.system)],
-                    self.skill_ids[row.skill],
-                    row.rater,
-                    row.rater_kind,
-                    row.value,
-                    row.value is None,
-                    row.rationale,
-                )
-
-        if is_postgres():
-            # COPY: about 4x the rows per second of bulk_create, which spends most of its
-            # time building model instances and SQL text
-            table = ImportedScore._meta.db_table
-            with connection.cursor() as cursor:
-                raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
-                with raw.copy(f"COPY {table} ({', '.join(_SCORE_COLUMNS)}) FROM STDIN") as copy:
-                    for row in values():
-                        copy.write_row(row)
-            return
-        rows = values()
-        while chunk := list(itertools.islice(rows, WRITE_BATCH)):
-            ImportedScore.objects.bulk_create(
-                [ImportedScore(**dict(zip(_SCORE_COLUMNS, v, strict=True))) for v in chunk]
-            )
+        pages = keyset_pages(self.cursor, f"SELECT seq AS k, kind, pk, col, value FROM {_FILL}", [])
+        for page in pages:
+            items: dict[int, dict[str, str]] = {}
+            responses: dict[int, str] = {}
+            for _, kind, pk, column, value in page:
+                if kind == "item":
+                    items.setdefault(pk, {})[column] = value
+                else:
+                    responses[pk] = value
+            texts_fill(items=items, responses=responses)
 
     def _summary(self) -> dict[str, Any]:
-        rows = [r for i, r in enumerate(self.parsed.rows) if i not in self.unchanged]
-        raters: dict[str, set[str]] = {kind: set() for kind in RaterKind.values}
-        scores: Counter[str] = Counter()
-        na: Counter[str] = Counter()
-        per_skill: Counter[str] = Counter()
-        for row in rows:
-            raters[row.rater_kind].add(row.rater)
-            scores[row.rater_kind] += 1
-            per_skill[self.skill_names[row.skill]] += 1
-            if row.value is None:
-                na[row.rater_kind] += 1
+        cursor = self.cursor
+        cursor.execute(
+            f"""SELECT kind, COUNT(*), SUM(CASE WHEN value IS NULL THEN 1 ELSE 0 END),
+                       COUNT(DISTINCT rater)
+            FROM {_ROW} WHERE keep = 1 GROUP BY kind"""
+        )
+        by_kind = {kind: (n, na, raters) for kind, n, na, raters in cursor.fetchall()}
+        cursor.execute(
+            f"SELECT DISTINCT rater FROM {_ROW} WHERE keep = 1 AND kind = %s", [RaterKind.JUDGE]
+        )
+        judges = sorted(r[0] for r in cursor.fetchall())[:100]
+        cursor.execute(f"SELECT skill, COUNT(*) FROM {_ROW} WHERE keep = 1 GROUP BY skill")
+        per_skill = {self.skill_names[key]: n for key, n in cursor.fetchall()}
         return {
-            "scores": {kind: scores[kind] for kind in RaterKind.values},
-            "na": {kind: na[kind] for kind in RaterKind.values},
-            "raters": {kind: len(names) for kind, names in raters.items()},
-            "judges": sorted(raters[RaterKind.JUDGE])[:100],
+            "scores": {k: int(by_kind.get(k, (0, 0, 0))[0]) for k in RaterKind.values},
+            "na": {k: int(by_kind.get(k, (0, 0, 0))[1] or 0) for k in RaterKind.values},
+            "raters": {k: int(by_kind.get(k, (0, 0, 0))[2]) for k in RaterKind.values},
+            "judges": judges,
             "skills": dict(sorted(per_skill.items())),
             "skills_created": [self.skill_names[k] for k in self.new_skills],
-            "texts_filled": len(self.item_fills) + len(self.response_fills),
+            "texts_filled": self.fills,
         }
 
 

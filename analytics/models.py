@@ -18,6 +18,7 @@ from django.db.models import F, Q
 
 from annotation.models import Dataset, Project, Response, Skill
 from flaskweb.db import TimestampedModel
+from flaskweb.jobs import ImportJob
 
 #: The scale of every skill that has no SkillScale row.
 DEFAULT_LOW, DEFAULT_HIGH, DEFAULT_CONTINUOUS = 1.0, 5.0, False
@@ -207,3 +208,34 @@ class ExportJob(TimestampedModel):
             values = value if isinstance(value, list) else [value]
             shown.append(f"{name}: {', '.join(str(v) for v in values)}")
         return shown
+
+
+# --- score import jobs --------------------------------------------------------------------------
+
+
+class ScoreImportJob(ImportJob):
+    """The job row of one score import started from the page or the API
+    (analytics/import_jobs.py): the uploads are stored, then a worker claims the row
+    pending -> running and runs analytics.imports.scores_import from the stored files. It
+    ends succeeded (with its ScoreImport, or the earlier one for the same bytes), rejected
+    (with its problems; nothing written) or failed (with the error)."""
+
+    # no own index: scoreimportjob_project_created leads with project. None until the job
+    # has made the project a site admin asked it to create.
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    batch = models.ForeignKey(
+        ScoreImport, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta(ImportJob.Meta):
+        constraints = [ImportJob.status_constraint("scoreimportjob_status_valid")]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="scoreimportjob_project_created"),
+            # the stale-job check looks for old running jobs
+            models.Index(fields=["status", "started_at"], name="scoreimportjob_status_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"score import job {self.pk} ({self.status})"

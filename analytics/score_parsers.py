@@ -3,11 +3,13 @@
 Columns (keys): item, system, rater, rater_kind, skill, score; optional instruction,
 response, reference, domain, difficulty, rationale. See docs/IMPORT_FORMATS.md.
 
-`scores_parse` reads each file once, as a stream, hashing its bytes on the way, and returns
-the rows that are well-formed plus every Problem found in them: malformed rows, scores that
-are neither a finite number nor N/A, the same score given twice, and item or response texts
-that differ between rows of the same item or response. Checks that need the database (the
-project's skills and domains, stored texts and scores, scales) are the caller's.
+`scores_parse` reads each file once, as a stream, hashing its bytes on the way, and hands
+every well-formed row to a sink (with the item and response values it gives) and every
+Problem found in a row to a problem list: malformed rows, scores that are neither a finite
+number nor N/A. It keeps nothing per row, so memory does not grow with the file. Checks
+across rows (the same score given twice, item or response values that differ between rows)
+and checks that need the database (the project's skills and domains, stored texts and
+scores, scales) are the caller's: analytics.imports runs them in SQL over staged rows.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import IO, Any, NamedTuple
@@ -130,21 +133,36 @@ class ScoreRow(NamedTuple):
     rationale: str
 
 
-@dataclass
-class Given:
-    """A value given for an item or response, and where it was first given."""
+class Given(NamedTuple):
+    """A value a row gives for its item (`system` "") or its response: `field` is
+    instruction, reference, difficulty, domain or response; `value` as stored (a domain
+    list as JSON), `norm` the form two rows' values are compared in."""
 
-    value: Any
-    file: int
-    line: int
+    field: str
+    system: str
+    value: str
+    norm: str
 
 
-@dataclass
-class ItemInput:
-    instruction: Given | None = None
-    reference: Given | None = None
-    difficulty: Given | None = None
-    domains: Given | None = None  # value: tuple of names as written
+#: What a sink is handed per well-formed row: the row, the skill as written, its Givens.
+RowSink = Callable[["ScoreRow", str, list[Given]], None]
+
+
+def given_norm(fld: str, value: Any) -> str:
+    """How two rows' values for the same item or response are compared: texts without
+    line-ending style and surrounding white space, domain names without order and case."""
+    if fld == "domain":
+        return "\x1f".join(sorted(d.casefold() for d in value))
+    if fld == "difficulty":
+        return str(value)
+    return hashlib.blake2b(
+        normalized_text(value).encode("utf-8", "surrogatepass"), digest_size=16
+    ).hexdigest()
+
+
+def given_make(fld: str, system: str, value: Any) -> Given:
+    shown = json.dumps(list(value)) if fld == "domain" else str(value)
+    return Given(fld, system, shown, given_norm(fld, value))
 
 
 @dataclass
@@ -168,10 +186,8 @@ class FileInput:
 @dataclass
 class ParsedScores:
     files: list[FileInput] = field(default_factory=list)
+    # the well-formed rows, when no sink was given (small inputs, tests)
     rows: list[ScoreRow] = field(default_factory=list)
-    items: dict[str, ItemInput] = field(default_factory=dict)
-    # (item, system) -> the response text, if some row gave one
-    responses: dict[tuple[str, str], Given | None] = field(default_factory=dict)
     # skill_key -> (spelling, file, line) of its first row
     skills: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
@@ -193,10 +209,11 @@ class ParsedScores:
 class _HashingReader(io.RawIOBase):
     """Hashes and counts the bytes read through it, so the file is read once."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], on_read: Callable[[int], None] | None = None) -> None:
         self.stream = stream
         self.digest = hashlib.sha256()
         self.count = 0
+        self.on_read = on_read
 
     def readable(self) -> bool:
         return True
@@ -207,6 +224,8 @@ class _HashingReader(io.RawIOBase):
         buffer[:n] = data
         self.digest.update(data)
         self.count += n
+        if self.on_read is not None:
+            self.on_read(n)
         return n
 
 
@@ -220,13 +239,37 @@ def _format_of(name: str, reader: io.BufferedReader) -> str:
     return JSONL if head.startswith(b"{") else CSV
 
 
+class _Problems(list):
+    """The parser's problem list: remembers which files had one, and hands each problem
+    to `add` (a bounded log) when given, instead of keeping it."""
+
+    def __init__(self, add: Callable[[Problem], None] | None) -> None:
+        super().__init__()
+        self.add = add
+        self.files: set[str] = set()
+
+    def append(self, problem: Problem) -> None:
+        self.files.add(problem.file)
+        if self.add is None:
+            super().append(problem)
+        else:
+            self.add(problem)
+
+
 class _Parser:
-    def __init__(self, difficulty_names: Mapping[str, int], max_line_bytes: int) -> None:
-        self.result = ParsedScores()
+    def __init__(
+        self,
+        difficulty_names: Mapping[str, int],
+        max_line_bytes: int,
+        sink: RowSink | None = None,
+        on_problem: Callable[[Problem], None] | None = None,
+        on_read: Callable[[int], None] | None = None,
+    ) -> None:
+        self.result = ParsedScores(problems=_Problems(on_problem))
         self.difficulty_names = difficulty_names
         self.max_line_bytes = max_line_bytes
-        self.seen: dict[tuple[str, str, str, str, str], int] = {}  # score key -> row index
-        self.names: dict[str, str] = {}  # one copy of each repeated name
+        self.sink = sink or (lambda row, skill, givens: self.result.rows.append(row))
+        self.on_read = on_read
 
     def parse(self, files: Sequence[tuple[str, IO[bytes] | bytes]]) -> ParsedScores:
         if not files:
@@ -236,7 +279,7 @@ class _Parser:
                 stream = io.BytesIO(stream)
             info = FileInput(name)
             self.result.files.append(info)
-            hashing = _HashingReader(stream)
+            hashing = _HashingReader(stream, self.on_read)
             reader = io.BufferedReader(hashing, buffer_size=1 << 16)
             archive = archive_problem(name, reader.peek(16)[:16])
             info.format = _format_of(name, reader)
@@ -250,7 +293,7 @@ class _Parser:
                 pass
             info.sha256 = hashing.digest.hexdigest()
             info.bytes = hashing.count
-            if info.rows == 0 and not any(p.file == name for p in self.result.problems):
+            if info.rows == 0 and name not in self.result.problems.files:
                 self._problem(name, None, "", "empty_file", "the file holds no rows")
         return self.result
 
@@ -380,76 +423,25 @@ class _Parser:
         difficulty = row.difficulty(obj, self.difficulty_names)
         if row.bad:
             return
-        key = (item, system, rater, kind, skill_key(skill))
-        first = self.seen.get(key)
-        if first is not None:
-            earlier = result.rows[first]
-            row.problem(
-                "score", "duplicate_score",
-                f"{kind} {rater!r} scored {skill!r} of {system!r} on item {item!r} already "
-                f"({result.files[earlier.file].name}, line {earlier.line})",
-            )  # fmt: skip
-            return
-        self._given_item(row, index, item, instruction, reference, difficulty, domains)
-        self._given_response(row, index, item, system, response)
-        if row.bad:
-            return
-        names = self.names
-        item, system, rater = (names.setdefault(s, s) for s in (item, system, rater))
-        result.skills.setdefault(key[4], (skill, index, line))
-        self.seen[key] = len(result.rows)
-        result.rows.append(
-            ScoreRow(index, line, item, system, rater, kind, key[4], value, rationale or "")
+        key = skill_key(skill)
+        givens = [
+            given_make(fld, "", value)
+            for fld, value in (
+                ("instruction", instruction),
+                ("reference", reference),
+                ("difficulty", difficulty),
+                ("domain", domains),
+            )
+            if value is not None
+        ]
+        if response is not None:
+            givens.append(given_make("response", system, response))
+        result.skills.setdefault(key, (skill, index, line))
+        self.sink(
+            ScoreRow(index, line, item, system, rater, kind, key, value, rationale or ""),
+            skill,
+            givens,
         )
-
-    def _where(self, given: Given) -> str:
-        return f"{self.result.files[given.file].name}, line {given.line}"
-
-    def _given_item(self, row, index, item, instruction, reference, difficulty, domains) -> None:
-        entry = self.result.items.get(item)
-        if entry is None:
-            entry = self.result.items[item] = ItemInput()
-        for fld, attr, value, same in (
-            ("instruction", "instruction", instruction, _same_text),
-            ("reference", "reference", reference, _same_text),
-            ("difficulty", "difficulty", difficulty, _same_value),
-            ("domain", "domains", domains, _same_domains),
-        ):
-            if value is None:
-                continue
-            first = getattr(entry, attr)
-            if first is None:
-                setattr(entry, attr, Given(value, index, row.line))
-            elif not same(first.value, value):
-                row.problem(
-                    fld, "inconsistent_item",
-                    f"item {item!r} has another {fld} at {self._where(first)}",
-                )  # fmt: skip
-
-    def _given_response(self, row, index, item, system, text) -> None:
-        responses = self.result.responses
-        key = (item, system)
-        first = responses.get(key)
-        if first is None:
-            responses[key] = Given(text, index, row.line) if text is not None else None
-        elif text is not None and not _same_text(first.value, text):
-            row.problem(
-                "response", "inconsistent_response",
-                f"the response of {system!r} to item {item!r} has another text at "
-                f"{self._where(first)}",
-            )  # fmt: skip
-
-
-def _same_text(a: str, b: str) -> bool:
-    return normalized_text(a) == normalized_text(b)
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    return a == b
-
-
-def _same_domains(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    return sorted(d.casefold() for d in a) == sorted(d.casefold() for d in b)
 
 
 # Bytes that are not UTF-8 decode to lone surrogates (errors="surrogateescape"), so one bad
@@ -519,8 +511,13 @@ def scores_parse(
     *,
     difficulty_names: Mapping[str, int] | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
+    sink: RowSink | None = None,
+    on_problem: Callable[[Problem], None] | None = None,
+    on_read: Callable[[int], None] | None = None,
 ) -> ParsedScores:
     """Parse long-format score files given as (name, binary stream or bytes). Never raises
-    for bad input: the problems are in the result. `difficulty_names` maps lower-cased
-    level names to levels 1-5."""
-    return _Parser(difficulty_names or {}, max_line_bytes).parse(files)
+    for bad input. `difficulty_names` maps lower-cased level names to levels 1-5. Each
+    well-formed row goes to `sink(row, skill as written, givens)` (default: kept in
+    `rows`), each problem to `on_problem` (default: kept in `problems`); `on_read` is told
+    how many bytes were read (progress)."""
+    return _Parser(difficulty_names or {}, max_line_bytes, sink, on_problem, on_read).parse(files)

@@ -36,3 +36,27 @@ def export_jobs_health_check_task() -> int:
 
     failed = export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
     return failed + export_files_expire(older_than_days=settings.FLASKWEB_EXPORT_RETENTION_DAYS)
+
+
+@shared_task(soft_time_limit=3300, time_limit=3500)
+def score_import_task(job_id: int) -> None:
+    """Run score import job `job_id` from its stored files. Idempotent: the job is claimed
+    pending -> running by a conditional update, so a redelivered message finds it claimed
+    and returns. Enqueues nothing. Not retried: a failed import is recorded on the job row
+    (with the error; nothing written) and asked for again by a new upload. Routed to the
+    `imports` queue."""
+    from analytics.import_jobs import score_import_job_run
+
+    if score_import_job_run(job_id=job_id) is None:
+        logger.info("score import job %s is missing or already claimed; nothing to do", job_id)
+
+
+@shared_task
+def score_import_jobs_health_check_task() -> int:
+    """Fail score import jobs stuck in `running` longer than FLASKWEB_IMPORT_STALE_SECONDS
+    (their worker died). Idempotent (conditional updates); run by beat every 5 minutes."""
+    from django.conf import settings
+
+    from analytics.import_jobs import score_import_jobs_fail_stale
+
+    return score_import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)

@@ -10,6 +10,11 @@ urlpatterns = [
         import_views.score_import,
         name="score-import",
     ),
+    path(
+        "projects/<slug:slug>/analytics/scores/import/<int:pk>/",
+        import_views.score_import_job,
+        name="score-import-job",
+    ),
 ]
 api_urlpatterns = [
     path(
@@ -21,5 +26,10 @@ api_urlpatterns = [
         "projects/<slug:slug>/scores/imports/",
         import_apis.ScoreImportListApi.as_view(),
         name="score-import-list",
+    ),
+    path(
+        "score-import-jobs/<int:pk>/",
+        import_apis.ScoreImportJobApi.as_view(),
+        name="score-import-job",
     ),
 ]

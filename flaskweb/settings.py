@@ -171,6 +171,9 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.tasks.dataset_import_task": {"queue": "imports"},
     "analytics.tasks.export_run_task": {"queue": "imports"},
+    "analytics.tasks.score_import_task": {"queue": "imports"},
+    # an exact name wins over the pattern below: imports are not LLM calls
+    "judging.tasks.judge_output_import_task": {"queue": "imports"},
     "judging.tasks.*": {"queue": "judging"},
 }
 # Hard limit well under the Redis visibility timeout (1 h) so a slow task is never
@@ -200,6 +203,15 @@ CELERY_BEAT_SCHEDULE = {
     },
     "uploads-health-check": {
         "task": "annotation.tasks.uploads_health_check_task",
+        "schedule": crontab(minute="*/5"),
+    },
+    # Score and judge-output imports whose worker died are failed, as dataset imports are.
+    "score-import-jobs-health-check": {
+        "task": "analytics.tasks.score_import_jobs_health_check_task",
+        "schedule": crontab(minute="*/5"),
+    },
+    "judge-output-import-jobs-health-check": {
+        "task": "judging.tasks.judge_output_import_jobs_health_check_task",
         "schedule": crontab(minute="*/5"),
     },
     # Exports whose worker died are failed; export files past their retention are deleted.

@@ -12,7 +12,14 @@ from django.shortcuts import get_object_or_404
 
 from annotation.access import STAFF_ROLES, project_get_for_user, project_role
 from annotation.models import Project
-from judging.models import JudgeConfig, JudgeRun, JudgeScore, Judgment, PromptTemplate
+from judging.models import (
+    JudgeConfig,
+    JudgeOutputImportJob,
+    JudgeRun,
+    JudgeScore,
+    Judgment,
+    PromptTemplate,
+)
 
 
 def _require_staff(user, project: Project, what: str) -> None:
@@ -25,6 +32,14 @@ def _require_staff(user, project: Project, what: str) -> None:
 
 def project_get_for_staff(user, slug: str) -> Project:
     return project_get_for_user(user, slug, roles=STAFF_ROLES)[0]
+
+
+def output_import_job_get_for_staff(user, pk: int) -> JudgeOutputImportJob:
+    job = get_object_or_404(
+        JudgeOutputImportJob.objects.select_related("project", "dataset"), pk=pk
+    )
+    _require_staff(user, job.project, "import")
+    return job
 
 
 def judge_get_for_staff(user, pk: int) -> JudgeConfig:

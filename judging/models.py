@@ -17,6 +17,7 @@ from django.db.models import Q
 
 from annotation.models import Campaign, Dataset, Project, Response, Rubric, Skill
 from flaskweb.db import TimestampedModel
+from flaskweb.jobs import ImportJob
 
 
 class TemplateSource(models.TextChoices):
@@ -366,3 +367,29 @@ class PairJudgment(TimestampedModel):
 
     def __str__(self) -> str:
         return f"pair judgment {self.pk} ({self.status})"
+
+
+# --- imports of judge outputs made elsewhere ----------------------------------------------------
+
+
+class JudgeOutputImportJob(ImportJob):
+    """The job row of one import of judge outputs started from the API
+    (judging/output_import_jobs.py): the uploads are stored, then a worker claims the row
+    pending -> running and runs judging.output_imports.judge_outputs_import from the stored
+    files. It ends succeeded (`result` names the runs), rejected (with its problems; nothing
+    written) or failed (with the error)."""
+
+    # no own index: outimportjob_project_created leads with project
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="+")
+
+    class Meta(ImportJob.Meta):
+        constraints = [ImportJob.status_constraint("outputimportjob_status_valid")]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="outimportjob_project_created"),
+            # the stale-job check looks for old running jobs
+            models.Index(fields=["status", "started_at"], name="outimportjob_status_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"judge output import job {self.pk} ({self.status})"

@@ -73,3 +73,27 @@ def judge_runs_health_check_task() -> int:
     from judging.services import judge_runs_fail_stale
 
     return judge_runs_fail_stale(older_than_seconds=settings.FLASKWEB_JUDGE_STALE_SECONDS)
+
+
+@shared_task(soft_time_limit=3300, time_limit=3500)
+def judge_output_import_task(job_id: int) -> None:
+    """Run judge output import job `job_id` from its stored files. Idempotent: the job is
+    claimed pending -> running by a conditional update, so a redelivered message finds it
+    claimed and returns. Enqueues nothing. Not retried: a failed import is recorded on the
+    job row (with the error; nothing written). Routed to the `imports` queue, not to the
+    judging queue of LLM calls."""
+    from judging.output_import_jobs import judge_output_import_job_run
+
+    if judge_output_import_job_run(job_id=job_id) is None:
+        logger.info("judge output import %s is missing or already claimed", job_id)
+
+
+@shared_task
+def judge_output_import_jobs_health_check_task() -> int:
+    """Fail judge output imports stuck in `running` longer than
+    FLASKWEB_IMPORT_STALE_SECONDS (their worker died). Idempotent; beat, every 5 minutes."""
+    from judging.output_import_jobs import judge_output_import_jobs_fail_stale
+
+    return judge_output_import_jobs_fail_stale(
+        older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS
+    )

@@ -49,6 +49,11 @@ api_urlpatterns = [
         output_import_apis.JudgeOutputImportApi.as_view(),
         name="judge-output-import",
     ),
+    path(
+        "judge-output-imports/<int:pk>/",
+        output_import_apis.JudgeOutputImportJobApi.as_view(),
+        name="judge-output-import-job",
+    ),
     path("runs/<int:pk>/scores/", apis.RunScoresApi.as_view(), name="run-scores"),
     path("runs/<int:pk>/pairwise/", apis.RunPairwiseApi.as_view(), name="run-pairwise"),
 ]

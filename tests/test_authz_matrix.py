@@ -41,7 +41,7 @@ from rest_framework.authtoken.models import Token
 
 from analytics.exports import export_job_create, export_job_run
 from analytics.imports import scores_import
-from analytics.models import ExportJob, ExportStatus, ImportedScore, ScoreImport
+from analytics.models import ExportJob, ExportStatus, ImportedScore, ScoreImport, ScoreImportJob
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -77,6 +77,7 @@ from annotation.services.reannotation import responses_reannotate
 from judging.models import (
     JudgeConfig,
     JudgeKind,
+    JudgeOutputImportJob,
     JudgeRun,
     JudgeScore,
     Judgment,
@@ -260,6 +261,8 @@ RULES: dict[str, Rule] = {
     "analytics:score-import":
         Rule(get=S(302, 403, 404, 200, 200, 200),
             post=S(302, 403, 404, 400, 400, 400)),
+    "analytics:score-import-job":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="score_import_job"),
     # --- authentication and Django admin ---------------------------------------------------
     #              anon ann  oth  res  padm site
     "login":
@@ -370,6 +373,8 @@ RULES: dict[str, Rule] = {
     "judging-api:judge-output-import":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 403, 404, 400, 400, 400)),
+    "judging-api:judge-output-import-job":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="output_import_job"),
     "judging-api:run-scores":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="run"),
     # the run scores responses one by one: 400 "not pairwise" once access is granted
@@ -397,6 +402,8 @@ RULES: dict[str, Rule] = {
             post=S(401, 403, 404, 400, 400, 400)),
     "analytics-api:score-import-list":
         Rule(get=S(401, 403, 404, 200, 200, 200)),
+    "analytics-api:score-import-job":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="score_import_job"),
     # the OpenAPI schema describes the API, holds no data, and is public
     "api-schema":
         Rule(get=S(200, 200, 200, 200, 200, 200)),
@@ -497,6 +504,8 @@ class World:
     template: PromptTemplate
     export: ExportJob
     score_import: ScoreImport
+    score_import_job: ScoreImportJob
+    output_import_job: JudgeOutputImportJob
     member: Any  # bob, an annotator of the project
 
 
@@ -649,6 +658,10 @@ def _build(folder: Path) -> World:
         template=template,
         export=export,
         score_import=batch,
+        score_import_job=ScoreImportJob.objects.create(
+            project=project, options={"project": project.slug, "dataset": dataset.name}
+        ),
+        output_import_job=JudgeOutputImportJob.objects.create(project=project, dataset=dataset),
         member=bob,
     )
 
@@ -924,7 +937,7 @@ def test_an_annotator_cannot_touch_another_annotators_lease(world, name, body):
 
 
 @pytest.mark.parametrize(
-    ("persona", "expected"), list(S(401, 403, 404, 201, 201, 201)._asdict().items())
+    ("persona", "expected"), list(S(401, 403, 404, 202, 202, 202)._asdict().items())
 )
 def test_the_score_import_api_checks_access_on_a_valid_file(world, persona, expected):
     # given a file that imports cleanly
@@ -934,7 +947,7 @@ def test_the_score_import_api_checks_access_on_a_valid_file(world, persona, expe
     response = _client(world, persona).post(url, **_body_score_file(world))
     # then
     assert response.status_code == expected
-    if expected != 201:
+    if expected != 202:
         assert _state() == before
 
 

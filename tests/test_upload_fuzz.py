@@ -39,10 +39,13 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from analytics.models import ScoreImportJob
 from annotation.models import DatasetUpload, ImportProblem, UploadFile, UploadSource, UploadStatus
 from annotation.parsers import PROBLEM_CLASSES
 from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
+from judging.models import JudgeOutputImportJob
 from tests.clients import token_client
+from tests.jobs import import_jobs_fixture  # noqa: F401 - the import_jobs fixture
 from tests.judging.test_output_imports import make_flask_dataset, review
 
 UPLOAD_LIMIT = 64 * 1024
@@ -117,9 +120,16 @@ def row_counts() -> dict[str, int]:
         return dict(zip(_TABLES, cursor.fetchone(), strict=True))
 
 
+#: The job rows of score and judge-output imports: a request that is accepted makes one.
+_JOB_TABLES = {ScoreImportJob._meta.db_table, JudgeOutputImportJob._meta.db_table}
+
+
 def changes(before: dict[str, int]) -> dict[str, int]:
+    """What changed but the job rows of score and judge-output imports."""
     after = row_counts()
-    return {t: after[t] - before[t] for t in _TABLES if after[t] != before[t]}
+    return {
+        t: after[t] - before[t] for t in _TABLES if after[t] != before[t] and t not in _JOB_TABLES
+    }
 
 
 # --- building malformed files ----------------------------------------------------------------
@@ -895,7 +905,26 @@ def _problems_body(response, what) -> dict:
     return body
 
 
-def test_the_judge_output_import_api_refuses_every_malformed_file(researcher, project, tmp_path):
+def _import_body(import_jobs, client, url, data, what) -> dict:
+    """Post a score or judge-output import. A request that cannot run is answered 400 with
+    its problems; one that can is answered 202 with a job, which the worker's task runs:
+    then the job must be rejected, with every problem, and its problems are returned in
+    the shape of the 400."""
+    response = import_jobs.post(client, url, data, format="multipart")
+    if response.status_code == 400:
+        return _problems_body(response, what)
+    assert response.status_code == 202, (what, response.status_code, response.content[:300])
+    import_jobs.run()
+    job = client.get(response.json()["url"]).json()
+    assert job["status"] == "rejected", (what, job["status"], job["error"])
+    assert job["error"] == "" and job["problems"] and job["problem_count"] >= 1
+    assert all(p["code"] and p["message"] for p in job["problems"])
+    return {"code": "rejected", "problems": job["problems"], "problem_count": job["problem_count"]}
+
+
+def test_the_judge_output_import_api_refuses_every_malformed_file(
+    researcher, project, tmp_path, import_jobs
+):
     dataset = make_flask_dataset(project, tmp_path)
     api = api_client(researcher)
     url = f"/api/v1/judging/projects/{project.slug}/judge-outputs/import/"
@@ -909,8 +938,7 @@ def test_the_judge_output_import_api_refuses_every_malformed_file(researcher, pr
         sent += 1
         before = row_counts()
         body = {"dataset": dataset.name, "files": [case.file.file()], **case.fields}
-        response = api.post(url, body, format="multipart")
-        problems = _problems_body(response, case.file.kind)
+        problems = _import_body(import_jobs, api, url, body, case.file.kind)
         if case.file.kind == "over the size limit":
             assert problems["code"] == "too_large"
         assert not changes(before), case.file.kind
@@ -988,7 +1016,9 @@ def score_files(draw) -> Upload:
     )
 
 
-def test_the_score_import_page_refuses_every_malformed_file(researcher_client, project):
+def test_the_score_import_page_refuses_every_malformed_file(
+    researcher_client, project, import_jobs
+):
     url = f"/projects/{project.slug}/analytics/scores/import/"
     sent = 0
 
@@ -999,23 +1029,29 @@ def test_the_score_import_page_refuses_every_malformed_file(researcher_client, p
         nonlocal sent
         sent += 1
         before = row_counts()
-        response = researcher_client.post(url, {"files": [file.file()]})
-        assert response.status_code == 400, (file.kind, response.status_code)
-        html = response.content.decode()
-        errors = response.context["form"].errors
-        assert errors, file.kind
-        if file.kind == "over the size limit":
-            assert "the limit is" in escape(errors["files"][0])
-        elif response.context["problems"]:
+        response = import_jobs.post(researcher_client, url, {"files": [file.file()]})
+        if response.status_code == 400:  # refused by the form, before any job
+            html = response.content.decode()
+            errors = response.context["form"].errors
+            assert errors, file.kind
+            if file.kind == "over the size limit":
+                assert "the limit is" in escape(errors["files"][0])
+            assert escape(next(iter(errors.values()))[0]) in html
+        else:
+            assert response.status_code == 302, (file.kind, response.status_code)
+            import_jobs.run()
+            # the progress panel's last poll, which lists the problems
+            panel = researcher_client.get(response["Location"], headers={"HX-Request": "true"})
+            html = panel.content.decode()
+            assert panel.status_code == 286 and 'data-status="rejected"' in html, file.kind
             assert "nothing was written" in html and 'id="import-problems"' in html
-        assert escape(next(iter(errors.values()))[0]) in html
         assert not changes(before), file.kind
 
     upload()
     finished("score page", sent)
 
 
-def test_the_score_import_api_refuses_every_malformed_file(researcher, project):
+def test_the_score_import_api_refuses_every_malformed_file(researcher, project, import_jobs):
     api = api_client(researcher)
     url = f"/api/v1/projects/{project.slug}/scores/import/"
     sent = 0
@@ -1027,8 +1063,7 @@ def test_the_score_import_api_refuses_every_malformed_file(researcher, project):
         nonlocal sent
         sent += 1
         before = row_counts()
-        response = api.post(url, {"files": [file.file()]}, format="multipart")
-        body = _problems_body(response, file.kind)
+        body = _import_body(import_jobs, api, url, {"files": [file.file()]}, file.kind)
         if file.kind == "over the size limit":
             assert body["code"] == "too_large"
         assert not changes(before), file.kind
@@ -1041,7 +1076,7 @@ def test_the_score_import_api_refuses_every_malformed_file(researcher, project):
 
 
 def test_the_valid_bases_of_the_malformed_files_are_accepted(
-    admin_client, researcher, researcher_client, project, queued, tmp_path
+    admin_client, researcher, researcher_client, project, queued, tmp_path, import_jobs
 ):
     ids, on_commit = queued
     for files in ([Upload("items.jsonl", jsonl([ITEM, ITEM_2]), "")], [EVAL_FILE],
@@ -1082,19 +1117,27 @@ def test_the_valid_bases_of_the_malformed_files_are_accepted(
         (Upload("kestrel_review.jsonl", jsonl(REVIEWS), ""), {"judge": "Valid judge"}),
         (Upload("scores.jsonl", jsonl(LONG_ROWS), ""), {}),
     ):
-        response = api.post(
+        response = import_jobs.post(
+            api,
             f"/api/v1/judging/projects/{project.slug}/judge-outputs/import/",
             {"dataset": dataset.name, "files": [file.file()], **fields},
             format="multipart",
         )
-        assert response.status_code == 201, response.json()
+        assert response.status_code == 202, response.json()
+        import_jobs.run()
+        job = api.get(response.json()["url"]).json()
+        assert job["status"] == "succeeded" and job["result"]["created"], job
     for file in (Upload("s.csv", csv_bytes(SCORE_CSV), ""), Upload("s", jsonl(SCORE_ROWS), "")):
-        response = api.post(
+        response = import_jobs.post(
+            api,
             f"/api/v1/projects/{project.slug}/scores/import/",
             {"files": [file.file()]},
             format="multipart",
         )
-        assert response.status_code == 201, response.json()
+        assert response.status_code == 202, response.json()
+        import_jobs.run()
+        job = api.get(response.json()["url"]).json()
+        assert job["status"] == "succeeded" and not job["result"]["already_imported"], job
 
 
 # === regressions: the crashes the fuzzing found, each as a plain case ========================
@@ -1319,18 +1362,19 @@ JUDGE_CSV_NUL[1][6] = "Right.\x00"
     ],
 )
 def test_judge_outputs_with_an_unstorable_character_are_refused_not_a_500(
-    researcher, project, tmp_path, name, data, fields, field
+    researcher, project, tmp_path, name, data, fields, field, import_jobs
 ):
     # was: 500 (PostgreSQL takes no NUL, not even in a lookup; half a surrogate pair is not
     # UTF-8, and one in a skill name broke the JSON answer listing the problems)
     dataset = make_flask_dataset(project, tmp_path)
     before = row_counts()
-    response = api_client(researcher).post(
+    body = _import_body(
+        import_jobs,
+        api_client(researcher),
         f"/api/v1/judging/projects/{project.slug}/judge-outputs/import/",
         {"dataset": dataset.name, "files": [Upload(name, data, "").file()], **fields},
-        format="multipart",
+        name,
     )
-    body = _problems_body(response, name)
     assert [(p["field"], p["code"]) for p in body["problems"]] == [
         (field, "invalid_csv" if name.endswith(".csv") else "invalid_type")
     ]
@@ -1338,36 +1382,40 @@ def test_judge_outputs_with_an_unstorable_character_are_refused_not_a_500(
 
 
 def test_a_judge_output_file_nested_10000_levels_is_refused_not_a_500(
-    researcher, project, tmp_path
+    researcher, project, tmp_path, import_jobs
 ):
     # was: 500: format detection let RecursionError through
     dataset = make_flask_dataset(project, tmp_path)
-    response = api_client(researcher).post(
+    body = _import_body(
+        import_jobs,
+        api_client(researcher),
         f"/api/v1/judging/projects/{project.slug}/judge-outputs/import/",
         {"dataset": dataset.name, "files": [Upload("deep.jsonl", DEEP_DOCUMENT, "").file()]},
-        format="multipart",
+        "deep",
     )
-    assert [p["code"] for p in _problems_body(response, "deep")["problems"]] == ["unknown_format"]
+    assert [p["code"] for p in body["problems"]] == ["unknown_format"]
 
 
 def test_an_unbalanced_quote_in_a_judge_output_csv_is_refused_not_read_on(
-    researcher, project, tmp_path
+    researcher, project, tmp_path, import_jobs
 ):
     # was: imported, the rows after the quote read as one long rationale of the first row
     dataset = make_flask_dataset(project, tmp_path)
     data = csv_bytes(LONG_CSV).replace(b",Right.", b',"Right.')
     before = row_counts()
-    response = api_client(researcher).post(
+    body = _import_body(
+        import_jobs,
+        api_client(researcher),
         f"/api/v1/judging/projects/{project.slug}/judge-outputs/import/",
         {"dataset": dataset.name, "files": [Upload("scores.csv", data, "").file()]},
-        format="multipart",
+        "quote",
     )
-    assert [p["code"] for p in _problems_body(response, "quote")["problems"]] == ["invalid_csv"]
+    assert [p["code"] for p in body["problems"]] == ["invalid_csv"]
     assert not changes(before)
 
 
 def test_archives_are_refused_with_a_message_that_says_so(
-    admin_user, researcher, project, queued, tmp_path
+    admin_user, researcher, project, queued, tmp_path, import_jobs
 ):
     # was: "not valid JSON", "cannot tell the format" or a problem for every line
     dataset = make_flask_dataset(project, tmp_path)
@@ -1394,20 +1442,21 @@ def test_archives_are_refused_with_a_message_that_says_so(
         with zipfile.ZipFile(buffer, "w") as archive:
             archive.writestr("scores.csv", csv_bytes(SCORE_CSV))
         files = [Upload("scores.jsonl", buffer.getvalue(), "").file()]
-        response = api.post(url, {"files": files, **body}, format="multipart")
-        (problem,) = _problems_body(response, url)["problems"]
+        (problem,) = _import_body(import_jobs, api, url, {"files": files, **body}, url)["problems"]
         assert problem["code"] == "unknown_format" and "a zip archive" in problem["message"]
 
 
-def test_the_score_import_honours_the_line_limit_setting(researcher, project):
+def test_the_score_import_honours_the_line_limit_setting(researcher, project, import_jobs):
     # was: the score parser kept its own 4 MiB, whatever FLASKWEB_MAX_LINE_BYTES said
     line = jsonl([{**SCORE_ROWS[0], "instruction": "x" * LINE_LIMIT}])
-    response = api_client(researcher).post(
+    body = _import_body(
+        import_jobs,
+        api_client(researcher),
         f"/api/v1/projects/{project.slug}/scores/import/",
         {"files": [Upload("s.jsonl", line, "").file()]},
-        format="multipart",
+        "long",
     )
-    assert [p["code"] for p in _problems_body(response, "long")["problems"]] == ["line_too_long"]
+    assert [p["code"] for p in body["problems"]] == ["line_too_long"]
 
 
 def test_the_prompt_file_import_page_refuses_files_over_a_million_bytes(
@@ -1445,17 +1494,18 @@ def test_the_upload_pages_answer_too_many_files_with_400(admin_client, project, 
     [("instruction", SURROGATE), ("response", SURROGATE), ("rationale", SURROGATE)],
 )
 def test_scores_with_an_unstorable_character_are_refused_not_a_500(
-    researcher, project, field, value
+    researcher, project, field, value, import_jobs
 ):
     # was: 500 (UnicodeEncodeError writing half a surrogate pair)
     line = jsonl([{**SCORE_ROWS[0], field: value}])
     before = row_counts()
-    response = api_client(researcher).post(
+    (problem,) = _import_body(
+        import_jobs,
+        api_client(researcher),
         f"/api/v1/projects/{project.slug}/scores/import/",
         {"files": [Upload("s.jsonl", line, "").file()]},
-        format="multipart",
-    )
-    (problem,) = _problems_body(response, field)["problems"]
+        field,
+    )["problems"]
     assert (problem["field"], problem["code"]) == (field, "invalid_type")
     assert not changes(before)
 

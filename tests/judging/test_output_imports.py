@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from unittest import mock
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -17,15 +18,18 @@ from rest_framework.test import APIClient
 from annotation.models import ProjectRole, Response, UploadSource, UploadStatus
 from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set, project_create
+from judging import output_imports
 from judging.models import (
     JudgeConfig,
     JudgeKind,
+    JudgeOutputImportJob,
     JudgeRun,
     JudgeScore,
     Judgment,
     JudgmentStatus,
     RunStatus,
 )
+from judging.output_import_jobs import judge_output_import_job_run
 from judging.output_imports import (
     FLASK_REVIEW,
     LONG,
@@ -37,6 +41,7 @@ from judging.output_imports import (
     skill_key,
 )
 from tests.clients import token_client
+from tests.jobs import import_jobs_fixture  # noqa: F401 - the import_jobs fixture
 from tests.judging.test_views import make_judge
 
 API = "/api/v1/judging"
@@ -534,35 +539,56 @@ def _upload(name, rows, **fields):
     return {"files": [SimpleUploadedFile(name, body)], **fields}
 
 
-def test_the_api_imports_with_201_and_answers_a_repeat_with_200(researcher, project, dataset):
+def test_the_api_answers_202_and_the_worker_imports(researcher, project, dataset, import_jobs):
     url = f"{API}/projects/{project.slug}/judge-outputs/import/"
     rows = [review(501, {"factuality": 4}), review(503, {})]
-    created = _api(researcher).post(
+    api = _api(researcher)
+    before = table_counts()
+    created = import_jobs.post(
+        api,
         url,
         _upload("kestrel_review.jsonl", rows, dataset=dataset.name, judge="API judge"),
         format="multipart",
     )
-    assert created.status_code == 201, created.json()
-    body = created.json()
+    # the request stores the file and answers at once: nothing is read or written yet
+    assert created.status_code == 202, created.json()
+    job = created.json()
+    assert job["status"] == "pending" and job["result"] is None
+    assert created["Location"] == job["url"] == f"{API}/judge-output-imports/{job['id']}/"
+    assert job["files"] == [{"name": "kestrel_review.jsonl", "bytes": job["bytes_total"]}]
+    assert table_counts() == before and import_jobs.queued == [("judge", job["id"])]
+    # the worker's task imports it
+    import_jobs.run()
+    done = api.get(job["url"]).json()
+    assert done["status"] == "succeeded" and done["problem_count"] == 0
+    body = done["result"]
     (run,) = body["runs"]
-    assert body["format"] == FLASK_REVIEW and not run["already_imported"]
+    assert body["format"] == FLASK_REVIEW and body["created"] and not run["already_imported"]
     assert (run["judgments"], run["scores"]) == (2, 1)
     assert run["run"]["judge_name"] == "API judge" and run["run"]["status"] == "done"
     assert (run["run"]["total"], run["run"]["parse_failed"]) == (2, 1)
-    again = _api(researcher).post(
+    again = import_jobs.post(
+        api,
         url,
         _upload("kestrel_review.jsonl", rows, dataset=dataset.name, judge="API judge"),
         format="multipart",
     )
-    assert again.status_code == 200 and again.json()["runs"][0]["already_imported"]
+    import_jobs.run()
+    repeat = api.get(again.json()["url"]).json()["result"]
+    assert repeat["runs"][0]["already_imported"] and not repeat["created"]
     assert JudgeRun.objects.count() == 1
     assert JudgeRun.objects.get().created_by == researcher
+    assert JudgeOutputImportJob.objects.filter(status="succeeded").count() == 2
 
 
-def test_the_api_rejects_with_400_and_every_problem(researcher, project, dataset):
+def test_the_api_job_lists_every_problem_and_nothing_is_written(
+    researcher, project, dataset, import_jobs
+):
     url = f"{API}/projects/{project.slug}/judge-outputs/import/"
     before = table_counts()
-    rejected = _api(researcher).post(
+    api = _api(researcher)
+    response = import_jobs.post(
+        api,
         url,
         _upload(
             "kestrel_review.jsonl",
@@ -572,9 +598,11 @@ def test_the_api_rejects_with_400_and_every_problem(researcher, project, dataset
         ),
         format="multipart",
     )
-    assert rejected.status_code == 400
-    body = rejected.json()
-    assert body["code"] == "rejected" and "nothing was written" in body["detail"]
+    assert response.status_code == 202
+    import_jobs.run()
+    body = api.get(response.json()["url"]).json()
+    assert body["status"] == "rejected" and body["result"] is None and body["error"] == ""
+    assert body["problem_count"] == 1
     assert body["problems"] == [
         {
             "file": "kestrel_review.jsonl",
@@ -584,14 +612,47 @@ def test_the_api_rejects_with_400_and_every_problem(researcher, project, dataset
             "message": body["problems"][0]["message"],
         },
     ]
-    unknown = _api(researcher).post(
+    unknown = api.post(
         url, _upload("k.jsonl", [review(501, {})], dataset="Nope", judge="J"), format="multipart"
     )
     assert unknown.status_code == 400 and unknown.json()["code"] == "unknown_dataset"
-    no_files = _api(researcher).post(url, {"dataset": dataset.name}, format="multipart")
+    no_files = api.post(url, {"dataset": dataset.name}, format="multipart")
     assert no_files.status_code == 400
     assert [p["field"] for p in no_files.json()["problems"]] == ["files"]
     assert table_counts() == before
+
+
+def test_a_crashed_job_records_the_error_and_writes_nothing(
+    researcher, project, dataset, import_jobs, monkeypatch
+):
+    monkeypatch.setattr(
+        output_imports._Import, "_write_run", mock.Mock(side_effect=RuntimeError("disk full"))
+    )
+    response = import_jobs.post(
+        _api(researcher),
+        f"{API}/projects/{project.slug}/judge-outputs/import/",
+        _upload("kestrel_review.jsonl", [review(501, {"factuality": 4})], dataset=dataset.name,
+                judge="API judge"),
+        format="multipart",
+    )  # fmt: skip
+    import_jobs.run()
+    job = JudgeOutputImportJob.objects.get(pk=response.json()["id"])
+    assert job.status == "failed" and job.error == "RuntimeError: disk full"
+    assert not JudgeConfig.objects.filter(name="API judge").exists()
+    # a redelivered message finds the job finished and does nothing
+    assert judge_output_import_job_run(job_id=job.pk) is None
+
+
+def test_the_job_of_another_project_is_refused(
+    researcher, annotator, project, dataset, import_jobs
+):
+    response = import_jobs.post(
+        _api(researcher),
+        f"{API}/projects/{project.slug}/judge-outputs/import/",
+        _upload("kestrel_review.jsonl", [review(501, {})], dataset=dataset.name, judge="J"),
+        format="multipart",
+    )
+    assert _api(annotator).get(response.json()["url"]).status_code == 403
 
 
 def test_annotators_and_researchers_of_other_projects_are_refused(

@@ -62,6 +62,7 @@ class Command(BaseCommand):
                     scales=opts["scale"],
                     judge_scale_raw=opts["judge_scale"] == "raw",
                     create_project=opts["create_project"],
+                    problem_limit=None,  # every problem is printed
                 )
         except ScoreImportRejected as exc:
             for problem in exc.problems:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -58,14 +59,16 @@ class Command(BaseCommand):
         if dataset is None:
             raise CommandError(f"project {project.slug!r} has no dataset {opts['dataset']!r}")
         try:
-            result = judge_outputs_import(
-                project=project,
-                dataset=dataset,
-                files=[(path.name, path.read_bytes()) for path in paths],
-                fmt=opts["format"],
-                judge_name=opts["judge"],
-                model=opts["model"],
-            )
+            with ExitStack() as stack:  # read as streams, in process: memory stays flat
+                result = judge_outputs_import(
+                    project=project,
+                    dataset=dataset,
+                    files=[(path.name, stack.enter_context(path.open("rb"))) for path in paths],
+                    fmt=opts["format"],
+                    judge_name=opts["judge"],
+                    model=opts["model"],
+                    problem_limit=None,  # every problem is printed
+                )
         except JudgeOutputImportRejected as exc:
             for problem in exc.problems:
                 self.stderr.write(str(problem))
