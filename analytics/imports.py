@@ -53,10 +53,12 @@ from analytics.score_parsers import (
     skill_key,
 )
 from annotation.models import Dataset, Difficulty, Project
+from annotation.names import NameRefused, NameScope
 from annotation.selectors import (
     dataset_get_by_name,
     domain_list_for_project,
     item_texts_by_external_id,
+    model_names_for_dataset,
     response_texts_for_items,
     skill_list_for_project,
 )
@@ -64,6 +66,7 @@ from annotation.services.catalogue import skill_create
 from annotation.services.items import (
     ItemSpec,
     dataset_get_or_create,
+    dataset_name_check,
     items_create,
     responses_create,
     texts_fill,
@@ -344,6 +347,7 @@ class _Plan:
 
     def check(self) -> None:
         self._check_across_rows()
+        self._check_names()
         self._check_skills()
         self._check_scales()
         self._check_domains()
@@ -414,6 +418,36 @@ class _Plan:
             pos, line, fld, "inconsistent_item", f"item {item!r} has another {fld} at {where}"
         )
 
+    def _check_names(self) -> None:
+        """The dataset's name, and systems and judges new to the project that look like
+        ones it has (annotation.names): two spellings of one would split its scores."""
+        try:
+            self.dataset_name = dataset_name_check(project=self.project, name=self.dataset_name)
+        except NameRefused as exc:
+            self.log.add(Problem("", None, "dataset", "invalid_option", str(exc)))
+            return
+        dataset = dataset_get_by_name(project=self.project, name=self.dataset_name)
+        stored = {
+            "system": model_names_for_dataset(dataset_id=dataset.pk) if dataset else [],
+            "rater": ImportedScore.objects.filter(project=self.project, rater_kind=RaterKind.JUDGE)
+            .values_list("rater", flat=True)
+            .distinct()
+            .order_by(),
+        }
+        judge = f"AND kind = '{RaterKind.JUDGE}'"
+        for fld, kind, only in (("system", "model", ""), ("rater", "judge", judge)):
+            scope = NameScope(kind, stored[fld])
+            self.cursor.execute(
+                f"""SELECT {fld}, MIN(seq) FROM {_ROW} WHERE keep = 1 {only}
+                    GROUP BY {fld} ORDER BY MIN(seq)"""
+            )
+            for name, seq in self.cursor.fetchall():
+                why = scope.admit(name)
+                if why is not None:
+                    self.cursor.execute(f"SELECT file_pos, line FROM {_ROW} WHERE seq = %s", [seq])
+                    pos, line = self.cursor.fetchone()
+                    self.log.add(self._problem(pos, line, fld, "lookalike_name", why))
+
     def _check_skills(self) -> None:
         # built-in first, so a project's own skill of the same key wins
         rows = sorted(
@@ -421,12 +455,16 @@ class _Plan:
             key=lambda r: r[2] is not None,
         )
         catalogue = {skill_key(name): (pk, name) for name, pk, _ in rows}
-        for key, (spelling, _, _) in self.parsed.skills.items():
+        scope = NameScope("skill", (name for name, _, _ in rows), exact=skill_key)
+        for key, (spelling, pos, line) in self.parsed.skills.items():
             if key in catalogue:
                 self.skill_ids[key], self.skill_names[key] = catalogue[key]
-            else:
-                self.new_skills.append(key)
-                self.skill_names[key] = spelling
+                continue
+            why = scope.admit(spelling)
+            if why is not None:
+                self.log.add(self._problem(pos, line, "skill", "lookalike_name", why))
+            self.new_skills.append(key)
+            self.skill_names[key] = spelling
         if self.skill_ids:
             self.cursor.executemany(
                 f"INSERT INTO {_SKILL} (skey, skill_id) VALUES (%s, %s)",

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import IO, Any
 
+from annotation.names import name_problem
+
 # --- problem classes -------------------------------------------------------------------------
 
 REJECT, SKIP, ACCEPT = "reject", "skip", "accept"
@@ -37,6 +39,8 @@ PROBLEM_CLASSES: dict[str, tuple[tuple[str, ...], str]] = {
     "invalid_csv": ((REJECT, SKIP), ""),
     "missing_field": ((REJECT, SKIP), ""),
     "invalid_type": ((REJECT, SKIP), ""),
+    "invalid_name": ((REJECT, SKIP), ""),
+    "lookalike_name": ((REJECT, SKIP), ""),
     "empty_response": ((REJECT, SKIP, ACCEPT), "import the empty answer as it is"),
     "invalid_difficulty": ((REJECT, SKIP, ACCEPT), "import the row with difficulty unknown"),
     "invalid_domain": ((REJECT, SKIP, ACCEPT), "import the row without that domain"),
@@ -499,7 +503,8 @@ class RowProblems:
 def short_name_check(value: Any, key: str, limit: int) -> tuple[str, tuple[str, str] | None]:
     """An id or name as the long-format importers read it (an item id, a system, a rater, a
     skill): text or a whole number, trimmed, 1 to `limit` characters, no NUL. Returns the
-    text, or "" and (code, message) of the problem."""
+    text, or "" and (code, message) of the problem. The characters annotation.names refuses
+    in names are refused here too, in ids as well (they make two look the same)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return "", ("missing_field", f"{key} is missing or empty")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -509,6 +514,9 @@ def short_name_check(value: Any, key: str, limit: int) -> tuple[str, tuple[str, 
         return "", ("invalid_type", f"{key} is longer than {limit} characters")
     if "\x00" in text:
         return "", ("invalid_type", f"{key} contains a NUL character")
+    problem = name_problem(text)
+    if problem is not None:  # bidi overrides, zero-width and other invisible characters
+        return "", ("invalid_name", f"{key} {text!r} {problem}")
     return text, None
 
 
@@ -549,6 +557,13 @@ def unstorable_field(raw: bytes, value: Any) -> tuple[str, str] | None:
             continue
         stack.extend(reversed(children))
     return None
+
+
+def _name_check(ctx: _RowContext, label: str, name: str) -> None:
+    """A model name (what annotation.names refuses in every name), fatal for the row."""
+    problem = name_problem(name)
+    if problem is not None:
+        ctx.problem(label, "invalid_name", f"{label} {name!r} {problem}", fatal=True)
 
 
 def _external_id(ctx: _RowContext, obj: dict, key: str) -> str:
@@ -736,6 +751,7 @@ def _generic_item_row(
             ctx.problem(label, "invalid_type", f"{label} must be an object", fatal=True)
             continue
         model = _as_text(ctx, raw, "model", required=True, label=f"{label}.model")[:200]
+        _name_check(ctx, f"{label}.model", model.strip())
         raw_text = raw.get("text")
         if isinstance(raw_text, str) and not raw_text.strip():
             ctx.problem(f"{label}.text", "empty_response", "the response text is empty")
@@ -765,6 +781,7 @@ def _response_row(
         text = _as_text(ctx, obj, "text", required=True, label="text")
     if model is None:
         model = _as_text(ctx, obj, "model", required=True, label="model")[:200].strip()
+    _name_check(ctx, "model", model)
     reserved = {id_key, "text", "model"}
     metadata = {k: v for k, v in obj.items() if k not in reserved}
     if ctx.fatal:

@@ -404,6 +404,16 @@ def response_for_judging(*, response_id: int) -> Response:
 # --- pairwise judging: a challenger response and the anchor model's response to its item ---
 
 
+def model_names_for_dataset(*, dataset_id: int) -> list[str]:
+    """The names of the models that answered the dataset's items."""
+    return list(
+        Response.objects.filter(item__dataset_id=dataset_id)
+        .values_list("model_name", flat=True)
+        .distinct()
+        .order_by()
+    )
+
+
 def dataset_has_model(*, dataset_id: int, model_name: str) -> bool:
     return Response.objects.filter(item__dataset_id=dataset_id, model_name=model_name).exists()
 

@@ -40,7 +40,9 @@ from annotation.models import (
     UploadSource,
     UploadStatus,
 )
+from annotation.names import NameRefused, NameScope
 from annotation.parsers import ACCEPT, PROBLEM_CLASSES, REJECT, SKIP, ItemRow, Problem, ResponseRow
+from annotation.services.items import dataset_name_check
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +143,10 @@ def dataset_upload_create(
     dataset_name = dataset_name.strip()
     if not dataset_name or len(dataset_name) > 200:
         raise ImportOptionsError("dataset name must be 1-200 characters")
+    try:
+        dataset_name = dataset_name_check(project=project, name=dataset_name)
+    except NameRefused as exc:
+        raise ImportOptionsError(str(exc)) from None
     for spec, _ in files:
         if spec.format and spec.format not in parsers.FORMATS:
             raise ImportOptionsError(
@@ -720,6 +726,35 @@ def _check_sets(cursor, dataset: Dataset, problems: _Problems, file_rows) -> Non
           f"{r[3]!r} (skip keeps the stored one)"),
         "stg_response",
     )  # fmt: skip
+    _check_model_names(cursor, dataset, problems, p)
+
+
+def _check_model_names(cursor, dataset: Dataset, problems: _Problems, p) -> None:
+    """A model name new to the dataset that looks like one it has, or like a name earlier in
+    the import (annotation.names), is a lookalike_name problem on each of its rows: two
+    spellings of one model would split its responses and scores in two."""
+    cursor.execute(
+        """SELECT DISTINCT r.model_name FROM annotation_response r
+             JOIN annotation_item i ON i.id = r.item_id WHERE i.dataset_id = %s""",
+        [dataset.pk],
+    )
+    scope = NameScope("model", (name for (name,) in cursor.fetchall()))
+    cursor.execute(
+        "SELECT model_name FROM stg_response WHERE keep = 1 GROUP BY model_name ORDER BY MIN(seq)"
+    )
+    refused = {name: why for (name,) in cursor.fetchall() if (why := scope.admit(name))}
+    if not refused:
+        return
+    marks = ", ".join(["%s"] * len(refused))
+    _set_check(
+        cursor,
+        f"""SELECT s.seq, s.file_pos, s.line, s.model_name FROM stg_response s
+             WHERE s.keep = 1 AND s.model_name IN ({marks}) ORDER BY s.seq""",
+        list(refused),
+        problems,
+        p("lookalike_name", lambda r: refused[r[3]]),
+        "stg_response",
+    )
 
 
 def _apply(cursor, dataset: Dataset, upload: DatasetUpload) -> tuple[dict | None, dict]:

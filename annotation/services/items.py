@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from annotation.models import Dataset, Item, ItemDomain, Project, Response
+from annotation.names import NameRefused, NameScope, name_clean
 
 BATCH = 5000
 
@@ -29,6 +30,18 @@ class ItemSpec:
 def _batches(values: Sequence, size: int) -> Iterable[Sequence]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
+
+
+def dataset_name_check(*, project: Project, name: str) -> str:
+    """A dataset name as every importer takes it: cleaned by annotation.names (NFKC, no
+    invisible or control characters) and not a look-alike of another dataset of the
+    project (the same name is the same dataset). Raises NameRefused with the reason."""
+    name = name_clean(name, what="the dataset name")
+    existing = Dataset.objects.filter(project=project).values_list("name", flat=True)
+    why = NameScope("dataset", existing).check(name)
+    if why is not None:
+        raise NameRefused(why)
+    return name
 
 
 def dataset_get_or_create(*, project: Project, name: str) -> tuple[Dataset, bool]:

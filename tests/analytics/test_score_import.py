@@ -495,3 +495,35 @@ def test_without_copy_the_scores_are_written_with_bulk_inserts_in_batches(projec
     # then
     assert result.batch.scores_created == 5
     assert [v for *_, v, _ in stored()] == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_skill_names_that_look_like_another_or_hide_characters_are_refused_atomically(project):
+    # was: three new custom skills, one per spelling of Factuality
+    data = csv_bytes(
+        "q1,m,r1,human,Fаctuality,4",  # Cyrillic а
+        "q1,m,r1,human,Fact\u202euality,4",  # a right-to-left override
+        "q1,m,r1,human,Fact\u200buality,4",  # a zero-width space
+        "q1,m,r1,human,Fluency,4",
+    )
+    problems = rejected(project, data)
+    assert [(p.line, p.field, p.code) for p in problems] == [
+        (2, "skill", "lookalike_name"),
+        (3, "skill", "invalid_name"),
+        (4, "skill", "invalid_name"),
+    ]
+    assert problems[0].message == "'Fаctuality' looks like the existing skill 'Factuality'"
+    assert "invisible character U+200B at position 4" in problems[2].message
+    assert not Skill.objects.filter(name="Fluency").exists()
+
+
+def test_new_systems_and_judges_that_look_like_stored_ones_are_refused(project):
+    run(project, csv_bytes("q1,gpt-4,kestrel,judge,Factuality,4"))
+    problems = rejected(
+        project,
+        csv_bytes("q2,GPT-4,kestrel,judge,Factuality,4", "q2,gpt-4,Kеstrel,judge,Factuality,4"),
+    )
+    assert [(p.line, p.field, p.code) for p in problems] == [
+        (2, "system", "lookalike_name"),
+        (3, "rater", "lookalike_name"),
+    ]
+    assert problems[0].message == "'GPT-4' looks like the existing model 'gpt-4'"

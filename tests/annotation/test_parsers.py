@@ -33,6 +33,7 @@ SET_LEVEL_CODES = {
     "unknown_item",
     "changed_item",
     "changed_response",
+    "lookalike_name",
 }
 
 
@@ -397,6 +398,14 @@ PROBLEM_CASES = [
         {},
         [(1, "model", "missing_field")],
     ),
+    (
+        "invalid_name model with a zero-width space",
+        "generic-jsonl",
+        jsonl({"item": "a", "model": "gpt\u200b4", "text": "t"},
+              generic_item(responses=[{"model": "m\u202e1", "text": "t"}])),
+        {},
+        [(1, "model", "invalid_name"), (2, "responses[1].model", "invalid_name")],
+    ),  # fmt: skip
     (
         "missing_field inline response model",
         "generic-jsonl",
