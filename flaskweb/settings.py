@@ -31,7 +31,7 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if D
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "flaskweb.admin_config.ThrottledAdminConfig",  # django.contrib.admin, login throttled
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -344,8 +344,8 @@ if not DEBUG:
     SECURE_CONTENT_TYPE_NOSNIFF = True
     SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-# Login throttling (flaskweb.security.ThrottledLoginView): failed sign-ins per username and
-# per client address within the window, counted in the cache.
+# Sign-in throttling (flaskweb.security, for /login/ and the admin's login): failed sign-ins
+# per username and per client address within the window, counted in the cache.
 LOGIN_FAILURES_PER_USER = env_int("FLASKWEB_LOGIN_FAILURES_PER_USER", 5)
 LOGIN_FAILURES_PER_ADDRESS = env_int("FLASKWEB_LOGIN_FAILURES_PER_ADDRESS", 30)
 LOGIN_FAILURE_WINDOW = env_int("FLASKWEB_LOGIN_FAILURE_WINDOW", 15 * 60)

@@ -1,19 +1,17 @@
-"""Site-wide protections: security headers, login throttling, and the audit trail of score
-edits and deletions."""
+"""Site-wide protections: security headers and the audit trail of score edits and deletions
+(sign-in throttling: tests/test_signin_throttle.py)."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
-from django.core.cache import cache
-from django.test import Client, RequestFactory
 
 from annotation.audit import actor_set
 from annotation.models import Campaign, HumanScore, HumanScoreDeletion, HumanScoreRevision
 from annotation.services.assignments import human_score_edit
 from annotation.services.campaigns import campaign_activate, campaign_create
-from flaskweb.security import CONTENT_SECURITY_POLICY, _keys
+from flaskweb.security import CONTENT_SECURITY_POLICY
 from tests.annotation.test_assignments import make_dataset
 from tests.annotation.test_reannotation import annotate_all
 
@@ -56,50 +54,6 @@ def test_no_template_has_an_inline_script_or_event_handler():
         if re.search(r"\son[a-z]+\s*=", text):
             offenders.append(f"{path}: inline event handler")
     assert offenders == []
-
-
-# --- login throttling ------------------------------------------------------------------------
-
-
-def _login(username: str, password: str, address: str = "10.0.0.1"):
-    return Client(REMOTE_ADDR=address).post("/login/", {"username": username, "password": password})
-
-
-def test_a_username_is_locked_after_repeated_failures_even_with_the_right_password(
-    researcher, settings
-):
-    settings.LOGIN_FAILURES_PER_USER = 3
-    for _ in range(3):
-        assert _login("rita", "wrong").status_code == 200  # the form again, with its error
-    refused = _login("rita", "pw-rita")
-    assert refused.status_code == 429
-    assert "Too many failed sign-ins" in refused.content.decode()
-    assert "_auth_user_id" not in refused.wsgi_request.session
-    # from another address too: the count is the username's
-    assert _login("rita", "pw-rita", address="10.9.9.9").status_code == 429
-
-
-def test_the_lock_ends_with_its_window_and_a_success_clears_the_count(researcher, settings):
-    settings.LOGIN_FAILURES_PER_USER = 3
-    for _ in range(2):
-        _login("rita", "wrong")
-    assert _login("rita", "pw-rita").status_code == 302  # success: count cleared
-    for _ in range(2):
-        _login("rita", "wrong")
-    assert _login("rita", "pw-rita").status_code == 302  # not locked: it started afresh
-    for _ in range(3):
-        _login("rita", "wrong")
-    assert _login("rita", "pw-rita").status_code == 429
-    cache.delete_many(_keys(RequestFactory().post("/login/", {"username": "rita"})))  # time up
-    assert _login("rita", "pw-rita").status_code == 302
-
-
-def test_one_address_trying_many_usernames_is_refused(researcher, settings):
-    settings.LOGIN_FAILURES_PER_ADDRESS = 4
-    for n in range(4):
-        assert _login(f"guess{n}", "x", address="10.6.6.6").status_code == 200
-    assert _login("rita", "pw-rita", address="10.6.6.6").status_code == 429
-    assert _login("rita", "pw-rita", address="10.7.7.7").status_code == 302
 
 
 # --- audit trail ---------------------------------------------------------------------------
