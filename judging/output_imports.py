@@ -41,6 +41,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotation.models import Dataset, Item, Project, Response
+from annotation.names import NameScope, name_problem
 from annotation.parsers import (
     Problem,
     RowProblems,
@@ -795,6 +796,20 @@ class _Import:
               ON s.seq = g.first"""
         )
 
+    def _check_judge_names(self, judges: list[str], existing: dict) -> None:
+        """A new judge's name follows the rule of every name (annotation.names): no
+        invisible or control characters, and not a look-alike of another judge."""
+        stored = JudgeConfig.objects.filter(project=self.project).values_list("name", flat=True)
+        scope = NameScope("judge", stored)
+        for name in judges:
+            if name in existing:
+                continue
+            problem = name_problem(name)
+            if problem is not None:
+                self._option("judge", "invalid_name", f"judge {name!r} {problem}")
+            elif (why := scope.admit(name)) is not None:
+                self._option("judge", "lookalike_name", why)
+
     def _judges(self, cursor) -> list[str]:
         cursor.execute(f"SELECT judge FROM {_J} GROUP BY judge ORDER BY MIN(seq)")
         return [r[0] for r in cursor.fetchall()]
@@ -907,6 +922,7 @@ class _Import:
             existing = {
                 j.name: j for j in JudgeConfig.objects.filter(project=self.project, name__in=judges)
             }
+            self._check_judge_names(judges, existing)
             snapshots = {name: self._snapshot(cursor, name, described, digest) for name in judges}
             earlier: dict[str, JudgeRun] = {}
             skip: list[str] = []

@@ -33,6 +33,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from annotation.models import Campaign, Dataset, Project, Response
+from annotation.names import NameRefused, NameScope, name_clean
 from annotation.selectors import (
     anchor_response_for,
     dataset_has_model,
@@ -320,12 +321,28 @@ def provider_price(provider: Provider | None, model: str) -> tuple[Decimal, Deci
 # --- judges -------------------------------------------------------------------------------------
 
 
+def judge_name_check(*, project: Project, name: str) -> str:
+    """A new judge's name as annotation.names takes every name (NFKC, no invisible or
+    control characters), and not a look-alike of another judge of the project; raises
+    ValidationError on the name field."""
+    try:
+        name = name_clean(name, what="the judge's name")
+    except NameRefused as exc:
+        raise ValidationError({"name": str(exc)}) from None
+    stored = JudgeConfig.objects.filter(project=project).values_list("name", flat=True)
+    why = NameScope("judge", stored).check(name)
+    if why is not None:
+        raise ValidationError({"name": why})
+    return name
+
+
 @transaction.atomic
 def judge_config_create(*, project: Project, name: str, kind: str, **fields) -> JudgeConfig:
     """Create a judge. LLM judges need a provider offered to the project and a model (and
     may pick one of the provider's base URLs; default: its first); the provider's price
     table, where it has one, sets the prices. Baselines name their metric."""
-    judge = JudgeConfig(project=project, name=name.strip(), kind=kind, **fields)
+    name = judge_name_check(project=project, name=name)
+    judge = JudgeConfig(project=project, name=name, kind=kind, **fields)
     if kind == JudgeKind.LLM:
         if judge.provider is None or not judge.model:
             raise ValidationError("an LLM judge needs a provider and a model")

@@ -16,6 +16,7 @@ from django.utils.text import slugify
 
 from annotation import catalogue_text
 from annotation.models import Ability, Domain, Project, Rubric, RubricSource, Skill
+from annotation.names import NameRefused, NameScope, name_clean
 from annotation.parsers import JsonRefused, archive_problem, json_loads_strict, unstorable_text
 
 
@@ -100,10 +101,18 @@ def skill_create(
     name = name.strip()
     if not name:
         raise ValidationError("the skill needs a name")
+    try:
+        name = name_clean(name, what="the skill's name")
+    except NameRefused as exc:
+        raise ValidationError(str(exc)) from None
     from annotation.selectors import skill_list_for_project
 
-    if skill_list_for_project(project=project).filter(name__iexact=name).exists():
+    existing = skill_list_for_project(project=project).values_list("name", flat=True)
+    if any(other.casefold() == name.casefold() for other in existing):
         raise ValidationError(f"a skill named {name!r} already exists")
+    why = NameScope("skill", existing).check(name)
+    if why is not None:
+        raise ValidationError(why)
     skill = Skill(
         project=project,
         key=slugify(name)[:80] or "skill",

@@ -20,6 +20,7 @@ from annotation.models import (
     ProjectMembership,
     ProjectRole,
 )
+from annotation.names import NameRefused, NameScope, name_clean
 from annotation.selectors import user_addable_get
 from annotation.services.assignments import assignments_revoke
 
@@ -43,7 +44,15 @@ def project_create(*, slug: str, name: str = "", description: str = "") -> Proje
     slug = slugify(slug)
     if not slug:
         raise ValidationError("a project needs a slug (letters, digits, hyphens)")
-    project = Project(slug=slug, name=name.strip() or slug, description=description)
+    name = name.strip() or slug
+    try:
+        name = name_clean(name, what="the project's name")
+    except NameRefused as exc:
+        raise ValidationError({"name": str(exc)}) from None
+    why = NameScope("project", Project.objects.values_list("name", flat=True)).check(name)
+    if why is not None:
+        raise ValidationError({"name": why})
+    project = Project(slug=slug, name=name, description=description)
     project.full_clean()
     project.save()
     return project

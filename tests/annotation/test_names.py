@@ -67,3 +67,68 @@ def test_the_skeleton_maps_greek_and_cyrillic_capitals_and_small_letters():
     assert name_skeleton("ΜΟDΕL") == name_skeleton("model") == "model"
     assert name_skeleton("Кеstrеl") == "kestrel"
     assert name_skeleton("GPT-4 o") == "gpt4o"
+
+
+# --- where names enter ----------------------------------------------------------------------
+
+
+def test_a_project_name_that_looks_like_another_or_hides_characters_is_refused(db):
+    from django.core.exceptions import ValidationError
+
+    from annotation.services.projects import project_create
+
+    project_create(slug="crowd", name="Crowd study")
+    for slug, name, message in [
+        ("crowd-2", "Crоwd study", "looks like the existing project 'Crowd study'"),
+        ("crowd-3", "Crowd\u202estudy", "a bidirectional control character U+202E"),
+    ]:
+        with pytest.raises(ValidationError) as refused:
+            project_create(slug=slug, name=name)
+        assert message in refused.value.message_dict["name"][0]
+    assert project_create(slug="crowd-4", name="Ｃrowd study two").name == "Crowd study two"
+
+
+def test_a_custom_skill_that_looks_like_an_existing_one_is_refused(project, researcher_client):
+    from django.urls import reverse
+
+    from annotation.models import Skill
+
+    url = reverse("annotation:skill-add", args=[project.slug])
+    anchors = {f"anchor_{n}": f"level {n}" for n in range(1, 6)} | {"ability": "custom"}
+    for name, message in [
+        ("Fаctuality", "&#x27;Fаctuality&#x27; looks like the existing skill &#x27;Factuality"),
+        ("Fact\u200buality", "contains an invisible character U+200B at position 4"),
+    ]:
+        response = researcher_client.post(url, {"name": name, "criterion": "c", **anchors})
+        assert message in response.content.decode(), response.content.decode()[:2000]
+    assert not Skill.objects.filter(project=project).exists()
+
+
+def test_a_dataset_import_refuses_a_model_name_that_looks_like_one_the_dataset_has(
+    project, tmp_path
+):
+    import json
+
+    from annotation.models import Response, UploadSource, UploadStatus
+    from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
+
+    def imported(rows, name):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        upload = dataset_upload_create(
+            project=project, dataset_name="D", source=UploadSource.CLI,
+            files=[(FileSpec(path.name), str(path))],
+        )  # fmt: skip
+        return dataset_import(upload_id=upload.pk)
+
+    skills = ["Factuality", "Readability", "Comprehension"]
+    item = {"id": "i1", "instruction": "Q", "skills": skills}
+    first = imported([{**item, "responses": [{"model": "gpt-4", "text": "a"}]}], "a.jsonl")
+    assert first.status == UploadStatus.SUCCEEDED, first.summary
+    # when: a second model spelled like the first
+    second = imported([{"item": "i1", "model": "GPT-4", "text": "b"}], "b.jsonl")
+    # then
+    assert second.status == UploadStatus.REJECTED
+    problems = [(p.code, p.message) for p in second.problems.all()]
+    assert ("lookalike_name", "'GPT-4' looks like the existing model 'gpt-4'") in problems
+    assert list(Response.objects.values_list("model_name", flat=True)) == ["gpt-4"]

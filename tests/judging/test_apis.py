@@ -354,3 +354,25 @@ def test_no_key_in_the_environment_never_leaks_into_a_stored_request(api, projec
     body += api.get(f"{API}/judges/{judge.pk}/").content.decode()
     assert "sk-should-never-be-stored" not in body and "FLASKWEB_JUDGEUI_KEY" not in body
     assert judge.provider.name in body
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("ROUGE", "'ROUGE' looks like the existing judge 'Rouge'"),
+        ("Rоuge", "looks like the existing judge 'Rouge'"),  # Cyrillic о
+        ("Ro\u200buge", "contains an invisible character U+200B at position 2"),
+        ("Rouge\u202e", "contains a bidirectional control character U+202E"),
+    ],
+)
+def test_a_judge_name_that_looks_like_another_or_hides_characters_is_a_field_error(
+    api, project, name, message
+):
+    # was: a second judge "ROUGE" or "Rоuge" beside "Rouge", told apart by nobody
+    body = {"kind": "baseline", "baseline": "rouge-l"}
+    url = f"{API}/projects/{project.slug}/judges/create/"
+    assert api.post(url, {**body, "name": "Rouge"}, format="json").status_code == 201
+    response = api.post(url, {**body, "name": name}, format="json")
+    assert response.status_code == 400
+    assert message in response.json()["fields"]["name"][0]
+    assert JudgeConfig.objects.filter(project=project).count() == 1

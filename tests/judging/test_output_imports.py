@@ -696,3 +696,20 @@ def test_an_imported_run_shows_on_the_judge_and_run_pages(
         page = researcher_client.get(url)
         assert page.status_code == 200, url
         assert "Paper judge" in page.content.decode(), url
+
+
+def test_an_imported_judge_named_like_an_existing_judge_is_refused(project, dataset, tmp_path):
+    # was: a judge "Kеstrel" (Cyrillic е) beside "Kestrel", its runs told apart by nobody
+    first = [write(tmp_path, "kestrel_review.jsonl", [review(501, {"factuality": 5})])]
+    _import(project, dataset, first, judge_name="Kestrel")
+    before = table_counts()
+    files = [write(tmp_path, "kestrel_review.jsonl", [review(502, {"readability": 4})])]
+    for name, code, message in [
+        ("Kеstrel", "lookalike_name", "'Kеstrel' looks like the existing judge 'Kestrel'"),
+        ("Kes\u200btrel", "invalid_name", "an invisible character U+200B at position 3"),
+    ]:
+        with pytest.raises(JudgeOutputImportRejected) as info:
+            _import(project, dataset, files, judge_name=name)
+        assert [(p.field, p.code) for p in info.value.problems] == [("judge", code)]
+        assert message in info.value.problems[0].message
+    assert table_counts() == before
