@@ -3,7 +3,9 @@ rubrics change through new versions (the catalogue pages), datasets through impo
 Scores and their revisions are read-only too: they change only through the workflow
 services, which keep the task counters and the audit trail consistent."""
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
 from annotation.models import (
     AnnotatorExpertise,
@@ -31,7 +33,7 @@ from annotation.models import (
     Task,
 )
 from annotation.services.campaigns import CAMPAIGN_STRUCTURE
-from annotation.services.projects import membership_remove
+from annotation.services.projects import membership_remove, project_name_check
 
 
 class MembershipInline(admin.TabularInline):
@@ -40,8 +42,21 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class ProjectAdminForm(forms.ModelForm):
+    class Meta:
+        model = Project
+        fields = ["slug", "name", "description"]
+
+    def clean_name(self):
+        try:
+            return project_name_check(name=self.cleaned_data["name"], project=self.instance)
+        except ValidationError as exc:
+            raise ValidationError(exc.message_dict["name"]) from None
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    form = ProjectAdminForm
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]

@@ -39,19 +39,27 @@ def _not_addable(username: str) -> MemberNotAddable:
     return MemberNotAddable(f"no user named {username} can be added")
 
 
+def project_name_check(*, name: str, project: Project | None = None) -> str:
+    """A project's name as annotation.names takes every name (NFKC, no invisible or
+    control characters), and not a look-alike of another project's name (`project`: the
+    one being renamed); raises ValidationError on the name field."""
+    try:
+        name = name_clean(name, what="the project's name")
+    except NameRefused as exc:
+        raise ValidationError({"name": str(exc)}) from None
+    others = Project.objects.exclude(pk=project.pk if project else None)
+    why = NameScope("project", others.values_list("name", flat=True)).check(name)
+    if why is not None:
+        raise ValidationError({"name": why})
+    return name
+
+
 @transaction.atomic
 def project_create(*, slug: str, name: str = "", description: str = "") -> Project:
     slug = slugify(slug)
     if not slug:
         raise ValidationError("a project needs a slug (letters, digits, hyphens)")
-    name = name.strip() or slug
-    try:
-        name = name_clean(name, what="the project's name")
-    except NameRefused as exc:
-        raise ValidationError({"name": str(exc)}) from None
-    why = NameScope("project", Project.objects.values_list("name", flat=True)).check(name)
-    if why is not None:
-        raise ValidationError({"name": why})
+    name = project_name_check(name=name.strip() or slug)
     project = Project(slug=slug, name=name, description=description)
     project.full_clean()
     project.save()

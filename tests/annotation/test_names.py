@@ -132,3 +132,19 @@ def test_a_dataset_import_refuses_a_model_name_that_looks_like_one_the_dataset_h
     problems = [(p.code, p.message) for p in second.problems.all()]
     assert ("lookalike_name", "'GPT-4' looks like the existing model 'gpt-4'") in problems
     assert list(Response.objects.values_list("model_name", flat=True)) == ["gpt-4"]
+
+
+def test_the_admin_refuses_a_project_name_that_looks_like_another(admin_client, project):
+    response = admin_client.post(
+        "/admin/annotation/project/add/",
+        {"slug": "other", "name": project.name.upper(), "description": "",
+         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )  # fmt: skip
+    assert response.status_code == 200
+    assert "looks like the existing project" in response.content.decode()
+    renamed = admin_client.post(
+        f"/admin/annotation/project/{project.pk}/change/",
+        {"slug": project.slug, "name": project.name + " ", "description": "",
+         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )  # fmt: skip
+    assert renamed.status_code == 302  # its own name is not a look-alike of itself
