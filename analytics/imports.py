@@ -73,7 +73,15 @@ from annotation.services.items import (
 )
 from annotation.services.projects import project_create
 from flaskweb.db import is_postgres
-from flaskweb.jobs import PROBLEMS_KEPT, ProblemLog, Progress, Staging, keyset_pages, sql_problems
+from flaskweb.jobs import (
+    PROBLEMS_KEPT,
+    ProblemLog,
+    Progress,
+    Staging,
+    key_ranges,
+    keyset_pages,
+    sql_problems,
+)
 
 DEFAULT_DATASET = "Imported scores"
 #: Rows per bulk INSERT of items and responses.
@@ -387,18 +395,31 @@ class _Plan:
         )  # fmt: skip
         # a repeated score is left out of everything else, as the first one stands
         cursor.execute(f"UPDATE {_ROW} SET keep = -1 WHERE seq IN ({dup})")
+        cursor.execute(
+            f"DELETE FROM {_GIVEN} WHERE row_seq IN (SELECT seq FROM {_ROW} WHERE keep = -1)"
+        )
+        # the items and responses of the import, one row each, for paging through them
+        cursor.execute(
+            f"INSERT INTO {_ITEM} (k, external_id) SELECT MIN(seq), item FROM {_ROW} "
+            "WHERE keep = 1 GROUP BY item"
+        )
+        cursor.execute(
+            f"INSERT INTO {_RESP} (k, item, system) SELECT MIN(seq), item, system FROM {_ROW} "
+            "WHERE keep = 1 GROUP BY item, system"
+        )
+        if is_postgres():  # statistics for the planner: autovacuum never sees temp tables
+            for table in (_ROW, _GIVEN, _ITEM, _RESP):
+                cursor.execute(f"ANALYZE {table}")
         sql_problems(
             cursor,
             f"""SELECT g.file_pos, g.line, g.field, g.item, g.system, f.file_pos, f.line
             FROM {_GIVEN} g
             JOIN (SELECT item, system, field, MIN(seq) AS first FROM {_GIVEN}
-                  WHERE row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1)
                   GROUP BY item, system, field) d
               ON g.item = d.item AND g.system = d.system AND g.field = d.field
                  AND g.seq <> d.first
             JOIN {_GIVEN} f ON f.seq = d.first
             WHERE g.norm <> f.norm
-              AND g.row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1)
             ORDER BY g.seq""",
             [],
             self.log,
@@ -522,15 +543,14 @@ class _Plan:
             self.domains[name.casefold()] = pk
         pages = keyset_pages(
             self.cursor,
-            f"SELECT f.first AS k, g.value, g.file_pos, g.line FROM {_GIVEN} g "
-            f"JOIN (SELECT MIN(seq) AS first FROM {_GIVEN} WHERE field = 'domain' "
-            f"AND row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1) GROUP BY item) f "
-            "ON g.seq = f.first",
+            f"SELECT k, external_id FROM {_ITEM} WHERE TRUE {{after}}",
             [],
+            key="k",
             size=READ_CHUNK,
         )
         for page in pages:
-            for _, value, pos, line in page:
+            firsts = self._firsts(("domain",), [e for _, e in page], responses=False)
+            for value, pos, line in sorted(firsts.values(), key=lambda v: (v[1], v[2])):
                 for name in json.loads(value):
                     if self.domains.get(name.casefold()) is None:
                         self.log.add(
@@ -549,7 +569,6 @@ class _Plan:
             f"""SELECT g.item, g.system, g.field, g.value, g.file_pos, g.line FROM {_GIVEN} g
             JOIN (SELECT MIN(seq) AS first FROM {_GIVEN}
                   WHERE field IN ({names}) AND {system} AND item IN ({marks})
-                    AND row_seq NOT IN (SELECT seq FROM {_ROW} WHERE keep = -1)
                   GROUP BY item, system, field) f ON g.seq = f.first""",
             list(items),
         )
@@ -557,20 +576,15 @@ class _Plan:
 
     def _check_stored_texts(self) -> None:
         cursor = self.cursor
-        cursor.execute(
-            f"INSERT INTO {_ITEM} (k, external_id) SELECT MIN(seq), item FROM {_ROW} "
-            "WHERE keep = 1 GROUP BY item"
-        )
-        cursor.execute(
-            f"INSERT INTO {_RESP} (k, item, system) SELECT MIN(seq), item, system FROM {_ROW} "
-            "WHERE keep = 1 GROUP BY item, system"
-        )
         self.dataset = dataset_get_by_name(project=self.project, name=self.dataset_name)
         if self.dataset is None:
             return
         fill = Staging(cursor, {_FILL: _STAGED[_FILL]})
         fill_seq = 0
-        for page in keyset_pages(cursor, f"SELECT k, external_id FROM {_ITEM}", []):
+        pages = keyset_pages(
+            cursor, f"SELECT k, external_id FROM {_ITEM} WHERE TRUE {{after}}", [], key="k"
+        )
+        for page in pages:
             chunk = [external_id for _, external_id in page]
             stored = item_texts_by_external_id(dataset_id=self.dataset.pk, external_ids=chunk)
             if not stored:
@@ -761,8 +775,9 @@ class _Plan:
         created = 0
         pages = keyset_pages(
             self.cursor,
-            f"SELECT k, external_id FROM {_ITEM} WHERE item_pk IS NULL",
+            f"SELECT k, external_id FROM {_ITEM} WHERE item_pk IS NULL {{after}}",
             [],
+            key="k",
             size=READ_CHUNK,
         )
         for page in pages:
@@ -799,14 +814,15 @@ class _Plan:
 
     def _write_responses(self) -> int:
         created = 0
-        pages = keyset_pages(
-            self.cursor,
-            f"""SELECT p.k, p.item, p.system, i.item_pk FROM {_RESP} p
-            JOIN {_ITEM} i ON i.external_id = p.item WHERE p.response_pk IS NULL""",
-            [],
-            size=READ_CHUNK,
-        )
-        for page in pages:
+        ranges = key_ranges(self.cursor, _RESP, "k", "response_pk IS NULL", [], size=READ_CHUNK)
+        for after, upto in ranges:
+            self.cursor.execute(
+                f"""SELECT p.k, p.item, p.system, i.item_pk FROM {_RESP} p
+                JOIN {_ITEM} i ON i.external_id = p.item
+                WHERE p.response_pk IS NULL AND p.k > %s AND p.k <= %s ORDER BY p.k""",
+                [after, upto],
+            )
+            page = self.cursor.fetchall()
             texts = self._firsts(("response",), sorted({r[1] for r in page}), responses=True)
             new = [(item, system, item_pk) for _, item, system, item_pk in page]
             pks = responses_create(
@@ -825,7 +841,12 @@ class _Plan:
         return created
 
     def _fill_texts(self) -> None:
-        pages = keyset_pages(self.cursor, f"SELECT seq AS k, kind, pk, col, value FROM {_FILL}", [])
+        pages = keyset_pages(
+            self.cursor,
+            f"SELECT seq, kind, pk, col, value FROM {_FILL} WHERE TRUE {{after}}",
+            [],
+            key="seq",
+        )
         for page in pages:
             items: dict[int, dict[str, str]] = {}
             responses: dict[int, str] = {}

@@ -311,14 +311,15 @@ class Staging:
             self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
 
 
-def keyset_pages(cursor, sql: str, params: Sequence, *, size: int = 1000):
-    """The rows of `sql` page by page (lists of at most `size`), in bounded memory. `sql`
-    selects a unique key named `k` as its first column, with no ORDER BY or LIMIT: pages
-    are read in key order, each after the last key of the one before."""
+def keyset_pages(cursor, sql: str, params: Sequence, *, key: str, size: int = 1000):
+    """The rows of `sql` page by page (lists of at most `size`), in bounded memory and
+    without re-reading what came before: `sql` selects the unique `key` first and holds an
+    `{after}` placeholder where `AND key > %s` goes (its WHERE clause must exist; write
+    WHERE TRUE if it has no other condition), with no ORDER BY or LIMIT."""
     last = None
     while True:
-        after = "" if last is None else "WHERE page_src.k > %s"
-        query = f"SELECT * FROM ({sql}) page_src {after} ORDER BY page_src.k LIMIT {int(size)}"
+        after = "" if last is None else f"AND {key} > %s"
+        query = sql.format(after=after) + f" ORDER BY {key} LIMIT {int(size)}"
         cursor.execute(query, [*params] + ([] if last is None else [last]))
         rows = cursor.fetchall()
         if rows:
@@ -328,21 +329,45 @@ def keyset_pages(cursor, sql: str, params: Sequence, *, size: int = 1000):
         last = rows[-1][0]
 
 
+def key_ranges(cursor, table: str, key: str, where: str, params: Sequence, *, size: int = 1000):
+    """(after, upto) ranges of `key` (an indexed unique positive integer column of `table`)
+    holding at most `size` rows matching `where` each, read by index, so that a join over
+    one range (`key > after AND key <= upto`) costs that range, not the whole table (a
+    keyset page over a join would have the planner join everything for every page)."""
+    last = None
+    while True:
+        after = "" if last is None else f"AND {key} > %s"
+        cursor.execute(
+            f"SELECT MAX({key}), COUNT(*) FROM (SELECT {key} FROM {table} WHERE {where} {after} "
+            f"ORDER BY {key} LIMIT {int(size)}) page_keys",
+            [*params] + ([] if last is None else [last]),
+        )
+        upto, n = cursor.fetchone()
+        if not n:
+            return
+        yield (last if last is not None else 0), upto
+        if n < size:
+            return
+        last = upto
+
+
 def sql_problems(
     cursor, sql: str, params: Sequence, log: ProblemLog, code: str, make: Callable
 ) -> None:
     """Report the rows of a set check (`sql`, ordered by file and line) as problems of
-    `code`: all are counted, at most the log's limit are read and made into problems."""
-    if log.limit is None:
-        cursor.execute(sql, params)
-        log.extend(make(row) for row in cursor.fetchall())
+    `code`: all are counted, at most the log's limit are read and made into problems. The
+    count comes first: it is the whole answer in the usual case of no problem, and a LIMIT
+    on a check that finds nothing would have the planner pick nested loops that expect to
+    stop early."""
+    cursor.execute(f"SELECT COUNT(*) FROM ({sql}) checked", params)
+    total = cursor.fetchone()[0]
+    if not total:
         return
-    cursor.execute(f"SELECT * FROM ({sql}) checked LIMIT {int(log.limit)}", params)
+    limit = "" if log.limit is None else f" LIMIT {int(log.limit)}"
+    cursor.execute(f"SELECT * FROM ({sql}) checked{limit}", params)
     rows = cursor.fetchall()
     log.extend(make(row) for row in rows)
-    if len(rows) == log.limit:
-        cursor.execute(f"SELECT COUNT(*) FROM ({sql}) checked", params)
-        log.counted(cursor.fetchone()[0] - len(rows), code)
+    log.counted(total - len(rows), code)
 
 
 def input_sha256(files: Sequence[dict[str, Any]]) -> str:

@@ -62,7 +62,7 @@ from flaskweb.jobs import (
     Progress,
     Staging,
     input_sha256,
-    keyset_pages,
+    key_ranges,
     sql_problems,
 )
 from judging.models import (
@@ -875,17 +875,20 @@ class _Import:
         )  # fmt: skip
         if self.format != FLASK_REVIEW:
             return
-        pages = keyset_pages(
-            cursor,
-            f"""SELECT j.seq AS k, j.file_pos, j.line, j.item, j.model, j.target_text, r.text
-            FROM {_J} j
-            JOIN {item_table} i ON i.dataset_id = %s AND i.external_id = j.item
-            JOIN {response_table} r ON r.item_id = i.id AND r.model_name = j.model
-            WHERE j.target_text IS NOT NULL {skip_sql}""",
-            [dataset.pk, *skip],
-            size=WRITE_BATCH,
+        skip_plain = skip_sql.replace("j.judge", "judge")
+        ranges = key_ranges(
+            cursor, _J, "seq", f"target_text IS NOT NULL {skip_plain}", skip, size=WRITE_BATCH
         )
-        for page in pages:
+        for after, upto in ranges:
+            cursor.execute(
+                f"""SELECT j.seq, j.file_pos, j.line, j.item, j.model, j.target_text, r.text
+                FROM {_J} j
+                JOIN {item_table} i ON i.dataset_id = %s AND i.external_id = j.item
+                JOIN {response_table} r ON r.item_id = i.id AND r.model_name = j.model
+                WHERE j.seq > %s AND j.seq <= %s AND j.target_text IS NOT NULL {skip_sql}""",
+                [dataset.pk, after, upto, *skip],
+            )
+            page = cursor.fetchall()
             for _, pos, line, item, model, target, text in page:
                 if _normalized(target) != _normalized(text):
                     self.log.add(
@@ -911,6 +914,7 @@ class _Import:
             for ddl in _STAGING_INDEXES:
                 cursor.execute(ddl)
             self._check_duplicates(cursor)
+            _analyze(cursor)
             judges = self._judges(cursor)
             if self.format == LONG and not judges and parse_problems == self.log.count == 0:
                 message = (
@@ -996,18 +1000,17 @@ class _Import:
             finished_at=timezone.now(),
         )
         item_table, response_table = Item._meta.db_table, Response._meta.db_table
-        pages = keyset_pages(
-            cursor,
-            f"""SELECT j.seq AS k, r.id, j.raw_output, j.total_tokens, j.parse_failed
-            FROM {_J} j
-            JOIN {item_table} i ON i.dataset_id = %s AND i.external_id = j.item
-            JOIN {response_table} r ON r.item_id = i.id AND r.model_name = j.model
-            WHERE j.judge = %s""",
-            [self.dataset.pk, name],
-            size=WRITE_BATCH,
-        )
         judgments = scores = 0
-        for page in pages:
+        for after, upto in key_ranges(cursor, _J, "seq", "judge = %s", [name], size=WRITE_BATCH):
+            cursor.execute(
+                f"""SELECT j.seq, r.id, j.raw_output, j.total_tokens, j.parse_failed
+                FROM {_J} j
+                JOIN {item_table} i ON i.dataset_id = %s AND i.external_id = j.item
+                JOIN {response_table} r ON r.item_id = i.id AND r.model_name = j.model
+                WHERE j.judge = %s AND j.seq > %s AND j.seq <= %s ORDER BY j.seq""",
+                [self.dataset.pk, name, after, upto],
+            )
+            page = cursor.fetchall()
             rows = {
                 seq: Judgment(
                     run=run,
@@ -1026,8 +1029,8 @@ class _Import:
             cursor.execute(
                 f"""SELECT j.seq, s.skill, s.score, s.feedback FROM {_S} s
                 JOIN {_J} j ON j.judge = s.judge AND j.item = s.item AND j.model = s.model
-                WHERE j.judge = %s AND j.seq >= %s AND j.seq <= %s ORDER BY s.seq""",
-                [name, page[0][0], page[-1][0]],
+                WHERE j.judge = %s AND j.seq > %s AND j.seq <= %s ORDER BY s.seq""",
+                [name, after, upto],
             )
             batch = [
                 JudgeScore(
@@ -1047,6 +1050,14 @@ class _Import:
             judgments += len(rows)
             scores += len(batch)
         return ImportedRun(run=run, already_imported=False, judgments=judgments, scores=scores)
+
+
+def _analyze(cursor) -> None:
+    """Statistics for the planner: autovacuum never sees temporary tables, and without
+    them a set check over 100,000 staged rows can take a nested loop per row."""
+    if is_postgres():
+        for table in _STAGING_COLUMNS:
+            cursor.execute(f"ANALYZE {table}")
 
 
 def _staging_create(cursor) -> Staging:
