@@ -44,7 +44,7 @@ def output_import_job_get_for_staff(user, pk: int) -> JudgeOutputImportJob:
 
 def judge_get_for_staff(user, pk: int) -> JudgeConfig:
     judge = get_object_or_404(
-        JudgeConfig.objects.select_related("project", "prompt_template"), pk=pk
+        JudgeConfig.objects.select_related("project", "prompt_template", "provider"), pk=pk
     )
     _require_staff(user, judge.project, "judge")
     return judge

@@ -82,9 +82,7 @@ class JudgeOutputSerializer(serializers.Serializer):
     name = serializers.CharField()
     kind = serializers.CharField()
     baseline = serializers.CharField()
-    provider = serializers.SlugRelatedField(
-        slug_field="name", read_only=True, allow_null=True, help_text="The provider's name."
-    )
+    provider = serializers.SerializerMethodField(help_text="The provider's name.")
     base_url = serializers.CharField()
     model = serializers.CharField()
     temperature = serializers.FloatField()
@@ -103,6 +101,10 @@ class JudgeOutputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "JudgingJudge"
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_provider(self, judge: JudgeConfig) -> str | None:
+        return judge.provider.name if judge.provider_id else None
 
 
 class RunOutputSerializer(serializers.Serializer):

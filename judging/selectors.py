@@ -36,7 +36,7 @@ from judging.models import (
 def judge_list_for_project(*, project: Project) -> QuerySet[JudgeConfig]:
     return (
         JudgeConfig.objects.filter(project=project)
-        .select_related("prompt_template")
+        .select_related("prompt_template", "provider")
         .annotate(run_count=Count("runs"), last_run_at=Max("runs__created_at"))
         .order_by("name")
     )
