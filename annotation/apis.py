@@ -204,15 +204,15 @@ class UploadCreateApi(APIView):
         serializer.is_valid(raise_exception=True)
         v = serializer.validated_data
         project = _project(request, v["project"])
-        for f in v["files"]:
-            if f.size > settings.FLASKWEB_MAX_UPLOAD_BYTES:
-                raise serializers.ValidationError(
-                    {
-                        "files": [
-                            f"{f.name} is larger than {settings.FLASKWEB_MAX_UPLOAD_BYTES:,} bytes"
-                        ]
-                    }
-                )
+        limit = settings.FLASKWEB_MAX_UPLOAD_BYTES  # all files of the request together
+        if sum(f.size for f in v["files"]) > limit:
+            files = v["files"]
+            message = (
+                f"{files[0].name} is larger than {limit:,} bytes"
+                if len(files) == 1
+                else f"the {len(files)} files are larger than {limit:,} bytes together"
+            )
+            raise serializers.ValidationError({"files": [message]})
         policies = v.get("policies") or {}
         if not isinstance(policies, dict):
             raise serializers.ValidationError({"policies": ["must be an object CLASS: ACTION"]})

@@ -24,13 +24,18 @@ class MultipleFileField(forms.FileField):
         cleaned = [single(f, initial) for f in files if f]
         if not cleaned and self.required:
             raise forms.ValidationError("choose at least one file")
-        limit = settings.FLASKWEB_MAX_UPLOAD_BYTES
-        for f in cleaned:
-            if f.size > limit:
-                raise forms.ValidationError(
-                    f"{f.name} is {f.size:,} bytes; the limit is {limit:,} bytes "
-                    f"(use the {self.command} command for larger files)"
-                )
+        limit = settings.FLASKWEB_MAX_UPLOAD_BYTES  # all files of the request together
+        total = sum(f.size for f in cleaned)
+        if total > limit:
+            what = (
+                f"{cleaned[0].name} is {total:,} bytes"
+                if len(cleaned) == 1
+                else f"the {len(cleaned)} files are {total:,} bytes together"
+            )
+            raise forms.ValidationError(
+                f"{what}; the limit is {limit:,} bytes "
+                f"(use the {self.command} command for larger files)"
+            )
         return cleaned
 
 

@@ -168,7 +168,8 @@ class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField(
         help_text="invalid, parse_error, bad_request, not_authenticated, "
         "authentication_failed, permission_denied, not_found, method_not_allowed, "
-        "not_acceptable, unsupported_media_type, throttled, server_error, or an "
+        "not_acceptable, unsupported_media_type, throttled, too_large (413), server_error, "
+        "or an "
         "operation's own code"
     )
     fields = serializers.DictField(

@@ -53,6 +53,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "flaskweb.security.SecurityHeadersMiddleware",
+    # before anything that reads the body (the CSRF middleware reads request.POST)
+    "flaskweb.request_limits.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -254,9 +256,13 @@ STORAGES = {
 # as streams either way.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
-# Largest dataset file accepted through the web or the API (the CLI has no limit).
 # Export files are deleted this many days after they were made (the job row stays).
 FLASKWEB_EXPORT_RETENTION_DAYS = env_int("FLASKWEB_EXPORT_RETENTION_DAYS", 7)
+# Largest request body anywhere but the upload endpoints, refused (413) before it is read
+# (flaskweb.request_limits); also the allowance for form fields on the upload endpoints.
+FLASKWEB_MAX_BODY_BYTES = env_int("FLASKWEB_MAX_BODY_BYTES", 2 * 1024 * 1024)
+# Most bytes of files one upload request may carry through the web or the API, all its files
+# together (the CLI has no limit).
 FLASKWEB_MAX_UPLOAD_BYTES = env_int("FLASKWEB_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 # Longest single line (JSONL) or record (CSV) accepted in an import file.
 FLASKWEB_MAX_LINE_BYTES = env_int("FLASKWEB_MAX_LINE_BYTES", 4 * 1024 * 1024)
