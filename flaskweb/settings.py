@@ -332,6 +332,7 @@ SPECTACULAR_SETTINGS = {
         "CampaignStatusEnum": "annotation.models.CampaignStatus",
         "CampaignStatusChangeEnum": "annotation.campaign_apis.STATUS_CHANGES",
         "ProjectRoleEnum": "annotation.models.ProjectRole",
+        "ImportJobStatusEnum": "flaskweb.jobs.JobStatus",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
