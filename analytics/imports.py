@@ -128,7 +128,7 @@ _ROW, _GIVEN, _ITEM, _RESP, _SKILL, _FILL = (
 _STAGED = {
     _ROW: (
         "seq", "file_pos", "line", "item", "system", "rater", "kind", "skill", "skill_name",
-        "value", "rationale",
+        "value", "rationale", "fractional",
     ),
     _GIVEN: ("seq", "row_seq", "file_pos", "line", "item", "system", "field", "value", "norm"),
     _SKILL: ("skey", "skill_id"),
@@ -139,7 +139,8 @@ _DDL = (
         seq BIGINT PRIMARY KEY, file_pos INTEGER NOT NULL, line INTEGER NOT NULL,
         item TEXT NOT NULL, system TEXT NOT NULL, rater TEXT NOT NULL, kind TEXT NOT NULL,
         skill TEXT NOT NULL, skill_name TEXT NOT NULL, value DOUBLE PRECISION NULL,
-        rationale TEXT NOT NULL, keep SMALLINT NOT NULL DEFAULT 1)""",
+        rationale TEXT NOT NULL, fractional SMALLINT NOT NULL DEFAULT 0,
+        keep SMALLINT NOT NULL DEFAULT 1)""",
     f"""CREATE TEMP TABLE {_GIVEN} (
         seq BIGINT PRIMARY KEY, row_seq BIGINT NOT NULL, file_pos INTEGER NOT NULL,
         line INTEGER NOT NULL, item TEXT NOT NULL, system TEXT NOT NULL, field TEXT NOT NULL,
@@ -276,7 +277,7 @@ class _RowStager:
             _ROW,
             (
                 row_seq, row.file, row.line, row.item, row.system, row.rater, row.rater_kind,
-                row.skill, skill, row.value, row.rationale,
+                row.skill, skill, row.value, row.rationale, row.fractional,
             ),
         )  # fmt: skip
         for given in givens:
@@ -652,11 +653,11 @@ class _Plan:
     def _check_values(self) -> None:
         for key, scale in self.scales.items():
             judge = f" AND kind <> '{RaterKind.JUDGE}'" if self.judge_scale_raw else ""
-            integer = "" if scale.continuous else " OR value <> ROUND(value)"
+            integer = "" if scale.continuous else " OR value <> ROUND(value) OR fractional = 1"
             name = self.skill_names[key]
             sql_problems(
                 self.cursor,
-                f"""SELECT file_pos, line, value FROM {_ROW}
+                f"""SELECT file_pos, line, value, fractional FROM {_ROW}
                 WHERE keep = 1 AND skill = %s AND value IS NOT NULL{judge}
                   AND (value < %s OR value > %s{integer})
                 ORDER BY seq""",
@@ -664,7 +665,7 @@ class _Plan:
                 self.log,
                 "out_of_scale",
                 lambda r, scale=scale, name=name: self._problem(
-                    r[0], r[1], "score", "out_of_scale", f"{name}: {scale.check(r[2])}"
+                    r[0], r[1], "score", "out_of_scale", f"{name}: {_off_scale(scale, r)}"
                 ),
             )
 
@@ -884,3 +885,15 @@ class _Plan:
 
 def _shown(value: float | None) -> str:
     return "N/A" if value is None else f"{value:g}"
+
+
+def _off_scale(scale, row) -> str:
+    """Why a staged score (file_pos, line, value, fractional) is off `scale`."""
+    value, fractional = row[2], row[3]
+    problem = scale.check(value)
+    if problem is None and fractional:
+        problem = (
+            f"score {value:g} is written with a fraction or an exponent; the scale {scale} "
+            f"takes whole numbers as written (write {int(value)})"
+        )
+    return problem

@@ -131,6 +131,9 @@ class ScoreRow(NamedTuple):
     skill: str  # skill_key of the skill's name
     value: float | None  # None: N/A
     rationale: str
+    # written with a fraction or an exponent ("4.0", "4e0"): refused on an integer scale,
+    # where only whole numbers as written count ("4.0" is not 4 there)
+    fractional: int = 0
 
 
 class Given(NamedTuple):
@@ -408,13 +411,17 @@ class _Parser:
             )  # fmt: skip
         skill = row.name(obj, "skill", MAX_SKILL_NAME)
         value: float | None = None
+        fractional = 0
         if "score" not in obj or obj["score"] is None:
             row.problem("score", "missing_field", "score is missing or empty")
         else:
             try:
-                value = score_value(obj["score"])
+                number = score_number(obj["score"], decimals=True)
             except ValueError as exc:
                 row.problem("score", "invalid_score", str(exc))
+            else:
+                value = None if number is None else float(number)
+                fractional = int(isinstance(number, float))
         instruction = row.text(obj, "instruction")
         response = row.text(obj, "response")
         reference = row.text(obj, "reference")
@@ -438,7 +445,9 @@ class _Parser:
             givens.append(given_make("response", system, response))
         result.skills.setdefault(key, (skill, index, line))
         self.sink(
-            ScoreRow(index, line, item, system, rater, kind, key, value, rationale or ""),
+            ScoreRow(
+                index, line, item, system, rater, kind, key, value, rationale or "", fractional
+            ),
             skill,
             givens,
         )

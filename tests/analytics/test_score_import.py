@@ -278,6 +278,26 @@ def test_a_score_cell_is_read_by_the_one_score_rule_of_the_project(project, cell
     assert problems[0].message.startswith("score ")
 
 
+@pytest.mark.parametrize("cell", ["4.0", "4e0", "40e-1"])
+def test_a_whole_number_written_as_a_decimal_is_refused_on_an_integer_scale(project, cell):
+    # was: "4.0" imported as 4 on the 1-5 whole-number scale
+    problems = rejected(project, csv_bytes(f"q1,m,r1,human,Factuality,{cell}"))
+    assert [(p.line, p.field, p.code) for p in problems] == [(2, "score", "out_of_scale")]
+    assert "written with a fraction or an exponent" in problems[0].message
+    assert "(write 4)" in problems[0].message
+
+
+def test_a_json_float_that_is_whole_is_refused_on_an_integer_scale_but_not_a_continuous_one(
+    project,
+):
+    row = {"item": "q1", "system": "m", "rater": "r1", "rater_kind": "human",
+           "skill": "Factuality", "score": 4.0}  # fmt: skip
+    problems = rejected(project, jsonl_bytes(row), "scores.jsonl")
+    assert [p.code for p in problems] == ["out_of_scale"]
+    run(project, jsonl_bytes(row), name="scores.jsonl", scales=["Factuality=1:5:continuous"])
+    assert ImportedScore.objects.get(rater="r1").value == 4.0
+
+
 # --- duplicates, conflicts, re-imports --------------------------------------------------------
 
 
@@ -405,7 +425,7 @@ def test_csv_with_a_bom_and_crlf_line_ends_reads_like_plain_csv(project):
 def test_jsonl_rows_report_malformed_lines_with_their_numbers(project):
     data = (
         jsonl_bytes({"item": "q1", "system": "m", "rater": "r", "rater_kind": "judge",
-                     "skill": "Factuality", "score": 4.0})
+                     "skill": "Factuality", "score": 4})
         + b"\n{not json}\n"
         + jsonl_bytes({"item": "q2", "system": "m", "rater": "r", "rater_kind": "robot",
                        "skill": "Factuality", "score": [4]})
