@@ -583,6 +583,10 @@ def _external_id(ctx: _RowContext, obj: dict, key: str) -> str:
     if not text or len(text) > 200:
         ctx.problem(key, "invalid_type", f"{key} must be 1-200 characters", fatal=True)
         return ""
+    problem = name_problem(text)
+    if problem is not None:  # the rule of ids in every import (short_name_check)
+        ctx.problem(key, "invalid_name", f"{key} {text!r} {problem}", fatal=True)
+        return ""
     return text
 
 

@@ -255,6 +255,16 @@ def test_it_accepts_external_id_as_the_generic_id_key():
     assert [i.external_id for i in items_of(out)] == ["x-9"]
 
 
+@pytest.mark.parametrize("item_id", ["a\u202eb", "a\u200bb", "line\nbreak"])
+def test_an_item_id_with_an_invisible_bidi_or_line_break_character_is_refused(item_id):
+    # the rule of ids in every import: the score import could never name such an item
+    out = parse(
+        jsonl({"id": item_id, "instruction": "q", "skills": SKILLS3}), fmt="generic-jsonl"
+    )
+    assert items_of(out) == []
+    assert [(p.field, p.code) for p in problems_of(out)] == [("id", "invalid_name")]
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [

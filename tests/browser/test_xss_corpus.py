@@ -40,6 +40,7 @@ from annotation.models import (
     UploadSource,
     UploadStatus,
 )
+from annotation.names import name_problem
 from annotation.selectors import task_skills
 from annotation.services.assignments import (
     ScoreInput,
@@ -262,6 +263,12 @@ def _braces(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
+def _as_id(text: str) -> str:
+    """A payload as an item id: ids refuse line breaks, invisible and bidirectional
+    characters (annotation.names), so those become spaces; the markup stays."""
+    return "".join(" " if name_problem(c) else c for c in text).strip()
+
+
 def _upload(project, tmp_path: Path, skills: list[str], domains: list[str]):
     """The generic JSONL import: the item with every payload first (the annotator gets it),
     then one item per payload, then a row whose unknown skill and domain become problems."""
@@ -283,7 +290,7 @@ def _upload(project, tmp_path: Path, skills: list[str], domains: list[str]):
     for n, (key, text) in enumerate(CORPUS):
         rows.append(
             {
-                "id": text[:200],
+                "id": _as_id(text[:200]),
                 "instruction": text,
                 "reference": text,
                 "skills": skills,
