@@ -34,6 +34,7 @@ from annotation.parsers import (
     skill_key,
     type_name,
 )
+from flaskweb.streams import HashingReader
 
 REQUIRED = ("item", "system", "rater", "rater_kind", "skill", "score")
 OPTIONAL = ("instruction", "response", "reference", "domain", "difficulty", "rationale")
@@ -209,29 +210,6 @@ class ParsedScores:
 # --- reading -----------------------------------------------------------------------------------
 
 
-class _HashingReader(io.RawIOBase):
-    """Hashes and counts the bytes read through it, so the file is read once."""
-
-    def __init__(self, stream: IO[bytes], on_read: Callable[[int], None] | None = None) -> None:
-        self.stream = stream
-        self.digest = hashlib.sha256()
-        self.count = 0
-        self.on_read = on_read
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        data = self.stream.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
-        self.digest.update(data)
-        self.count += n
-        if self.on_read is not None:
-            self.on_read(n)
-        return n
-
-
 def _format_of(name: str, reader: io.BufferedReader) -> str:
     suffix = PurePath(name).suffix.lower()
     if suffix == ".csv":
@@ -282,7 +260,7 @@ class _Parser:
                 stream = io.BytesIO(stream)
             info = FileInput(name)
             self.result.files.append(info)
-            hashing = _HashingReader(stream, self.on_read)
+            hashing = HashingReader(stream, self.on_read)
             reader = io.BufferedReader(hashing, buffer_size=1 << 16)
             archive = archive_problem(name, reader.peek(16)[:16])
             info.format = _format_of(name, reader)

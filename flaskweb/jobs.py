@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import heapq
-import io
 import itertools
 import time
 import uuid
@@ -38,6 +37,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from flaskweb.db import TimestampedModel, is_postgres
+from flaskweb.streams import HashingReader  # noqa: F401 (importers use it from here)
 
 #: Problems kept on a job row (all are counted in problem_count).
 PROBLEMS_KEPT = 1000
@@ -156,30 +156,6 @@ def files_delete(entries: Iterable[dict[str, Any]]) -> None:
 
 
 # --- reading ----------------------------------------------------------------------------------
-
-
-class HashingReader(io.RawIOBase):
-    """Hashes and counts the bytes read through it, so a file is read once; `on_read` is
-    told the running count (progress)."""
-
-    def __init__(self, stream: IO[bytes], on_read: Callable[[int], None] | None = None) -> None:
-        self.stream = stream
-        self.digest = hashlib.sha256()
-        self.count = 0
-        self.on_read = on_read
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        data = self.stream.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
-        self.digest.update(data)
-        self.count += n
-        if self.on_read is not None:
-            self.on_read(n)
-        return n
 
 
 # --- progress ---------------------------------------------------------------------------------
