@@ -5,7 +5,6 @@ in process). Docs: docs/IMPORT_FORMATS.md, "Long-format scores (analytics)"."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from django.db import transaction
@@ -14,19 +13,11 @@ from analytics.imports import ScoreImportRejected, scores_import
 from analytics.models import ScoreImportJob
 from annotation.models import Project
 from flaskweb.jobs import (
-    JobStatus,
-    Progress,
-    file_open,
-    files_delete,
     files_store,
-    job_claim,
-    job_finish,
+    job_execute,
     jobs_fail_stale,
-    problems_as_dicts,
     progress_get,
 )
-
-logger = logging.getLogger(__name__)
 
 
 def progress_key(job_id: int) -> str:
@@ -74,18 +65,11 @@ def score_import_job_create(
 
 
 def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
-    """Claim job `job_id` (pending -> running) and run it to its end state. None when it is
-    gone or another worker claimed it. Never raises for bad input: the outcome, with every
-    problem or the error, is on the job row. The stored files are deleted when it ends."""
-    job = job_claim(ScoreImportJob, job_id)
-    if job is None:
-        return None
-    options = job.options
-    streams = []
-    fields: dict = {}
-    status = JobStatus.FAILED
-    try:
-        streams = [(f["name"], file_open(f)) for f in job.files]
+    """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
+    every problem or the error, is on the job row."""
+
+    def run(job, streams, progress) -> dict:
+        options = job.options
         result = scores_import(
             project_slug=options["project"],
             files=streams,
@@ -94,17 +78,9 @@ def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
             judge_scale_raw=options.get("judge_scale") == "raw",
             create_project=options.get("create_project", False),
             created_by=job.created_by,
-            progress=Progress(progress_key(job.pk), job.bytes_total),
+            progress=progress,
         )
-    except ScoreImportRejected as exc:
-        status = JobStatus.REJECTED
-        fields = {"problems": problems_as_dicts(exc.problems), "problem_count": exc.count}
-    except Exception as exc:  # a crash: the import's transaction rolled back; record why
-        logger.exception("score import job %s failed", job.pk)
-        fields = {"error": f"{type(exc).__name__}: {exc}"[:5000]}
-    else:
-        status = JobStatus.SUCCEEDED
-        fields = {
+        return {
             "batch": result.batch,
             "project": result.batch.project,
             "result": {
@@ -114,15 +90,11 @@ def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
                 "skills_created": result.skills_created,
             },
         }
-    finally:
-        for _, stream in streams:
-            stream.close()
-    if not job_finish(ScoreImportJob, job.pk, status, **fields):
-        logger.warning("score import job %s was finished elsewhere", job.pk)
-    files_delete(job.files)
-    Progress(progress_key(job.pk), 1).set("done", force=True)
-    job.refresh_from_db()
-    return job
+
+    return job_execute(
+        ScoreImportJob, job_id, label="score import job", progress_key=progress_key(job_id),
+        rejected=ScoreImportRejected, run=run,
+    )  # fmt: skip
 
 
 def score_import_jobs_fail_stale(*, older_than_seconds: int) -> int:

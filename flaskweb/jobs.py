@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import heapq
 import itertools
+import logging
 import time
 import uuid
 from collections import Counter
@@ -38,6 +39,8 @@ from django.utils import timezone
 
 from flaskweb.db import TimestampedModel, is_postgres
 from flaskweb.streams import HashingReader  # noqa: F401 (importers use it from here)
+
+logger = logging.getLogger(__name__)
 
 #: Problems kept on a job row (all are counted in problem_count).
 PROBLEMS_KEPT = 1000
@@ -190,6 +193,51 @@ def progress_get(key: str) -> dict:
     with contextlib.suppress(Exception):
         return cache.get(key) or {}
     return {}
+
+
+# --- running a job -----------------------------------------------------------------------------
+
+
+def job_execute(
+    model: type[ImportJob],
+    job_id: int,
+    *,
+    label: str,
+    progress_key: str,
+    rejected: type[Exception],
+    run: Callable[[ImportJob, list[tuple[str, IO[bytes]]], Progress], dict[str, Any]],
+) -> ImportJob | None:
+    """Claim job `job_id` (pending -> running) and run it to its end state: `run(job,
+    streams, progress)` imports from the stored files and returns the job fields of a
+    success; `rejected` (with `.problems` and `.count`) ends it rejected; any other
+    exception ends it failed with the error. None when the job is gone or another worker
+    claimed it. Never raises for bad input. The stored files are deleted when it ends."""
+    job = job_claim(model, job_id)
+    if job is None:
+        return None
+    streams: list[tuple[str, IO[bytes]]] = []
+    fields: dict[str, Any] = {}
+    status = JobStatus.FAILED
+    try:
+        streams = [(f["name"], file_open(f)) for f in job.files]
+        fields = run(job, streams, Progress(progress_key, job.bytes_total))
+    except rejected as exc:
+        status = JobStatus.REJECTED
+        fields = {"problems": problems_as_dicts(exc.problems), "problem_count": exc.count}
+    except Exception as exc:  # a crash: the import's transaction rolled back; record why
+        logger.exception("%s %s failed", label, job.pk)
+        fields = {"error": f"{type(exc).__name__}: {exc}"[:5000]}
+    else:
+        status = JobStatus.SUCCEEDED
+    finally:
+        for _, stream in streams:
+            stream.close()
+    if not job_finish(model, job.pk, status, **fields):
+        logger.warning("%s %s was finished elsewhere", label, job.pk)
+    files_delete(job.files)
+    Progress(progress_key, 1).set("done", force=True)
+    job.refresh_from_db()
+    return job
 
 
 # --- problems ---------------------------------------------------------------------------------

@@ -5,28 +5,19 @@ command calls it in process). Docs: docs/JUDGE_OUTPUT_IMPORTS.md."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from django.db import transaction
 
 from annotation.models import Dataset, Project
 from flaskweb.jobs import (
-    JobStatus,
-    Progress,
-    file_open,
-    files_delete,
     files_store,
-    job_claim,
-    job_finish,
+    job_execute,
     jobs_fail_stale,
-    problems_as_dicts,
     progress_get,
 )
 from judging.models import JudgeOutputImportJob
 from judging.output_imports import JudgeOutputImportRejected, judge_outputs_import
-
-logger = logging.getLogger(__name__)
 
 
 def progress_key(job_id: int) -> str:
@@ -68,17 +59,10 @@ def judge_output_import_job_create(
 
 
 def judge_output_import_job_run(*, job_id: int) -> JudgeOutputImportJob | None:
-    """Claim job `job_id` (pending -> running) and run it to its end state. None when it is
-    gone or another worker claimed it. Never raises for bad input: the outcome, with every
-    problem or the error, is on the job row. The stored files are deleted when it ends."""
-    job = job_claim(JudgeOutputImportJob, job_id)
-    if job is None:
-        return None
-    streams = []
-    fields: dict = {}
-    status = JobStatus.FAILED
-    try:
-        streams = [(f["name"], file_open(f)) for f in job.files]
+    """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
+    every problem or the error, is on the job row."""
+
+    def run(job, streams, progress) -> dict:
         result = judge_outputs_import(
             project=job.project,
             dataset=job.dataset,
@@ -87,26 +71,14 @@ def judge_output_import_job_run(*, job_id: int) -> JudgeOutputImportJob | None:
             judge_name=job.options.get("judge", ""),
             model=job.options.get("model", ""),
             created_by=job.created_by,
-            progress=Progress(progress_key(job.pk), job.bytes_total),
+            progress=progress,
         )
-    except JudgeOutputImportRejected as exc:
-        status = JobStatus.REJECTED
-        fields = {"problems": problems_as_dicts(exc.problems), "problem_count": exc.count}
-    except Exception as exc:  # a crash: the import's transaction rolled back; record why
-        logger.exception("judge output import %s failed", job.pk)
-        fields = {"error": f"{type(exc).__name__}: {exc}"[:5000]}
-    else:
-        status = JobStatus.SUCCEEDED
-        fields = {"result": result.as_dict()}
-    finally:
-        for _, stream in streams:
-            stream.close()
-    if not job_finish(JudgeOutputImportJob, job.pk, status, **fields):
-        logger.warning("judge output import %s was finished elsewhere", job.pk)
-    files_delete(job.files)
-    Progress(progress_key(job.pk), 1).set("done", force=True)
-    job.refresh_from_db()
-    return job
+        return {"result": result.as_dict()}
+
+    return job_execute(
+        JudgeOutputImportJob, job_id, label="judge output import",
+        progress_key=progress_key(job_id), rejected=JudgeOutputImportRejected, run=run,
+    )  # fmt: skip
 
 
 def judge_output_import_jobs_fail_stale(*, older_than_seconds: int) -> int:
