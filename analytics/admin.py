@@ -8,8 +8,17 @@ from analytics.models import ExportJob
 
 @admin.register(ExportJob)
 class ExportJobAdmin(admin.ModelAdmin):
-    list_display = ["id", "project", "kind", "format", "status", "rows", "requested_by",
-                    "created_at", "finished_at"]  # fmt: skip
+    list_display = [
+        "id",
+        "project",
+        "kind",
+        "format",
+        "status",
+        "rows",
+        "requested_by",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["status", "kind", "format"]
     list_select_related = ["project", "requested_by"]
     search_fields = ["project__slug", "error"]

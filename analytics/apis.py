@@ -9,7 +9,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from analytics.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
-from judging.access import project_get_for_staff
+from annotation.access import project_get_for_staff
 
 
 class AnalyticsReportApi(APIView):

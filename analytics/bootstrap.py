@@ -42,8 +42,12 @@ class Interval:
     resamples: int  # resamples where the statistic was defined
 
     def as_dict(self) -> dict:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high,
-                "resamples": self.resamples}  # fmt: skip
+        return {
+            "estimate": self.estimate,
+            "low": self.low,
+            "high": self.high,
+            "resamples": self.resamples,
+        }
 
 
 def _chunks(n_items: int, n_points: int, resamples: int, rng: np.random.Generator, size: int = 0):
@@ -195,9 +199,13 @@ def _alpha_from(o: np.ndarray, level: str, values: np.ndarray) -> np.ndarray:
 
 
 def alpha_intervals(
-    matrix, unit_items, *, levels=("nominal", "ordinal", "interval", "ratio"),
-    resamples: int = 1000, seed: int = 0,
-) -> dict[str, Interval]:  # fmt: skip
+    matrix,
+    unit_items,
+    *,
+    levels=("nominal", "ordinal", "interval", "ratio"),
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Interval]:
     """Krippendorff's alpha (raters x units matrix, NaN = missing) per level, with
     percentile intervals from resampling items (`unit_items`: each unit's item)."""
     data = np.asarray(matrix, dtype=float)

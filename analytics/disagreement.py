@@ -207,8 +207,13 @@ def imported_score_list_for_response(*, project: Project, response_id: int) -> l
         ImportedScore.objects.filter(project=project, response_id=response_id)
         .order_by("rater_kind", "skill__order", "skill__name", "rater")
         .values_list(
-            "rater", "rater_kind", "skill__name", "value", "rationale", "batch_id",
+            "rater",
+            "rater_kind",
+            "skill__name",
+            "value",
+            "rationale",
+            "batch_id",
             "batch__created_at",
         )
-    )  # fmt: skip
+    )
     return [ImportedScoreRow(*row) for row in rows]

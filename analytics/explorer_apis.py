@@ -12,6 +12,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from analytics.disagreement import PAGE_SIZE, SORTS, DisagreementFilters, disagreement_list
+from annotation.access import project_get_for_staff
 from annotation.response_selectors import campaign_list_for_reannotation
 from annotation.services.reannotation import (
     MAX_EXTRA,
@@ -20,7 +21,6 @@ from annotation.services.reannotation import (
     MIN_EXTRA,
     responses_reannotate,
 )
-from judging.access import project_get_for_staff
 
 
 class DisagreementPagination(PageNumberPagination):
@@ -169,9 +169,11 @@ class ReannotationCreateApi(APIView):
             )
         try:
             result = responses_reannotate(
-                campaign=campaign, response_ids=data["response_ids"], extra=data["extra"],
+                campaign=campaign,
+                response_ids=data["response_ids"],
+                extra=data["extra"],
                 requested_by=request.user,
-            )  # fmt: skip
+            )
         except DjangoValidationError as exc:
             problems = (
                 exc.message_dict

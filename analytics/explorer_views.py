@@ -21,6 +21,7 @@ from analytics.disagreement import (
     filter_choices,
     imported_score_list_for_response,
 )
+from annotation.access import project_get_for_staff
 from annotation.models import Campaign, Response
 from annotation.response_selectors import (
     campaign_list_for_reannotation,
@@ -40,7 +41,6 @@ from annotation.services.reannotation import (
     responses_reannotate,
 )
 from flaskweb.htmx import HtmxHttpRequest, template_for
-from judging.access import project_get_for_staff
 from judging.response_selectors import judge_score_list_for_response
 
 PAGE = "analytics/disagreements.html"
@@ -65,8 +65,12 @@ class DisagreementFilterForm(forms.Form):
 
     def __init__(self, *args, choices: dict[str, list[str]], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        for name, key in (("skill", "skills"), ("judge", "judges"), ("system", "systems"),
-                          ("domain", "domains")):  # fmt: skip
+        for name, key in (
+            ("skill", "skills"),
+            ("judge", "judges"),
+            ("system", "systems"),
+            ("domain", "domains"),
+        ):
             self.fields[name].choices = [(value, value) for value in choices[key]]
             self.fields[name].widget.attrs["size"] = min(6, max(2, len(choices[key])))
 
@@ -148,10 +152,10 @@ def disagreements(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 "campaigns": campaigns.get(row.response_id, []),
             }
             for row in page
-        ],  # fmt: skip
+        ],
         "campaign_choices": sorted(
             {c for pairs in campaigns.values() for c in pairs}, key=lambda c: (c[1], c[0])
-        ),  # fmt: skip
+        ),
         "extra_choices": EXTRA_CHOICES,
         "filters": filters,
         "query": request.GET.urlencode(),
@@ -169,9 +173,11 @@ def disagreements_reannotate(request: HtmxHttpRequest, slug: str) -> HttpRespons
         data = form.cleaned_data
         try:
             result = responses_reannotate(
-                campaign=data["campaign"], response_ids=data["response_ids"],
-                extra=data["extra"], requested_by=request.user,
-            )  # fmt: skip
+                campaign=data["campaign"],
+                response_ids=data["response_ids"],
+                extra=data["extra"],
+                requested_by=request.user,
+            )
         except ValidationError as exc:
             problems = exc.message_dict if hasattr(exc, "error_dict") else {None: exc.messages}
             for name, errors in problems.items():

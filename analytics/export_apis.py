@@ -17,8 +17,8 @@ from analytics.export_selectors import export_get_for_staff, export_list_for_pro
 from analytics.export_views import export_file_response
 from analytics.exports import ExportOptionsError, export_job_create
 from analytics.models import ExportFormat, ExportJob, ExportKind, ExportStatus, RaterKind
+from annotation.access import project_get_for_staff
 from flaskweb.api_errors import ApiPagination, state_conflict
-from judging.access import project_get_for_staff
 
 KIND_HELP = f"One of {', '.join(ExportKind.values)}."
 FORMAT_HELP = (
@@ -127,7 +127,7 @@ class ExportListCreateApi(APIView):
                     "rater_kind": "judge",
                     "skill": ["Factuality", "Readability"],
                 },
-            ),  # fmt: skip
+            ),
         ],
     )
     def post(self, request, slug: str):

@@ -26,9 +26,9 @@ from django.shortcuts import get_object_or_404
 
 from analytics.models import ExportJob, ImportedScore, RaterKind
 from annotation import selectors as annotation_selectors
+from annotation.access import project_get_for_staff
 from annotation.models import Project
 from judging import selectors as judging_selectors
-from judging.access import project_get_for_staff
 
 #: Rows fetched per round trip of a streaming query (server-side cursor on PostgreSQL).
 #: 2,000 rows of about 20 short columns is a few hundred KB of Python objects.
@@ -88,8 +88,12 @@ def _narrowed(qs: QuerySet, f: ExportFilters) -> QuerySet:
 
 
 def _human_narrowing(f: ExportFilters) -> dict:
-    return {"skills": f.skills, "dataset_id": f.dataset_id, "systems": f.systems,
-            "campaign_id": f.campaign_id}  # fmt: skip
+    return {
+        "skills": f.skills,
+        "dataset_id": f.dataset_id,
+        "systems": f.systems,
+        "campaign_id": f.campaign_id,
+    }
 
 
 def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iterator[ScoreRow]:
@@ -101,15 +105,44 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
     rows = annotation_selectors.human_score_export_rows(
         project=project, **_human_narrowing(filters), chunk_size=FETCH_CHUNK
     )
-    for (response_id, skill_id, dataset, item, system, skill, rater, score, is_na, rationale,
-         time_ms, active_ms, rubric_version, campaign, created_at, updated_at,
-         ) in rows:  # fmt: skip
+    for (
+        response_id,
+        skill_id,
+        dataset,
+        item,
+        system,
+        skill,
+        rater,
+        score,
+        is_na,
+        rationale,
+        time_ms,
+        active_ms,
+        rubric_version,
+        campaign,
+        created_at,
+        updated_at,
+    ) in rows:
         yield ScoreRow(
-            response_id, skill_id, dataset, item, system, skill, rater, RaterKind.HUMAN.value,
-            None if is_na else score, is_na, rationale,
-            time_ms if time_ms is not None else active_ms, rubric_version, None,
-            f"campaign:{campaign}", created_at, updated_at, None,
-        )  # fmt: skip
+            response_id,
+            skill_id,
+            dataset,
+            item,
+            system,
+            skill,
+            rater,
+            RaterKind.HUMAN.value,
+            None if is_na else score,
+            is_na,
+            rationale,
+            time_ms if time_ms is not None else active_ms,
+            rubric_version,
+            None,
+            f"campaign:{campaign}",
+            created_at,
+            updated_at,
+            None,
+        )
 
 
 # --- judge scores ---------------------------------------------------------------------------------
@@ -124,8 +157,13 @@ def latest_run_ids(*, project: Project, filters: ExportFilters) -> list[int]:
 
 
 def _judge_narrowing(f: ExportFilters) -> dict:
-    return {"skills": f.skills, "dataset_id": f.dataset_id, "systems": f.systems,
-            "judges": f.judges, "run_id": f.run_id}  # fmt: skip
+    return {
+        "skills": f.skills,
+        "dataset_id": f.dataset_id,
+        "systems": f.systems,
+        "judges": f.judges,
+        "run_id": f.run_id,
+    }
 
 
 def judge_score_export_rows(
@@ -137,14 +175,45 @@ def judge_score_export_rows(
     rows = judging_selectors.judge_score_export_rows(
         project=project, **_judge_narrowing(filters), run_ids=run_ids, chunk_size=FETCH_CHUNK
     )
-    for (response_id, skill_id, dataset, item, system, skill, rater, score, is_na, feedback,
-         latency_ms, rubric_version, prompt_version, run_id, created_at, updated_at, sample,
-         ) in rows:  # fmt: skip
+    for (
+        response_id,
+        skill_id,
+        dataset,
+        item,
+        system,
+        skill,
+        rater,
+        score,
+        is_na,
+        feedback,
+        latency_ms,
+        rubric_version,
+        prompt_version,
+        run_id,
+        created_at,
+        updated_at,
+        sample,
+    ) in rows:
         yield ScoreRow(
-            response_id, skill_id, dataset, item, system, skill, rater, RaterKind.JUDGE.value,
-            None if is_na else score, is_na, feedback, latency_ms, rubric_version,
-            prompt_version, f"run:{run_id}", created_at, updated_at, sample,
-        )  # fmt: skip
+            response_id,
+            skill_id,
+            dataset,
+            item,
+            system,
+            skill,
+            rater,
+            RaterKind.JUDGE.value,
+            None if is_na else score,
+            is_na,
+            feedback,
+            latency_ms,
+            rubric_version,
+            prompt_version,
+            f"run:{run_id}",
+            created_at,
+            updated_at,
+            sample,
+        )
 
 
 # --- imported scores ------------------------------------------------------------------------------
@@ -172,19 +241,58 @@ def imported_score_export_rows(*, project: Project, filters: ExportFilters) -> I
         imported_scores_for_export(project=project, filters=filters)
         .order_by("response_id", "skill_id", "rater_kind", "rater", "pk")
         .values_list(
-            "response_id", "skill_id", "response__item__dataset__name",
-            "response__item__external_id", "response__model_name", "skill__name", "rater",
-            "rater_kind", "value", "is_na", "rationale", "batch_id", "batch__created_at",
+            "response_id",
+            "skill_id",
+            "response__item__dataset__name",
+            "response__item__external_id",
+            "response__model_name",
+            "skill__name",
+            "rater",
+            "rater_kind",
+            "value",
+            "is_na",
+            "rationale",
+            "batch_id",
+            "batch__created_at",
             "batch__updated_at",
         )
-    )  # fmt: skip
-    for (response_id, skill_id, dataset, item, system, skill, rater, kind, value, is_na,
-         rationale, batch_id, created_at, updated_at,
-         ) in rows.iterator(chunk_size=FETCH_CHUNK):  # fmt: skip
+    )
+    for (
+        response_id,
+        skill_id,
+        dataset,
+        item,
+        system,
+        skill,
+        rater,
+        kind,
+        value,
+        is_na,
+        rationale,
+        batch_id,
+        created_at,
+        updated_at,
+    ) in rows.iterator(chunk_size=FETCH_CHUNK):
         yield ScoreRow(
-            response_id, skill_id, dataset, item, system, skill, rater, kind, value, is_na,
-            rationale, None, None, None, f"import:{batch_id}", created_at, updated_at, None,
-        )  # fmt: skip
+            response_id,
+            skill_id,
+            dataset,
+            item,
+            system,
+            skill,
+            rater,
+            kind,
+            value,
+            is_na,
+            rationale,
+            None,
+            None,
+            None,
+            f"import:{batch_id}",
+            created_at,
+            updated_at,
+            None,
+        )
 
 
 # --- the wide table's columns ---------------------------------------------------------------------
@@ -272,16 +380,33 @@ def _review_batch(batch: list[tuple], filters: ExportFilters) -> Iterator[Review
     by_judgment: dict[int, list[tuple[str, int | None]]] = {}
     for judgment_id, skill, score, is_na in scores:
         by_judgment.setdefault(judgment_id, []).append((skill, None if is_na else score))
-    for (pk, _, item, system, instruction, reference, response, review, prompt_tokens,
-         completion_tokens, imported_tokens) in batch:  # fmt: skip
+    for (
+        pk,
+        _,
+        item,
+        system,
+        instruction,
+        reference,
+        response,
+        review,
+        prompt_tokens,
+        completion_tokens,
+        imported_tokens,
+    ) in batch:
         if isinstance(imported_tokens, int) and not isinstance(imported_tokens, bool):
             tokens: int | None = imported_tokens
         else:
             tokens = (prompt_tokens + completion_tokens) or None
         yield ReviewLine(
-            item, system, instruction, reference, response, review, tokens,
+            item,
+            system,
+            instruction,
+            reference,
+            response,
+            review,
+            tokens,
             by_judgment.get(pk, []),
-        )  # fmt: skip
+        )
 
 
 # --- export jobs ----------------------------------------------------------------------------------

@@ -26,10 +26,10 @@ from analytics.exports import (
     export_job_create,
 )
 from analytics.models import ExportFormat, ExportJob, ExportKind, RaterKind
+from annotation.access import project_get_for_staff
 from annotation.models import Project
 from annotation.selectors import dataset_list_for_project, skill_list_for_project
 from flaskweb.htmx import HtmxHttpRequest, template_for
-from judging.access import project_get_for_staff
 
 EXPORTS_PAGE = "analytics/exports.html"
 

@@ -71,10 +71,24 @@ CHUNK_ROWS = 2000
 MAX_ACTIVE_EXPORTS = 5
 
 LONG_COLUMNS = (
-    "project", "dataset", "item", "system", "skill", "rater", "rater_kind", "score", "is_na",
-    "rationale", "time_on_task_ms", "rubric_version", "prompt_version", "source",
-    "created_at", "updated_at", "sample",
-)  # fmt: skip
+    "project",
+    "dataset",
+    "item",
+    "system",
+    "skill",
+    "rater",
+    "rater_kind",
+    "score",
+    "is_na",
+    "rationale",
+    "time_on_task_ms",
+    "rubric_version",
+    "prompt_version",
+    "source",
+    "created_at",
+    "updated_at",
+    "sample",
+)
 WIDE_COLUMNS = ("dataset", "item", "system", "skill")
 NA = "N/A"
 
@@ -272,11 +286,14 @@ def export_options_clean(
     effective_systems = tuple(systems)
     if campaign is not None and campaign.model_names:
         # a campaign that names its systems covers only their responses
-        effective_systems = tuple(s for s in systems or campaign.model_names
-                                  if s in campaign.model_names)  # fmt: skip
+        effective_systems = tuple(
+            s for s in systems or campaign.model_names if s in campaign.model_names
+        )
         if not effective_systems:
-            bad("system", f"campaign {campaign.name!r} scores only "
-                          f"{', '.join(campaign.model_names)}")  # fmt: skip
+            bad(
+                "system",
+                f"campaign {campaign.name!r} scores only {', '.join(campaign.model_names)}",
+            )
     if errors:
         raise ExportOptionsError(errors)
     stored = {
@@ -316,8 +333,11 @@ def _review_run(project, judges, run, dataset_id, rater_kind, bad) -> JudgeRun |
         bad("rater_kind", "a FLASK review file holds judge reviews, not human scores")
     judge = JudgeConfig.objects.filter(project=project, name=judges[0]).first()
     if judge is None:
-        bad("judge", f"{judges[0]!r} is a rater of imported scores, not a judge with runs; "
-                     "export its scores as a long table")  # fmt: skip
+        bad(
+            "judge",
+            f"{judges[0]!r} is a rater of imported scores, not a judge with runs; "
+            "export its scores as a long table",
+        )
         return None
     if run is not None:
         if run.judge_id != judge.pk:
@@ -328,8 +348,11 @@ def _review_run(project, judges, run, dataset_id, rater_kind, bad) -> JudgeRun |
         runs = runs.filter(dataset_id=dataset_id)
     latest = runs.order_by("-pk").first()
     if latest is None:
-        bad("judge", f"judge {judge.name!r} has no finished pointwise run"
-                     + (" on that dataset" if dataset_id is not None else ""))  # fmt: skip
+        bad(
+            "judge",
+            f"judge {judge.name!r} has no finished pointwise run"
+            + (" on that dataset" if dataset_id is not None else ""),
+        )
     return latest
 
 
@@ -403,12 +426,24 @@ class ScoreExport:
 
     def _long_values(self, row: ScoreRow) -> list[Any]:
         return [
-            self.options.project.slug, row.dataset, row.item, row.system, row.skill, row.rater,
-            row.rater_kind, NA if row.is_na else _number(row.score), row.is_na, row.rationale,
+            self.options.project.slug,
+            row.dataset,
+            row.item,
+            row.system,
+            row.skill,
+            row.rater,
+            row.rater_kind,
+            NA if row.is_na else _number(row.score),
+            row.is_na,
+            row.rationale,
             row.time_on_task_ms,
-            row.rubric_version, row.prompt_version, row.source, _iso(row.created_at),
-            _iso(row.updated_at), row.sample,
-        ]  # fmt: skip
+            row.rubric_version,
+            row.prompt_version,
+            row.source,
+            _iso(row.created_at),
+            _iso(row.updated_at),
+            row.sample,
+        ]
 
     def _long_cells(self, row: ScoreRow) -> list[Any]:
         values = self._long_values(row)

@@ -22,7 +22,7 @@ from analytics.import_jobs import score_import_job_create, score_import_progress
 from analytics.imports import DEFAULT_DATASET
 from analytics.models import ScoreImport, ScoreImportJob
 from analytics.selectors import score_import_list
-from annotation.access import is_site_admin, project_exists
+from annotation.access import is_site_admin, project_exists, project_get_for_staff
 from flaskweb.api_errors import (
     ProblemSerializer,
     ProblemsErrorSerializer,
@@ -30,7 +30,6 @@ from flaskweb.api_errors import (
     problems_response,
 )
 from flaskweb.jobs import JobStatus
-from judging.access import project_get_for_staff
 
 
 class ScoreImportSerializer(serializers.ModelSerializer):
@@ -40,10 +39,20 @@ class ScoreImportSerializer(serializers.ModelSerializer):
     class Meta:
         model = ScoreImport
         fields = [
-            "id", "dataset", "files", "input_sha256", "rows_read", "scores_created",
-            "scores_unchanged", "items_created", "responses_created", "scales", "summary",
-            "created_by", "created_at",
-        ]  # fmt: skip
+            "id",
+            "dataset",
+            "files",
+            "input_sha256",
+            "rows_read",
+            "scores_created",
+            "scores_unchanged",
+            "items_created",
+            "responses_created",
+            "scales",
+            "summary",
+            "created_by",
+            "created_at",
+        ]
         ref_name = "AnalyticsScoreImport"
 
 
@@ -101,10 +110,24 @@ class ScoreImportJobSerializer(serializers.ModelSerializer):
     class Meta:
         model = ScoreImportJob
         fields = [
-            "id", "url", "project", "dataset", "status", "options", "files", "bytes_total",
-            "progress", "problem_count", "problems", "error", "result", "batch", "created_at",
-            "started_at", "finished_at",
-        ]  # fmt: skip
+            "id",
+            "url",
+            "project",
+            "dataset",
+            "status",
+            "options",
+            "files",
+            "bytes_total",
+            "progress",
+            "problem_count",
+            "problems",
+            "error",
+            "result",
+            "batch",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         ref_name = "AnalyticsScoreImportJob"
 
     @extend_schema_field(ImportProgressSerializer)

@@ -92,9 +92,13 @@ def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
         }
 
     return job_execute(
-        ScoreImportJob, job_id, label="score import job", progress_key=progress_key(job_id),
-        rejected=ScoreImportRejected, run=run,
-    )  # fmt: skip
+        ScoreImportJob,
+        job_id,
+        label="score import job",
+        progress_key=progress_key(job_id),
+        rejected=ScoreImportRejected,
+        run=run,
+    )
 
 
 def score_import_jobs_fail_stale(*, older_than_seconds: int) -> int:

@@ -15,8 +15,8 @@ from analytics.import_forms import ScoreImportForm
 from analytics.import_jobs import score_import_job_create, score_import_progress_get
 from analytics.models import ScoreImportJob
 from analytics.selectors import score_import_list
+from annotation.access import project_get_for_staff
 from flaskweb.htmx import template_for
-from judging.access import project_get_for_staff
 
 #: Problems listed on the page (all are counted; the job keeps the first 1,000).
 MAX_PROBLEMS_SHOWN = 500

@@ -123,17 +123,32 @@ ScaleArg = str | tuple[str, Scale]
 # --- staging tables ----------------------------------------------------------------------------
 
 _ROW, _GIVEN, _ITEM, _RESP, _SKILL, _FILL = (
-    "stg_sc_row", "stg_sc_given", "stg_sc_item", "stg_sc_resp", "stg_sc_skill", "stg_sc_fill",
-)  # fmt: skip
+    "stg_sc_row",
+    "stg_sc_given",
+    "stg_sc_item",
+    "stg_sc_resp",
+    "stg_sc_skill",
+    "stg_sc_fill",
+)
 _STAGED = {
     _ROW: (
-        "seq", "file_pos", "line", "item", "system", "rater", "kind", "skill", "skill_name",
-        "value", "rationale", "fractional",
+        "seq",
+        "file_pos",
+        "line",
+        "item",
+        "system",
+        "rater",
+        "kind",
+        "skill",
+        "skill_name",
+        "value",
+        "rationale",
+        "fractional",
     ),
     _GIVEN: ("seq", "row_seq", "file_pos", "line", "item", "system", "field", "value", "norm"),
     _SKILL: ("skey", "skill_id"),
     _FILL: ("seq", "kind", "pk", "col", "value"),
-}  # fmt: skip
+}
 _DDL = (
     f"""CREATE TEMP TABLE {_ROW} (
         seq BIGINT PRIMARY KEY, file_pos INTEGER NOT NULL, line INTEGER NOT NULL,
@@ -230,10 +245,13 @@ def scores_import(
         elif project is None:
             log.add(
                 Problem(
-                    "", None, "project", "unknown_project",
+                    "",
+                    None,
+                    "project",
+                    "unknown_project",
                     f"no project has the slug {project_slug!r} (ask to create it)",
                 )
-            )  # fmt: skip
+            )
         if project is None:
             raise ScoreImportRejected(log.sorted(), log.count)
         earlier = ScoreImport.objects.filter(
@@ -276,19 +294,36 @@ class _RowStager:
         self.staging.add(
             _ROW,
             (
-                row_seq, row.file, row.line, row.item, row.system, row.rater, row.rater_kind,
-                row.skill, skill, row.value, row.rationale, row.fractional,
+                row_seq,
+                row.file,
+                row.line,
+                row.item,
+                row.system,
+                row.rater,
+                row.rater_kind,
+                row.skill,
+                skill,
+                row.value,
+                row.rationale,
+                row.fractional,
             ),
-        )  # fmt: skip
+        )
         for given in givens:
             self.seq += 1
             self.staging.add(
                 _GIVEN,
                 (
-                    self.seq, row_seq, row.file, row.line, row.item, given.system, given.field,
-                    given.value, given.norm,
+                    self.seq,
+                    row_seq,
+                    row.file,
+                    row.line,
+                    row.item,
+                    given.system,
+                    given.field,
+                    given.value,
+                    given.norm,
                 ),
-            )  # fmt: skip
+            )
 
 
 def _difficulty_names() -> dict[str, int]:
@@ -314,10 +349,13 @@ def _declared_scales(
         if key in result and result[key][1] != scale:
             log.add(
                 Problem(
-                    "", None, "scale", "invalid_option",
+                    "",
+                    None,
+                    "scale",
+                    "invalid_option",
                     f"two scales for {name!r}: {result[key][1]} and {scale}",
                 )
-            )  # fmt: skip
+            )
             continue
         result[key] = (name.strip(), scale)
     return result
@@ -389,11 +427,14 @@ class _Plan:
             self.log,
             "duplicate_score",
             lambda r: self._problem(
-                r[0], r[1], "score", "duplicate_score",
+                r[0],
+                r[1],
+                "score",
+                "duplicate_score",
                 f"{r[2]} {r[3]!r} scored {r[4]!r} of {r[5]!r} on item {r[6]!r} already "
                 f"({self._where(r[7], r[8])})",
             ),
-        )  # fmt: skip
+        )
         # a repeated score is left out of everything else, as the first one stands
         cursor.execute(f"UPDATE {_ROW} SET keep = -1 WHERE seq IN ({dup})")
         cursor.execute(
@@ -433,9 +474,12 @@ class _Plan:
         where = self._where(first_pos, first_line)
         if fld == "response":
             return self._problem(
-                pos, line, "response", "inconsistent_response",
+                pos,
+                line,
+                "response",
+                "inconsistent_response",
                 f"the response of {system!r} to item {item!r} has another text at {where}",
-            )  # fmt: skip
+            )
         return self._problem(
             pos, line, fld, "inconsistent_item", f"item {item!r} has another {fld} at {where}"
         )
@@ -509,10 +553,13 @@ class _Plan:
             if key != ALL_SKILLS and key not in self.parsed.skills:
                 self.log.add(
                     Problem(
-                        "", None, "scale", "invalid_option",
+                        "",
+                        None,
+                        "scale",
+                        "invalid_option",
                         f"a scale is given for {name!r}, but no row scores that skill",
                     )
-                )  # fmt: skip
+                )
         star = self.declared.get(ALL_SKILLS)
         for key in self.parsed.skills:
             skill_id = self.skill_ids.get(key)
@@ -528,11 +575,14 @@ class _Plan:
             if skill_id in with_scores:
                 self.log.add(
                     Problem(
-                        "", None, "scale", "scale_conflict",
+                        "",
+                        None,
+                        "scale",
+                        "scale_conflict",
                         f"{self.skill_names[key]} already has imported scores on the scale "
                         f"{current}; this import declares {scale}",
                     )
-                )  # fmt: skip
+                )
                 continue
             self.scale_rows[key] = None if scale == DEFAULT_SCALE else scale
 
@@ -556,10 +606,13 @@ class _Plan:
                     if self.domains.get(name.casefold()) is None:
                         self.log.add(
                             self._problem(
-                                pos, line, "domain", "invalid_domain",
+                                pos,
+                                line,
+                                "domain",
+                                "invalid_domain",
                                 f"domain {name!r} is not a domain of the catalogue",
                             )
-                        )  # fmt: skip
+                        )
 
     def _firsts(self, fields: Sequence[str], items: Sequence[str], *, responses: bool):
         """The first values given for `items`: {(item, system, field): (value, pos, line)}."""
@@ -611,10 +664,13 @@ class _Plan:
                     elif normalized_text(text) != normalized_text(given[0]):
                         self.log.add(
                             self._problem(
-                                given[1], given[2], fld, "changed_item",
+                                given[1],
+                                given[2],
+                                fld,
+                                "changed_item",
                                 f"item {external_id!r} is stored with another {fld}",
                             )
-                        )  # fmt: skip
+                        )
             self.fills += len(filled)
             names = {pk: external_id for pk, external_id, _, _ in stored}
             marks = ", ".join(["%s"] * len(names))
@@ -639,11 +695,14 @@ class _Plan:
                 elif normalized_text(text) != normalized_text(given[0]):
                     self.log.add(
                         self._problem(
-                            given[1], given[2], "response", "changed_response",
+                            given[1],
+                            given[2],
+                            "response",
+                            "changed_response",
                             f"the response of {system!r} to item {key[0]!r} is stored "
                             "with another text",
                         )
-                    )  # fmt: skip
+                    )
             if found:
                 cursor.executemany(
                     f"UPDATE {_RESP} SET response_pk = %s WHERE item = %s AND system = %s", found
@@ -695,12 +754,15 @@ class _Plan:
             self.log,
             "changed_score",
             lambda r: self._problem(
-                r[0], r[1], "score", "changed_score",
+                r[0],
+                r[1],
+                "score",
+                "changed_score",
                 f"{r[2]} {r[3]!r} already has {_shown(r[7])} stored for "
                 f"{self.skill_names[r[4]]} of {r[5]!r} on item {r[6]!r} "
                 f"(import {r[8]}), not {_shown(r[9])}",
             ),
-        )  # fmt: skip
+        )
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -711,9 +773,12 @@ class _Plan:
             self.dataset, _ = dataset_get_or_create(project=project, name=self.dataset_name)
         for key in self.new_skills:
             skill = skill_create(
-                project=project, name=self.skill_names[key], criterion=_CRITERION,
-                anchors=_ANCHORS, created_by=created_by,
-            )  # fmt: skip
+                project=project,
+                name=self.skill_names[key],
+                criterion=_CRITERION,
+                anchors=_ANCHORS,
+                created_by=created_by,
+            )
             self.skill_ids[key] = skill.pk
             cursor.execute(
                 f"INSERT INTO {_SKILL} (skey, skill_id) VALUES (%s, %s)", [key, skill.pk]
@@ -723,9 +788,10 @@ class _Plan:
                 SkillScale.objects.filter(project=project, skill_id=self.skill_ids[key]).delete()
             else:
                 SkillScale.objects.update_or_create(
-                    project=project, skill_id=self.skill_ids[key],
+                    project=project,
+                    skill_id=self.skill_ids[key],
                     defaults={"low": scale.low, "high": scale.high, "continuous": scale.continuous},
-                )  # fmt: skip
+                )
         items_created = self._write_items()
         responses_created = self._write_responses()
         self._fill_texts()
@@ -828,12 +894,17 @@ class _Plan:
             new = [(item, system, item_pk) for _, item, system, item_pk in page]
             pks = responses_create(
                 responses=[
-                    (item_pk, system, texts[(item, system, "response")][0]
-                     if (item, system, "response") in texts else "")
+                    (
+                        item_pk,
+                        system,
+                        texts[(item, system, "response")][0]
+                        if (item, system, "response") in texts
+                        else "",
+                    )
                     for item, system, item_pk in new
                 ],
                 batch=WRITE_BATCH,
-            )  # fmt: skip
+            )
             self.cursor.executemany(
                 f"UPDATE {_RESP} SET response_pk = %s WHERE item = %s AND system = %s",
                 [(pk, item, system) for (item, system, _), pk in zip(new, pks, strict=True)],

@@ -78,8 +78,9 @@ def agreement(
         # The intervals' coincidence matrices give alpha's point estimates too: the same
         # numbers as the krippendorff library (tests/analytics/test_bootstrap.py and
         # test_report.py compare them), without computing them a second time.
-        resampled.alpha_register(resampler, matrix, unit_items, sink=result,
-                                 key="krippendorff_alpha_ci")  # fmt: skip
+        resampled.alpha_register(
+            resampler, matrix, unit_items, sink=result, key="krippendorff_alpha_ci"
+        )
 
         def alpha_estimates() -> None:
             result["krippendorff_alpha"] = {
@@ -211,9 +212,17 @@ def _icc(matrix: np.ndarray, design=False) -> dict | None:
         return None
     if complete:
         return {**asdict(result), "design": "complete"}
-    return {"ICC1": result.ICC1, "ICC1k": result.ICC1k, "ICC2": None, "ICC2k": None,
-            "ICC3": None, "ICC3k": None, "n": result.n, "k": result.k,
-            "design": "one-way (raters differ per unit)"}  # fmt: skip
+    return {
+        "ICC1": result.ICC1,
+        "ICC1k": result.ICC1k,
+        "ICC2": None,
+        "ICC2k": None,
+        "ICC3": None,
+        "ICC3k": None,
+        "n": result.n,
+        "k": result.k,
+        "design": "one-way (raters differ per unit)",
+    }
 
 
 def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
@@ -290,13 +299,16 @@ def human_means(rows: Sequence[Row]) -> dict[int, tuple]:
         zip(
             ids[keep].tolist(),
             zip(
-                [r[1] for r in heads], [r[2] for r in heads], means.tolist(),
-                totals[keep].astype(np.int64).tolist(), counts[keep].astype(np.int64).tolist(),
+                [r[1] for r in heads],
+                [r[2] for r in heads],
+                means.tolist(),
+                totals[keep].astype(np.int64).tolist(),
+                counts[keep].astype(np.int64).tolist(),
                 strict=True,
             ),
             strict=True,
         )
-    )  # fmt: skip
+    )
 
 
 def _human_means_exact(rows: Sequence[Row]) -> dict[int, tuple]:
@@ -309,11 +321,16 @@ def _human_means_exact(rows: Sequence[Row]) -> dict[int, tuple]:
             entry[2] += value if value.__class__ is int else _exact(value)
             entry[3] += 1
     return {
-        rid: (item, system, float(total / count) if isinstance(total, Fraction)
-              else total / count, total, count)
+        rid: (
+            item,
+            system,
+            float(total / count) if isinstance(total, Fraction) else total / count,
+            total,
+            count,
+        )
         for rid, (item, system, total, count) in acc.items()
         if count
-    }  # fmt: skip
+    }
 
 
 def mean_of_means(parts: Sequence[tuple]) -> float | None:
@@ -403,11 +420,13 @@ def correlation(
     else:
         per_item, used, n_items = {}, np.array([], dtype=bool), 0
     result["item"] = {
-        **{name: (float(per_item[name][used].mean()) if used.any() else None)
-           for name in ("pearson", "spearman", "kendall")},
+        **{
+            name: (float(per_item[name][used].mean()) if used.any() else None)
+            for name in ("pearson", "spearman", "kendall")
+        },
         "n": int(used.sum()),
         "items_skipped": int(n_items - used.sum()),
-    }  # fmt: skip
+    }
     if resampler is not None and used.any():
         resampled.item_level_register(resampler, np.unique(items), per_item, sink=result["item"])
     # system level: exact per-system means of the shared responses
@@ -423,10 +442,14 @@ def correlation(
     result["system"] = {**system, "systems": systems}
     if resampler is not None and system["pearson"] is not None:
         resampled.system_level_register(
-            resampler, items, [humans[rid][1] for rid in shared],
-            [humans[rid][3] for rid in shared], [humans[rid][4] for rid in shared], j,
+            resampler,
+            items,
+            [humans[rid][1] for rid in shared],
+            [humans[rid][3] for rid in shared],
+            [humans[rid][4] for rid in shared],
+            j,
             sink=result["system"],
-        )  # fmt: skip
+        )
     if own is not None:
         own.run()
     return result
@@ -478,12 +501,14 @@ def build_report(
             items = {means[s][rid][0] for rid in scored if rid in means[s]}
             report["correlation"][judge][s] = _scale_aware(
                 correlation(
-                    human_by_skill[s], by_skill[s], means=means[s],
+                    human_by_skill[s],
+                    by_skill[s],
+                    means=means[s],
                     resampler=resampler_for(items) if items else None,
                     off_scale=(judge, s) in off_scale,
                 ),
                 (judge, s) in off_scale,
-            )  # fmt: skip
+            )
     for rs in resamplers.values():
         rs.run()
     if resamples and len(judge_skills) >= 2:
@@ -498,9 +523,13 @@ def build_report(
 
 
 def breakdowns(
-    human: Sequence[Row], judges: Sequence[Row], facets: dict[int, dict], *,
-    skills: Sequence[str] | None = None, off_scale=frozenset(),
-) -> dict:  # fmt: skip
+    human: Sequence[Row],
+    judges: Sequence[Row],
+    facets: dict[int, dict],
+    *,
+    skills: Sequence[str] | None = None,
+    off_scale=frozenset(),
+) -> dict:
     """The report (without intervals) per domain, per difficulty and per system: FLASK's
     per-skill views by domain and difficulty, and how each judge does on each model."""
 
@@ -525,7 +554,7 @@ def breakdowns(
                 judge_groups.get(value, []),
                 skills=skills,
                 off_scale=off_scale,
-            )  # fmt: skip
+            )
             for value in sorted(set(human_groups) | set(judge_groups))
         }
     return _clean(out)

@@ -215,8 +215,9 @@ def rater_pairs(matrix: np.ndarray):
     return pid[sort], x[sort], y[sort], u[sort]
 
 
-def _table_spearman_mean(rs, codes_x, codes_y, group, n_groups, vx, vy, items, fn_names, *,
-                         sink, key, single=False) -> None:  # fmt: skip
+def _table_spearman_mean(
+    rs, codes_x, codes_y, group, n_groups, vx, vy, items, fn_names, *, sink, key, single=False
+) -> None:
     """Mean over groups (rater pairs, annotators) of per-group Pearson/Spearman from each
     group's joint table; a group counts in a resample when it has three or more pairs and
     variation on both sides."""
@@ -258,10 +259,19 @@ def pairwise_spearman_register(rs: Resampler, matrix, unit_items, *, sink, key) 
     values = np.unique(np.concatenate([x[keep], y[keep]]))
     group = np.searchsorted(kept_pairs, pid[keep])
     _table_spearman_mean(
-        rs, np.searchsorted(values, x[keep]), np.searchsorted(values, y[keep]), group,
-        kept_pairs.size, values, values, np.asarray(unit_items)[unit[keep]],
-        [("value", "spearman")], sink=sink, key=key, single=True,
-    )  # fmt: skip
+        rs,
+        np.searchsorted(values, x[keep]),
+        np.searchsorted(values, y[keep]),
+        group,
+        kept_pairs.size,
+        values,
+        values,
+        np.asarray(unit_items)[unit[keep]],
+        [("value", "spearman")],
+        sink=sink,
+        key=key,
+        single=True,
+    )
     return int(kept_pairs.size)
 
 
@@ -290,10 +300,18 @@ def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
     vx, cx = _codes(own)
     vy, cy = _codes(rest)
     _table_spearman_mean(
-        rs, cx, cy, np.concatenate(groups), len(groups), vx, vy,
+        rs,
+        cx,
+        cy,
+        np.concatenate(groups),
+        len(groups),
+        vx,
+        vy,
         np.asarray(unit_items)[np.concatenate(units)],
-        [("pearson", "pearson"), ("spearman", "spearman")], sink=sink, key=key,
-    )  # fmt: skip
+        [("pearson", "pearson"), ("spearman", "spearman")],
+        sink=sink,
+        key=key,
+    )
     return len(groups)
 
 

@@ -293,9 +293,12 @@ class _Parser:
                 while raw and not raw.endswith(b"\n"):
                     raw = reader.readline(self.max_line_bytes + 1)
                 self._problem(
-                    name, lineno, "", "line_too_long",
+                    name,
+                    lineno,
+                    "",
+                    "line_too_long",
                     f"the line is longer than {self.max_line_bytes:,} bytes",
-                )  # fmt: skip
+                )
                 continue
             if lineno == 1:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
@@ -308,9 +311,12 @@ class _Parser:
                 continue
             if not isinstance(obj, dict):
                 self._problem(
-                    name, lineno, "", "invalid_json",
+                    name,
+                    lineno,
+                    "",
+                    "invalid_json",
                     f"a line must hold an object, not {type_name(obj)}",
-                )  # fmt: skip
+                )
                 continue
             self._row(index, lineno, {str(k).strip().lower(): v for k, v in obj.items()})
 
@@ -356,17 +362,23 @@ class _Parser:
                 missing = [c for c in REQUIRED if c not in header]
                 if missing:
                     self._problem(
-                        name, start, "", "missing_field",
+                        name,
+                        start,
+                        "",
+                        "missing_field",
                         f"the header lacks the column(s) {', '.join(missing)}",
-                    )  # fmt: skip
+                    )
                     return
                 continue
             self.result.files[index].rows += 1
             if len(record) != len(header):
                 self._problem(
-                    name, start, "", "invalid_csv",
+                    name,
+                    start,
+                    "",
+                    "invalid_csv",
                     f"{len(record)} cells where the header has {len(header)}",
-                )  # fmt: skip
+                )
                 continue
             # an empty cell is a value not given
             self._row(index, start, {h: c for h, c in zip(header, record, strict=True) if c != ""})
@@ -384,9 +396,10 @@ class _Parser:
         kind = row.name(obj, "rater_kind", MAX_NAME).casefold()
         if kind and kind not in RATER_KINDS:
             row.problem(
-                "rater_kind", "invalid_value",
+                "rater_kind",
+                "invalid_value",
                 f"rater_kind must be human or judge, not {obj['rater_kind']!r}",
-            )  # fmt: skip
+            )
         skill = row.name(obj, "skill", MAX_SKILL_NAME)
         value: float | None = None
         fractional = 0
@@ -486,9 +499,10 @@ class _RowCheck(RowProblems):
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
             self.problem(
-                "difficulty", "invalid_difficulty",
+                "difficulty",
+                "invalid_difficulty",
                 f"difficulty {value!r} is not a level 1-5 or a level name",
-            )  # fmt: skip
+            )
             return None
         return value
 

@@ -111,7 +111,7 @@ def imported_score_rows(*, project: Project, kind: str) -> list[tuple]:
             "skill__name",
             "rater",
             "value",
-        )  # fmt: skip
+        )
     )
 
 

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET
 
 from analytics import chart_data
 from analytics.selectors import DEFAULT_RESAMPLES, project_report, report_rows
+from annotation.access import project_get_for_staff
 from flaskweb.htmx import HtmxHttpRequest
-from judging.access import project_get_for_staff
 
 DASHBOARD = "analytics/dashboard.html"
 FILTERS = ("skill", "judge", "system", "domain", "difficulty")

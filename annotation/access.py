@@ -36,14 +36,26 @@ def project_role(user, project: Project) -> str | None:
     return membership.role if membership else None
 
 
-def project_get_for_user(user, slug: str, *, roles=STAFF_ROLES) -> tuple[Project, str]:
-    project = get_object_or_404(Project, slug=slug)
+def project_require_role(user, project: Project, *, what: str, roles=STAFF_ROLES) -> str:
+    """The one access rule for everything a project owns: 404 ("no such <what>") for a
+    user with no role in the project, 403 for a role not in `roles`; returns the role.
+    Every app's object fetchers (annotation, judging, analytics) end here."""
     role = project_role(user, project)
     if role is None:
-        raise Http404("no such project")
+        raise Http404(f"no such {what}")
     if role not in roles:
         raise PermissionDenied("your role in this project does not allow this")
-    return project, role
+    return role
+
+
+def project_get_for_user(user, slug: str, *, roles=STAFF_ROLES) -> tuple[Project, str]:
+    project = get_object_or_404(Project, slug=slug)
+    return project, project_require_role(user, project, what="project", roles=roles)
+
+
+def project_get_for_staff(user, slug: str) -> Project:
+    """The project, for its admins and researchers (404 for others, 403 for annotators)."""
+    return project_get_for_user(user, slug, roles=STAFF_ROLES)[0]
 
 
 def project_get_for_admin(user, slug: str) -> Project:
@@ -77,9 +89,5 @@ def campaign_get_for_staff(user, pk: int) -> Campaign:
     """The campaign, if `user` is an admin or researcher of its project: 404 for unknown
     ids and non-members, 403 for annotators. Pre-joins the project and dataset."""
     campaign = get_object_or_404(Campaign.objects.select_related("project", "dataset"), pk=pk)
-    role = project_role(user, campaign.project)
-    if role is None:
-        raise Http404("no such campaign")
-    if role not in STAFF_ROLES:
-        raise PermissionDenied("your role in this project does not allow this")
+    project_require_role(user, campaign.project, what="campaign")
     return campaign

@@ -166,8 +166,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class MembershipChangeAdmin(ReadOnlyAdmin):
     """The record of who changed a project's members."""
 
-    list_display = ["changed_at", "project", "username", "action", "role_before", "role_after",
-                    "changed_by"]  # fmt: skip
+    list_display = [
+        "changed_at",
+        "project",
+        "username",
+        "action",
+        "role_before",
+        "role_after",
+        "changed_by",
+    ]
     list_filter = ["action", "project"]
     search_fields = ["username"]
 
@@ -214,8 +221,17 @@ class TaskAdmin(ReadOnlyAdmin):
 
 @admin.register(Assignment)
 class AssignmentAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "campaign", "task", "annotator", "kind", "status", "expires_at",
-                    "submitted_at", "flagged"]  # fmt: skip
+    list_display = [
+        "pk",
+        "campaign",
+        "task",
+        "annotator",
+        "kind",
+        "status",
+        "expires_at",
+        "submitted_at",
+        "flagged",
+    ]
     list_filter = ["status", "kind", "flagged", "campaign"]
     search_fields = ["annotator__username", "flag_reason", "skip_reason"]
     list_select_related = ["campaign", "task", "annotator"]
@@ -234,8 +250,16 @@ class HumanScoreRevisionInline(admin.TabularInline):
 
 @admin.register(HumanScore)
 class HumanScoreAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "campaign", "annotator", "response", "skill", "score", "is_na",
-                    "updated_at"]  # fmt: skip
+    list_display = [
+        "pk",
+        "campaign",
+        "annotator",
+        "response",
+        "skill",
+        "score",
+        "is_na",
+        "updated_at",
+    ]
     list_filter = ["campaign", "skill", "is_na"]
     search_fields = ["annotator__username"]
     list_select_related = ["campaign", "annotator", "response", "skill"]
@@ -247,8 +271,15 @@ class HumanScoreAdmin(ReadOnlyAdmin):
 class HumanScoreDeletionAdmin(ReadOnlyAdmin):
     """Deleted human scores as they were (annotation.audit)."""
 
-    list_display = ["pk", "score_ref", "annotator_username", "skill_name", "deleted_by",
-                    "deleted_at", "context"]  # fmt: skip
+    list_display = [
+        "pk",
+        "score_ref",
+        "annotator_username",
+        "skill_name",
+        "deleted_by",
+        "deleted_at",
+        "context",
+    ]
     list_filter = ["skill_name"]
     search_fields = ["annotator_username", "context"]
     list_select_related = ["deleted_by"]

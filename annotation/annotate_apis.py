@@ -329,9 +329,13 @@ class AssignmentSkipApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: OutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer,
-                   409: ErrorSerializer},
-    )  # fmt: skip
+        responses={
+            200: OutputSerializer,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+    )
     def post(self, request, assignment_id: int):
         serializer = self.InputSerializer(data=request.data)
         if not serializer.is_valid():

@@ -150,11 +150,27 @@ class UploadOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = DatasetUpload
         fields = [
-            "id", "project", "dataset_name", "dataset", "source", "status", "rows_read",
-            "items_created", "items_unchanged", "responses_created", "responses_unchanged",
-            "rows_skipped", "problem_count", "summary", "error", "created_at", "started_at",
-            "finished_at", "progress", "problems",
-        ]  # fmt: skip
+            "id",
+            "project",
+            "dataset_name",
+            "dataset",
+            "source",
+            "status",
+            "rows_read",
+            "items_created",
+            "items_unchanged",
+            "responses_created",
+            "responses_unchanged",
+            "rows_skipped",
+            "problem_count",
+            "summary",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "progress",
+            "problems",
+        ]
 
     def get_progress(self, obj) -> dict:
         return upload_progress_get(obj.pk)
@@ -225,10 +241,13 @@ class UploadCreateApi(APIView):
         model = v.get("model", "") if len(v["files"]) == 1 else ""
         try:
             upload = dataset_upload_create(
-                project=project, dataset_name=v["dataset"], source=UploadSource.API,
+                project=project,
+                dataset_name=v["dataset"],
+                source=UploadSource.API,
                 files=[(FileSpec(f.name, v.get("format", ""), model), f) for f in v["files"]],
-                policies=policies, created_by=request.user,
-            )  # fmt: skip
+                policies=policies,
+                created_by=request.user,
+            )
         except (ImportOptionsError, ValidationError) as exc:
             messages = getattr(exc, "messages", None) or [str(exc)]
             raise serializers.ValidationError({"non_field_errors": messages}) from None

@@ -76,7 +76,7 @@ def _human_score_deleted(sender, instance, **kwargs) -> None:
             "assignment_id": instance.assignment_id,
             "created_at": instance.created_at.isoformat() if instance.created_at else None,
             "updated_at": instance.updated_at.isoformat() if instance.updated_at else None,
-        },  # fmt: skip
+        },
         deleted_by_id=actor.user_id if actor else None,
         context=actor.context if actor else "",
     )

@@ -230,11 +230,19 @@ class CampaignInputSerializer(serializers.Serializer):
         keep = campaign.groups.values_list("pk", flat=True) if campaign else ()
         lookups = (
             ("fixed_skills", skill_list_for_project(project=project), "name", "no such skill"),
-            ("annotators", cs.project_annotator_list(project=project), "username",
-             "not an annotator of this project"),
-            ("groups", cs.group_list_for_project(project=project, keep=keep), "name",
-             "no group of that name with a member in this project"),
-        )  # fmt: skip
+            (
+                "annotators",
+                cs.project_annotator_list(project=project),
+                "username",
+                "not an annotator of this project",
+            ),
+            (
+                "groups",
+                cs.group_list_for_project(project=project, keep=keep),
+                "name",
+                "no group of that name with a member in this project",
+            ),
+        )
         for field_name, queryset, key, message in lookups:
             if field_name not in attrs:
                 continue

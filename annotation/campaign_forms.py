@@ -88,9 +88,12 @@ class CampaignForm(forms.Form):
         min_value=0, max_value=50, decimal_places=1, initial=0, label="Gold / attention tasks (%)"
     )
     repeat_percent = forms.DecimalField(
-        min_value=0, max_value=50, decimal_places=1, initial=0,
+        min_value=0,
+        max_value=50,
+        decimal_places=1,
+        initial=0,
         label="Hidden repeats, test-retest (%)",
-    )  # fmt: skip
+    )
     gold_feedback = forms.BooleanField(
         required=False,
         label="Gold feedback",

@@ -124,10 +124,18 @@ def campaign_list_for_project(*, project: Project) -> list[CampaignRow]:
         )
         .order_by("-created_at", "-pk")
         .values(
-            "pk", "name", "status", "dataset_id", "dataset__name", "overlap", "created_at",
-            "task_count", "done", "needed",
+            "pk",
+            "name",
+            "status",
+            "dataset_id",
+            "dataset__name",
+            "overlap",
+            "created_at",
+            "task_count",
+            "done",
+            "needed",
         )
-    )  # fmt: skip
+    )
     labels = dict(CampaignStatus.choices)
     return [
         CampaignRow(
@@ -439,9 +447,10 @@ def campaign_lease_list(
     rows = (
         Assignment.objects.filter(campaign=campaign, status=AssignmentStatus.ACTIVE)
         .order_by("expires_at", "pk")
-        .values("pk", "annotator__username", "task_id", "task__kind", "kind", "created_at",
-                "expires_at")[:limit]
-    )  # fmt: skip
+        .values(
+            "pk", "annotator__username", "task_id", "task__kind", "kind", "created_at", "expires_at"
+        )[:limit]
+    )
     return [
         ActiveLease(
             assignment_id=r["pk"],
@@ -513,7 +522,8 @@ def campaign_quality(*, campaign: Campaign) -> list[AnnotatorQuality]:
             correct=Case(
                 When(Q(is_na=True) & Q(**{f"{gold}__is_na": True}), then=Value(1)),
                 When(
-                    Q(is_na=False) & Q(**{f"{gold}__is_na": False})
+                    Q(is_na=False)
+                    & Q(**{f"{gold}__is_na": False})
                     & Q(diff__lte=F(f"{gold}__tolerance")),
                     then=Value(1),
                 ),
@@ -524,7 +534,7 @@ def campaign_quality(*, campaign: Campaign) -> list[AnnotatorQuality]:
         .order_by()
         .values("annotator_id", "annotator__username", "assignment_id", "assignment__task__kind")
         .annotate(n=Count("pk"), ok=Sum("correct"))
-    )  # fmt: skip
+    )
     for r in known:
         q = quality(r["annotator_id"], r["annotator__username"])
         q.gold_scores += r["n"]
@@ -593,10 +603,17 @@ def campaign_flagged_list(*, campaign: Campaign, limit: int = 200) -> list[Flagg
     rows = (
         Assignment.objects.filter(campaign=campaign, flagged=True)
         .order_by("-updated_at", "-pk")
-        .values("pk", "annotator__username", "task_id", "task__response__item_id",
-                "task__response__item__external_id", "task__response__model_name",
-                "flag_reason", "updated_at")[:limit]
-    )  # fmt: skip
+        .values(
+            "pk",
+            "annotator__username",
+            "task_id",
+            "task__response__item_id",
+            "task__response__item__external_id",
+            "task__response__model_name",
+            "flag_reason",
+            "updated_at",
+        )[:limit]
+    )
     return [
         FlaggedItem(
             assignment_id=r["pk"],
@@ -638,9 +655,16 @@ def campaign_gold_task_list(*, campaign: Campaign) -> list[GoldTaskRow]:
             done=Count("assignments", filter=Q(assignments__status=AssignmentStatus.SUBMITTED)),
         )
         .order_by("pk")
-        .values("pk", "kind", "response__item_id", "response__item__external_id",
-                "response__model_name", "served", "done")
-    )  # fmt: skip
+        .values(
+            "pk",
+            "kind",
+            "response__item_id",
+            "response__item__external_id",
+            "response__model_name",
+            "served",
+            "done",
+        )
+    )
     rows = {
         t["pk"]: GoldTaskRow(
             task_id=t["pk"],

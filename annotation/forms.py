@@ -58,9 +58,10 @@ class DatasetUploadForm(forms.Form):
         label="Problem handling",
     )
     model_name = forms.CharField(
-        max_length=200, required=False,
+        max_length=200,
+        required=False,
         help_text="Model of a single model-output file (default: from the file name).",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

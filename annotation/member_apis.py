@@ -83,9 +83,11 @@ class MemberListApi(APIView):
         serializer.is_valid(raise_exception=True)
         try:
             membership = services.membership_add_by_username(
-                project=project, username=serializer.validated_data["username"],
-                role=serializer.validated_data["role"], actor=request.user,
-            )  # fmt: skip
+                project=project,
+                username=serializer.validated_data["username"],
+                role=serializer.validated_data["role"],
+                actor=request.user,
+            )
         except services.MemberNotAddable as exc:
             raise serializers.ValidationError({"username": exc.messages}) from None
         except services.MembershipConflict as exc:
@@ -118,9 +120,10 @@ class MemberDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         try:
             membership = services.membership_update(
-                membership=membership, role=serializer.validated_data["role"],
+                membership=membership,
+                role=serializer.validated_data["role"],
                 actor=request.user,
-            )  # fmt: skip
+            )
         except services.MembershipConflict as exc:
             return _conflict(exc)
         return ApiResponse(MemberSerializer(membership).data)

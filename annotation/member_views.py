@@ -53,9 +53,11 @@ def member_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if form.is_valid():
         try:
             membership = services.membership_add_by_username(
-                project=project, username=form.cleaned_data["username"],
-                role=form.cleaned_data["role"], actor=request.user,
-            )  # fmt: skip
+                project=project,
+                username=form.cleaned_data["username"],
+                role=form.cleaned_data["role"],
+                actor=request.user,
+            )
         except ValidationError as exc:
             form.add_error(None, exc.messages)
         else:

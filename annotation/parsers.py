@@ -93,8 +93,13 @@ class Problem:
         return f"{where}{fld}: {self.message} ({self.code})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "field": self.field, "code": self.code,
-                "message": self.message}  # fmt: skip
+        return {
+            "file": self.file,
+            "line": self.line,
+            "field": self.field,
+            "code": self.code,
+            "message": self.message,
+        }
 
 
 #: How an input writes "not applicable" for a score (compared case-insensitively).
@@ -339,9 +344,12 @@ def archive_problem(file_name: str, head: bytes) -> Problem | None:
     if kind is None:
         return None
     return Problem(
-        file_name, None, "", "unknown_format",
+        file_name,
+        None,
+        "",
+        "unknown_format",
         f"the file is {kind}; archives are not accepted: upload the uncompressed file",
-    )  # fmt: skip
+    )
 
 
 def model_name_from_filename(name: str) -> str:
@@ -708,9 +716,18 @@ def _metadata(ctx: _RowContext, value: Any, label: str) -> dict:
 
 FLASK_EVAL_KEYS = {"idx", "instruction", "answer", "skill", "domain", "difficulty", "task"}
 GENERIC_ITEM_KEYS = {
-    "id", "external_id", "instruction", "reference", "skills", "domains", "difficulty",
-    "task", "metadata", "checklist", "responses",
-}  # fmt: skip
+    "id",
+    "external_id",
+    "instruction",
+    "reference",
+    "skills",
+    "domains",
+    "difficulty",
+    "task",
+    "metadata",
+    "checklist",
+    "responses",
+}
 
 
 def _flask_eval_row(ctx: _RowContext, obj: dict, catalogue: Catalogue) -> ItemRow | None:
@@ -725,9 +742,17 @@ def _flask_eval_row(ctx: _RowContext, obj: dict, catalogue: Catalogue) -> ItemRo
     if ctx.fatal:
         return None
     return ItemRow(
-        ctx.line, external_id, instruction, reference, skills, {}, domains, difficulty,
-        task, extra,
-    )  # fmt: skip
+        ctx.line,
+        external_id,
+        instruction,
+        reference,
+        skills,
+        {},
+        domains,
+        difficulty,
+        task,
+        extra,
+    )
 
 
 def _generic_item_row(
@@ -767,9 +792,17 @@ def _generic_item_row(
     if ctx.fatal:
         return None, []
     item = ItemRow(
-        ctx.line, external_id, instruction, reference, skills, checklists, domains,
-        difficulty, task, metadata,
-    )  # fmt: skip
+        ctx.line,
+        external_id,
+        instruction,
+        reference,
+        skills,
+        checklists,
+        domains,
+        difficulty,
+        task,
+        metadata,
+    )
     return item, responses
 
 
@@ -810,9 +843,12 @@ def parse_jsonl(
             on_progress(consumed)
         if raw is None:
             yield Problem(
-                file_name, lineno, "", "line_too_long",
+                file_name,
+                lineno,
+                "",
+                "line_too_long",
                 f"line is longer than {max_line_bytes:,} bytes",
-            )  # fmt: skip
+            )
             continue
         try:
             text = _decode(raw, lineno)
@@ -831,9 +867,12 @@ def parse_jsonl(
             continue
         if not isinstance(obj, dict):
             yield Problem(
-                file_name, lineno, "", "invalid_json",
+                file_name,
+                lineno,
+                "",
+                "invalid_json",
                 f"a line must hold a JSON object, not {type_name(obj)}",
-            )  # fmt: skip
+            )
             continue
         unstorable = unstorable_field(raw, obj)
         if unstorable is not None:
@@ -868,8 +907,14 @@ def parse_jsonl(
 # --- CSV --------------------------------------------------------------------------------------
 
 CSV_ITEM_COLUMNS = (
-    "instruction", "reference", "skills", "domains", "difficulty", "task", "checklist",
-)  # fmt: skip
+    "instruction",
+    "reference",
+    "skills",
+    "domains",
+    "difficulty",
+    "task",
+    "checklist",
+)
 
 
 # Bytes that are not UTF-8 decode to lone surrogates (errors="surrogateescape"): finding one
@@ -942,10 +987,13 @@ def parse_csv(
             code = "line_too_long" if "field larger" in str(exc) else "invalid_csv"
             if code == "line_too_long":
                 yield Problem(
-                    file_name, reader.line_num, "", code,
+                    file_name,
+                    reader.line_num,
+                    "",
+                    code,
                     f"a record is longer than {max_line_bytes:,} bytes; "
                     "the rest of the file cannot be read",
-                )  # fmt: skip
+                )
                 return
             yield Problem(file_name, reader.line_num, "", code, f"CSV error: {exc}")
             rows_done += 1
@@ -974,9 +1022,12 @@ def parse_csv(
                 return
             if "instruction" not in index and not {"model", "response"} <= index.keys():
                 yield Problem(
-                    file_name, 1, "", "unknown_format",
+                    file_name,
+                    1,
+                    "",
+                    "unknown_format",
                     "the header needs an instruction column, or model and response columns",
-                )  # fmt: skip
+                )
                 return
             continue
         if not any(cell.strip() for cell in record):
@@ -986,9 +1037,12 @@ def parse_csv(
             on_progress(counting.count)
         if len(record) != len(header):
             yield Problem(
-                file_name, lineno, "", "invalid_csv",
+                file_name,
+                lineno,
+                "",
+                "invalid_csv",
                 f"{len(record)} columns, the header has {len(header)}",
-            )  # fmt: skip
+            )
             continue
         obj = {h: record[i] for h, i in index.items()}
         ctx = _RowContext(file_name, lineno)
@@ -1029,10 +1083,11 @@ def parse_csv(
             and _cells_digest(item_cells) != seen[external_id]
         ):
             ctx.problem(
-                "instruction", "inconsistent_item",
+                "instruction",
+                "inconsistent_item",
                 f"item {external_id!r} repeats with different item columns",
                 fatal=True,
-            )  # fmt: skip
+            )
             yield from ctx.problems
             continue
         model = (obj.get("model") or "").strip() or (model_name or "")
@@ -1076,12 +1131,21 @@ def parse_file(
 ) -> Iterator[ItemRow | ResponseRow | Problem]:
     if fmt == "generic-csv":
         return parse_csv(
-            stream, file_name=file_name, catalogue=catalogue, model_name=model_name,
-            max_line_bytes=max_line_bytes, on_progress=on_progress,
-        )  # fmt: skip
+            stream,
+            file_name=file_name,
+            catalogue=catalogue,
+            model_name=model_name,
+            max_line_bytes=max_line_bytes,
+            on_progress=on_progress,
+        )
     if fmt == "flask-output" and not model_name:
         model_name = model_name_from_filename(file_name)
     return parse_jsonl(
-        stream, file_name=file_name, fmt=fmt, catalogue=catalogue, model_name=model_name,
-        max_line_bytes=max_line_bytes, on_progress=on_progress,
-    )  # fmt: skip
+        stream,
+        file_name=file_name,
+        fmt=fmt,
+        catalogue=catalogue,
+        model_name=model_name,
+        max_line_bytes=max_line_bytes,
+        on_progress=on_progress,
+    )

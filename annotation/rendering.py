@@ -12,9 +12,33 @@ _md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table"
 _md.validateLink = lambda url: url.strip().lower().startswith(("http://", "https://", "mailto:"))
 
 ALLOWED_TAGS = {
-    "p", "br", "hr", "pre", "code", "blockquote", "em", "strong", "del", "ul", "ol", "li",
-    "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "a", "img",
-}  # fmt: skip
+    "p",
+    "br",
+    "hr",
+    "pre",
+    "code",
+    "blockquote",
+    "em",
+    "strong",
+    "del",
+    "ul",
+    "ol",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "a",
+    "img",
+}
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "code": {"class"},

@@ -90,7 +90,7 @@ def human_score_list_for_response(*, response_id: int) -> list[HumanScoreRow]:
             "assignment__status",
             "assignment__submitted_at",
             "created_at",
-        )  # fmt: skip
+        )
     )
     return [HumanScoreRow(*row) for row in rows]
 

@@ -427,9 +427,13 @@ def _pair_challengers(dataset_id: int, anchor_model: str, model_names: list[str]
 
 
 def pair_challenger_ids(
-    *, dataset_id: int, anchor_model: str, model_names: list[str] | None = None,
-    after_id: int = 0, limit: int = 500,
-) -> list[int]:  # fmt: skip
+    *,
+    dataset_id: int,
+    anchor_model: str,
+    model_names: list[str] | None = None,
+    after_id: int = 0,
+    limit: int = 500,
+) -> list[int]:
     """Keyset page over the responses that have an anchor response on their item."""
     qs = _pair_challengers(dataset_id, anchor_model, model_names).filter(pk__gt=after_id)
     return list(qs.order_by("pk").values_list("pk", flat=True)[:limit])
@@ -497,7 +501,7 @@ def human_score_rows(*, project: Project) -> list[tuple]:
             "skill__name",
             "annotator__username",
             "score",
-        )  # fmt: skip
+        )
     )
 
 
@@ -557,15 +561,30 @@ def human_score_export_rows(
     `score` is as stored (an N/A row says so in `is_na`); `time_ms` is None when the form did
     not report it. Empty `skills` / `systems` and None ids do not narrow."""
     qs = _human_scores_for_export(
-        project=project, skills=skills, dataset_id=dataset_id, systems=systems,
+        project=project,
+        skills=skills,
+        dataset_id=dataset_id,
+        systems=systems,
         campaign_id=campaign_id,
-    )  # fmt: skip
+    )
     rows = qs.order_by("response_id", "skill_id", "annotator__username", "pk").values_list(
-        "response_id", "skill_id", "response__item__dataset__name", "response__item__external_id",
-        "response__model_name", "skill__name", "annotator__username", "score", "is_na",
-        "rationale", "time_ms", "assignment__active_ms", "rubric__version", "campaign__name",
-        "created_at", "updated_at",
-    )  # fmt: skip
+        "response_id",
+        "skill_id",
+        "response__item__dataset__name",
+        "response__item__external_id",
+        "response__model_name",
+        "skill__name",
+        "annotator__username",
+        "score",
+        "is_na",
+        "rationale",
+        "time_ms",
+        "assignment__active_ms",
+        "rubric__version",
+        "campaign__name",
+        "created_at",
+        "updated_at",
+    )
     return rows.iterator(chunk_size=chunk_size)
 
 
@@ -580,7 +599,10 @@ def human_score_export_annotators(
     """The usernames of the annotators with at least one score among the rows
     `human_score_export_rows` gives for the same arguments, each once, sorted."""
     qs = _human_scores_for_export(
-        project=project, skills=skills, dataset_id=dataset_id, systems=systems,
+        project=project,
+        skills=skills,
+        dataset_id=dataset_id,
+        systems=systems,
         campaign_id=campaign_id,
-    )  # fmt: skip
+    )
     return sorted(qs.values_list("annotator__username", flat=True).distinct().order_by())

@@ -144,10 +144,13 @@ def rubric_edit(request: HtmxHttpRequest, skill_id: int) -> HttpResponse:
         if form.is_valid():
             try:
                 rubric = rubric_revise(
-                    skill=skill, project=project, criterion=form.cleaned_data["criterion"],
-                    anchors=form.anchors(), note=form.cleaned_data["note"],
+                    skill=skill,
+                    project=project,
+                    criterion=form.cleaned_data["criterion"],
+                    anchors=form.anchors(),
+                    note=form.cleaned_data["note"],
                     created_by=request.user,
-                )  # fmt: skip
+                )
             except ValidationError as exc:
                 form.add_error(None, exc)
             else:
@@ -180,10 +183,13 @@ def skill_add(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             skill = skill_create(
-                project=project, name=form.cleaned_data["name"],
-                criterion=form.cleaned_data["criterion"], anchors=form.anchors(),
-                ability=form.cleaned_data["ability"], created_by=request.user,
-            )  # fmt: skip
+                project=project,
+                name=form.cleaned_data["name"],
+                criterion=form.cleaned_data["criterion"],
+                anchors=form.anchors(),
+                ability=form.cleaned_data["ability"],
+                created_by=request.user,
+            )
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -228,10 +234,13 @@ def upload_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         model = data["model_name"] if len(files) == 1 else ""
         try:
             upload = dataset_upload_create(
-                project=project, dataset_name=data["dataset"], source=UploadSource.WEB,
+                project=project,
+                dataset_name=data["dataset"],
+                source=UploadSource.WEB,
                 files=[(FileSpec(f.name, data["format"], model), f) for f in files],
-                policies=form.policies(), created_by=request.user,
-            )  # fmt: skip
+                policies=form.policies(),
+                created_by=request.user,
+            )
         except (ImportOptionsError, ValidationError) as exc:
             form.add_error(None, str(exc))
         else:

@@ -62,9 +62,16 @@ def run_report(responses, resamples, seed, queue):
     report = build_report(human, judge, resamples=resamples)
     elapsed = time.perf_counter() - t0
     r = report["correlation"]["judge"]["Readability"]["instance"]
-    queue.put({"seconds": elapsed, "rss_mb": _rss_mb(), "rss_before_mb": before,
-               "rows": len(human) + len(judge), "pearson": r["pearson"],
-               "ci": r["ci"]["pearson"]})  # fmt: skip
+    queue.put(
+        {
+            "seconds": elapsed,
+            "rss_mb": _rss_mb(),
+            "rss_before_mb": before,
+            "rows": len(human) + len(judge),
+            "pearson": r["pearson"],
+            "ci": r["ci"]["pearson"],
+        }
+    )
 
 
 def run_naive(responses, resamples, seed, queue):
@@ -90,9 +97,11 @@ def run_naive(responses, resamples, seed, queue):
             "spearman": stats.spearmanr(x, y).statistic,
             "kendall": stats.kendalltau(x, y).statistic,
         }
-        per_item = [stats.pearsonr(g["human"], g["judge"]).statistic
-                    for _, g in part.groupby("item") if g["human"].nunique() > 1
-                    and g["judge"].nunique() > 1]  # fmt: skip
+        per_item = [
+            stats.pearsonr(g["human"], g["judge"]).statistic
+            for _, g in part.groupby("item")
+            if g["human"].nunique() > 1 and g["judge"].nunique() > 1
+        ]
         entry["item"] = float(np.nanmean(per_item))
         sys_means = part.groupby("system")[["human", "judge"]].mean()
         entry["system"] = stats.pearsonr(sys_means["human"], sys_means["judge"]).statistic
@@ -110,8 +119,15 @@ def run_naive(responses, resamples, seed, queue):
         del items
     elapsed = time.perf_counter() - t0
     readability = out["Readability"]
-    queue.put({"seconds": elapsed, "rss_mb": _rss_mb(), "rss_before_mb": before,
-               "pearson": readability["pearson"], "ci": readability["ci"]})  # fmt: skip
+    queue.put(
+        {
+            "seconds": elapsed,
+            "rss_mb": _rss_mb(),
+            "rss_before_mb": before,
+            "pearson": readability["pearson"],
+            "ci": readability["ci"],
+        }
+    )
 
 
 def in_process(target, *args):
@@ -128,8 +144,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--responses", type=int, default=100_000)
     parser.add_argument("--resamples", type=int, default=1000)
-    parser.add_argument("--naive-resamples", type=int, default=None,
-                        help="resamples for the naive loop (default: the same)")  # fmt: skip
+    parser.add_argument(
+        "--naive-resamples",
+        type=int,
+        default=None,
+        help="resamples for the naive loop (default: the same)",
+    )
     parser.add_argument("--skip-naive", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -140,15 +160,19 @@ def main() -> int:
     ours = in_process(run_report, args.responses, args.resamples, args.seed)
     print(f"rows {ours['rows']:,} ({args.responses:,} responses x 3 skills x 3 people + 1 judge)")
     rss, rows_rss = ours["rss_mb"], ours["rss_before_mb"]
-    print(f"report (build_report, {args.resamples} resamples): {ours['seconds']:.2f} s, "
-          f"peak RSS {rss:.0f} MB (rows alone {rows_rss:.0f} MB)")  # fmt: skip
+    print(
+        f"report (build_report, {args.resamples} resamples): {ours['seconds']:.2f} s, "
+        f"peak RSS {rss:.0f} MB (rows alone {rows_rss:.0f} MB)"
+    )
     figures = {"responses": args.responses, "resamples": args.resamples, "report": ours}
     if not args.skip_naive:
         naive_resamples = args.naive_resamples or args.resamples
         naive = in_process(run_naive, args.responses, naive_resamples, args.seed)
         scale = args.resamples / naive_resamples
-        print(f"pandas + scipy loop ({naive_resamples} resamples, correlations only): "
-              f"{naive['seconds']:.2f} s, peak RSS {naive['rss_mb']:.0f} MB")  # fmt: skip
+        print(
+            f"pandas + scipy loop ({naive_resamples} resamples, correlations only): "
+            f"{naive['seconds']:.2f} s, peak RSS {naive['rss_mb']:.0f} MB"
+        )
         print(f"same Pearson: {ours['pearson']:.6f} vs {naive['pearson']:.6f}")
         if scale == 1:
             print(f"ratio (loop / report): {naive['seconds'] / ours['seconds']:.1f}x")

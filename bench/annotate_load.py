@@ -55,12 +55,51 @@ from annotation.catalogue_text import DOMAINS, SKILLS  # noqa: E402 (pure data, 
 SKILL_NAMES = [s.name for s in SKILLS]
 DOMAIN_NAMES = [name for _key, name, _subdomains in DOMAINS]
 WORDS = [
-    "the", "a", "model", "answer", "question", "because", "therefore", "however", "result",
-    "value", "data", "system", "user", "function", "time", "energy", "cell", "protein",
-    "market", "price", "history", "war", "culture", "language", "grammar", "sentence",
-    "number", "prime", "equation", "integral", "matrix", "vector", "code", "loop", "array",
-    "memory", "health", "diet", "sleep", "heart", "patient", "river", "climate", "policy",
-]  # fmt: skip
+    "the",
+    "a",
+    "model",
+    "answer",
+    "question",
+    "because",
+    "therefore",
+    "however",
+    "result",
+    "value",
+    "data",
+    "system",
+    "user",
+    "function",
+    "time",
+    "energy",
+    "cell",
+    "protein",
+    "market",
+    "price",
+    "history",
+    "war",
+    "culture",
+    "language",
+    "grammar",
+    "sentence",
+    "number",
+    "prime",
+    "equation",
+    "integral",
+    "matrix",
+    "vector",
+    "code",
+    "loop",
+    "array",
+    "memory",
+    "health",
+    "diet",
+    "sleep",
+    "heart",
+    "patient",
+    "river",
+    "climate",
+    "policy",
+]
 
 
 def log(message: str) -> None:
@@ -163,10 +202,24 @@ def build_database(items: int, models: int, seed: int) -> None:
     path = OUT / f"dataset-{items}x{models}-seed{seed}.jsonl"
     if not path.exists():
         write_dataset(path, items, models, seed)
-    run([PYTHON, "manage.py", "import_dataset", str(path), "--project", PROJECT,
-         "--create-project", "--dataset", DATASET, "--quiet-problems"])  # fmt: skip
-    log(f"database {PG_DB}: migrated and {items * models:,} responses imported "
-        f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    run(
+        [
+            PYTHON,
+            "manage.py",
+            "import_dataset",
+            str(path),
+            "--project",
+            PROJECT,
+            "--create-project",
+            "--dataset",
+            DATASET,
+            "--quiet-problems",
+        ]
+    )
+    log(
+        f"database {PG_DB}: migrated and {items * models:,} responses imported "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
 
 
 def run(command: list[str]) -> None:
@@ -224,10 +277,23 @@ def campaign_setup(annotators: int, overlap: int):
 
 def start_server(port: int, workers: int, threads: int, settings_file: str) -> subprocess.Popen:
     command = [
-        GUNICORN, "flaskweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
-        "--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads),
-        "--keep-alive", "30", "--log-level", "warning", "--error-logfile", "-",
-    ]  # fmt: skip
+        GUNICORN,
+        "flaskweb.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--worker-class",
+        "gthread",
+        "--threads",
+        str(threads),
+        "--keep-alive",
+        "30",
+        "--log-level",
+        "warning",
+        "--error-logfile",
+        "-",
+    ]
     OUT.mkdir(parents=True, exist_ok=True)
     log_file = open(OUT / "gunicorn.log", "w")  # noqa: SIM115 (lives as long as the server)
     server = subprocess.Popen(
@@ -327,10 +393,13 @@ class Annotator(threading.Thread):
                     continue
                 task = json.loads(payload)
             scores = [
-                {"skill_id": s["skill_id"], "score": self.rng.choice([1, 2, 3, 4, 5, None]),
-                 "time_ms": self.rng.randint(2_000, 60_000)}
+                {
+                    "skill_id": s["skill_id"],
+                    "score": self.rng.choice([1, 2, 3, 4, 5, None]),
+                    "time_ms": self.rng.randint(2_000, 60_000),
+                }
                 for s in task["skills"]
-            ]  # fmt: skip
+            ]
             body = {"scores": scores, "active_ms": self.rng.randint(5_000, 120_000)}
             if self.chained:
                 body["next"] = True
@@ -431,10 +500,19 @@ def run_crowd(args, port: int, campaign_id: int, tokens: list[str]) -> tuple[Tal
     budget = Budget(args.max_submissions)
     pace = args.annotators / args.rate if args.rate > 0 else 0.0
     crowd = [
-        Annotator(port=port, token=token, campaign_id=campaign_id, tally=tally, stop=stop,
-                  budget=budget, pace=pace, seed=args.seed + i, chained=args.chained)
+        Annotator(
+            port=port,
+            token=token,
+            campaign_id=campaign_id,
+            tally=tally,
+            stop=stop,
+            budget=budget,
+            pace=pace,
+            seed=args.seed + i,
+            chained=args.chained,
+        )
         for i, token in enumerate(tokens)
-    ]  # fmt: skip
+    ]
     t0 = time.perf_counter()
     for annotator in crowd:
         annotator.start()
@@ -487,19 +565,27 @@ def report(args, tally: Tally, elapsed: float) -> dict:
     mode = f"paced to {args.rate:g} submissions/s" if args.rate else "closed loop"
     if args.chained:
         mode += ", chained (submit returns the next task)"
-    log(f"{args.annotators} annotators, gunicorn {args.workers} workers x {args.threads} "
-        f"threads (gthread), {mode}")  # fmt: skip
+    log(
+        f"{args.annotators} annotators, gunicorn {args.workers} workers x {args.threads} "
+        f"threads (gthread), {mode}"
+    )
     log(f"  elapsed            {elapsed:8.1f} s")
     log(f"  submissions        {submitted:8d}   ({submitted / elapsed:.1f}/s)")
-    log(f"  requests           {sum(tally.statuses.values()):8d}   "
-        f"({sum(tally.statuses.values()) / elapsed:.1f}/s)")  # fmt: skip
+    log(
+        f"  requests           {sum(tally.statuses.values()):8d}   "
+        f"({sum(tally.statuses.values()) / elapsed:.1f}/s)"
+    )
     log("  latency (ms)          n      p50      p95      p99      max")
     for kind in ("next", "submit+next" if args.chained else "submit"):
         values = tally.latencies.get(kind, [])
         row = [percentile(values, p) * 1000 for p in (50, 95, 99, 100)]
-        figures[f"{kind}_ms"] = {"n": len(values), "p50": round(row[0], 1),
-                                 "p95": round(row[1], 1), "p99": round(row[2], 1),
-                                 "max": round(row[3], 1)}  # fmt: skip
+        figures[f"{kind}_ms"] = {
+            "n": len(values),
+            "p50": round(row[0], 1),
+            "p95": round(row[1], 1),
+            "p99": round(row[2], 1),
+            "max": round(row[3], 1),
+        }
         log(f"  {kind:<10} {len(values):10d} " + " ".join(f"{v:8.1f}" for v in row))
     log(f"  statuses           {figures['statuses']}")
     if tally.no_task:
@@ -514,10 +600,14 @@ def report_cpu(used: dict[str, float], submissions: int) -> dict:
     cores = os.cpu_count() or 1
     busy = used["machine_busy"] / used["machine_total"] if used["machine_total"] else 0.0
     per = 1000 / max(1, submissions)
-    log(f"  CPU ({cores} cores, {busy:.0%} busy)   gunicorn {used['gunicorn']:.1f} s, postgres "
-        f"{used['postgres']:.1f} s, crowd {used['crowd']:.1f} s")  # fmt: skip
-    log(f"  CPU per submission  gunicorn {used['gunicorn'] * per:.1f} ms, postgres "
-        f"{used['postgres'] * per:.1f} ms, crowd {used['crowd'] * per:.1f} ms")  # fmt: skip
+    log(
+        f"  CPU ({cores} cores, {busy:.0%} busy)   gunicorn {used['gunicorn']:.1f} s, postgres "
+        f"{used['postgres']:.1f} s, crowd {used['crowd']:.1f} s"
+    )
+    log(
+        f"  CPU per submission  gunicorn {used['gunicorn'] * per:.1f} ms, postgres "
+        f"{used['postgres'] * per:.1f} ms, crowd {used['crowd'] * per:.1f} ms"
+    )
     return {k: round(v, 2) for k, v in used.items()} | {"machine_busy_share": round(busy, 3)}
 
 
@@ -546,7 +636,7 @@ def check_invariants(campaign_id: int, overlap: int, tally: Tally) -> list[str]:
                 "assignments",
                 filter=normal
                 & Q(assignments__status__in=[AssignmentStatus.ACTIVE, AssignmentStatus.SUBMITTED]),
-            ),  # fmt: skip
+            ),
             real_submitted=Count(
                 "assignments", filter=normal & Q(assignments__status=AssignmentStatus.SUBMITTED)
             ),
@@ -597,8 +687,10 @@ def check_invariants(campaign_id: int, overlap: int, tally: Tally) -> list[str]:
     )
     log("")
     verdict = "FAILED" if problems else "OK"
-    log(f"invariants: {verdict}  (tasks complete {counts['complete']:,}, partly done "
-        f"{counts['partial']:,}; scores {sum(stored.values()):,})")  # fmt: skip
+    log(
+        f"invariants: {verdict}  (tasks complete {counts['complete']:,}, partly done "
+        f"{counts['partial']:,}; scores {sum(stored.values()):,})"
+    )
     for problem in problems:
         log(f"  - {problem}")
     return problems
@@ -640,8 +732,10 @@ def profile(campaign_id: int, token: str) -> dict:
     log("")
     log("profile (one client, in process, DEBUG on):")
     for kind in ("next", "submit"):
-        log(f"  {kind:<7} {queries[kind]:3d} SQL statements (BEGIN, COMMIT included), "
-            f"median {statistics.median(timings[kind]) * 1000:.1f} ms")  # fmt: skip
+        log(
+            f"  {kind:<7} {queries[kind]:3d} SQL statements (BEGIN, COMMIT included), "
+            f"median {statistics.median(timings[kind]) * 1000:.1f} ms"
+        )
     # the claim's SELECT ... FOR UPDATE SKIP LOCKED, as executed, then EXPLAIN ANALYZE'd
     campaign = Campaign.objects.get(pk=campaign_id)
     someone = campaign.annotators.order_by("pk").first()
@@ -679,28 +773,42 @@ def main() -> int:
     parser.add_argument("--annotators", type=int, default=32)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
     parser.add_argument("--max-submissions", type=int, default=0, help="0 = no limit")
-    parser.add_argument("--rate", type=float, default=0.0,
-                        help="pace the crowd to N submissions/s (0 = closed loop)")  # fmt: skip
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="pace the crowd to N submissions/s (0 = closed loop)",
+    )
     parser.add_argument("--overlap", type=int, default=3, help="K annotators per response")
     parser.add_argument("--items", type=int, default=2500)
     parser.add_argument("--models", type=int, default=4)
     parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--settings-file", default="",
-                        help="serve with this settings module file (to try a tuning)")  # fmt: skip
+    parser.add_argument(
+        "--settings-file", default="", help="serve with this settings module file (to try a tuning)"
+    )
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--reuse-db", action="store_true",
-                        help="keep flaskweb_loadbench if it already holds the dataset")  # fmt: skip
-    parser.add_argument("--drop-db", action="store_true",
-                        help="drop flaskweb_loadbench at the end (kept by default)")  # fmt: skip
+    parser.add_argument(
+        "--reuse-db",
+        action="store_true",
+        help="keep flaskweb_loadbench if it already holds the dataset",
+    )
+    parser.add_argument(
+        "--drop-db",
+        action="store_true",
+        help="drop flaskweb_loadbench at the end (kept by default)",
+    )
     parser.add_argument(
         "--chained",
         action="store_true",
         help="submit with next=true: one request per task after the first",
     )
-    parser.add_argument("--profile", action="store_true",
-                        help="also print queries per request and the claim query plan")  # fmt: skip
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print queries per request and the claim query plan",
+    )
     args = parser.parse_args()
 
     if args.reuse_db and database_ready(args.items, args.models):

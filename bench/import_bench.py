@@ -47,14 +47,31 @@ GENERATOR_VERSION = 1
 MODELS = 20
 
 SKILLS = [
-    "Logical Robustness", "Logical Correctness", "Logical Efficiency", "Factuality",
-    "Commonsense Understanding", "Comprehension", "Insightfulness", "Completeness",
-    "Metacognition", "Conciseness", "Readability", "Harmlessness",
-]  # fmt: skip
+    "Logical Robustness",
+    "Logical Correctness",
+    "Logical Efficiency",
+    "Factuality",
+    "Commonsense Understanding",
+    "Comprehension",
+    "Insightfulness",
+    "Completeness",
+    "Metacognition",
+    "Conciseness",
+    "Readability",
+    "Harmlessness",
+]
 DOMAINS = [
-    "Humanities", "Language", "Culture", "Health", "History", "Natural Science", "Math",
-    "Social Science", "Technology", "Coding",
-]  # fmt: skip
+    "Humanities",
+    "Language",
+    "Culture",
+    "Health",
+    "History",
+    "Natural Science",
+    "Math",
+    "Social Science",
+    "Technology",
+    "Coding",
+]
 
 
 def log(msg: str) -> None:
@@ -129,9 +146,14 @@ def generate_synthetic(n: int, seed: int, regenerate: bool) -> SyntheticSet:
         files = [directory / f for f in manifest.get("files", [])]
         if {k: manifest.get(k) for k in wanted} == wanted and all(f.exists() for f in files):
             return SyntheticSet(
-                n, manifest["items"], MODELS, [str(f) for f in files], manifest["bytes"], seed,
+                n,
+                manifest["items"],
+                MODELS,
+                [str(f) for f in files],
+                manifest["bytes"],
+                seed,
                 reused=True,
-            )  # fmt: skip
+            )
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     rng = random.Random(seed)
@@ -174,10 +196,15 @@ def write_tiny(directory: Path) -> str:
     """One item with one response: measures process + Django start-up and the fixed costs."""
     path = directory / "tiny.jsonl"
     item = {
-        "id": "t-1", "instruction": "Say hello.", "reference": "Hello.",
-        "skills": ["Factuality", "Comprehension", "Readability"], "domains": ["Language"],
-        "difficulty": 1, "task": "tiny", "responses": [{"model": "m01", "text": "Hello!"}],
-    }  # fmt: skip
+        "id": "t-1",
+        "instruction": "Say hello.",
+        "reference": "Hello.",
+        "skills": ["Factuality", "Comprehension", "Readability"],
+        "domains": ["Language"],
+        "difficulty": 1,
+        "task": "tiny",
+        "responses": [{"model": "m01", "text": "Hello!"}],
+    }
     path.write_text(json.dumps(item) + "\n")
     return str(path)
 
@@ -187,10 +214,24 @@ def write_tiny(directory: Path) -> str:
 
 def psql(sql: str, db: str = "postgres") -> str:
     result = subprocess.run(
-        ["psql", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "-d", db, "-v",
-         "ON_ERROR_STOP=1", "-Atqc", sql],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "psql",
+            "-h",
+            PG_HOST,
+            "-p",
+            str(PG_PORT),
+            "-U",
+            PG_USER,
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-Atqc",
+            sql,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"psql {sql!r} failed: {result.stderr.strip()}")
     return result.stdout.strip()
@@ -215,8 +256,11 @@ def fresh_database() -> str:
     t0 = time.perf_counter()
     result = subprocess.run(
         [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=child_env(), capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"migrate failed:\n{result.stdout}\n{result.stderr}")
     return f"{time.perf_counter() - t0:.1f}s"
@@ -317,9 +361,16 @@ def run_import(
 ) -> Run:
     """Import FILES into DATASET in a subprocess; check it created EXPECT_NEW responses."""
     args = [
-        "import_dataset", *files, "--project", PROJECT, "--create-project",
-        "--dataset", dataset, "--quiet-problems", *extra,
-    ]  # fmt: skip
+        "import_dataset",
+        *files,
+        "--project",
+        PROJECT,
+        "--create-project",
+        "--dataset",
+        dataset,
+        "--quiet-problems",
+        *extra,
+    ]
     env = child_env()
     logs = OUT / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -347,9 +398,17 @@ def run_import(
     proc.returncode = os.waitstatus_to_exitcode(status)
     text = log_path.read_text(errors="replace")
     run = Run(
-        label, dataset, responses, wall, usage.ru_maxrss, watcher.peak_kb, proc.returncode,
-        usage.ru_utime, usage.ru_stime, log=str(log_path.relative_to(ROOT)),
-    )  # fmt: skip
+        label,
+        dataset,
+        responses,
+        wall,
+        usage.ru_maxrss,
+        watcher.peak_kb,
+        proc.returncode,
+        usage.ru_utime,
+        usage.ru_stime,
+        log=str(log_path.relative_to(ROOT)),
+    )
     match = _COUNTS.search(text)
     if match:
         run.items_new, run.items_unchanged, run.responses_new, run.responses_unchanged = (
@@ -391,12 +450,17 @@ def show(run: Run) -> None:
 
 def show_phases(p: dict) -> None:
     order = [
-        ("python+django start", "startup"), ("job + catalogue", "setup"),
-        ("parse + stage (Python)", "parse"), ("COPY to staging", "copy"),
-        ("set checks (SQL)", "check"), ("insert (SQL)", "apply"),
-        ("model coverage", "coverage"), ("commit", "commit"), ("finish + report", "finish"),
+        ("python+django start", "startup"),
+        ("job + catalogue", "setup"),
+        ("parse + stage (Python)", "parse"),
+        ("COPY to staging", "copy"),
+        ("set checks (SQL)", "check"),
+        ("insert (SQL)", "apply"),
+        ("model coverage", "coverage"),
+        ("commit", "commit"),
+        ("finish + report", "finish"),
         ("exit", "exit"),
-    ]  # fmt: skip
+    ]
     parts = [f"{name} {max(p[key], 0.0):.2f}s" for name, key in order if key in p]
     log("      phases: " + "; ".join(parts))
     for sql, seconds in p.get("slow_sql", [])[:8]:
@@ -540,25 +604,35 @@ def count_lines(paths: list[str]) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--synthetic-responses", "-n", type=int, default=1_000_000, metavar="N",
+        "--synthetic-responses",
+        "-n",
+        type=int,
+        default=1_000_000,
+        metavar="N",
         help="responses in the large synthetic set (default 1,000,000); a second set has N/10",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--repeat", "-k", type=int, default=1, metavar="K",
+        "--repeat",
+        "-k",
+        type=int,
+        default=1,
+        metavar="K",
         help="imports per synthetic size, each into a fresh dataset (medians reported)",
-    )  # fmt: skip
+    )
     parser.add_argument("--seed", type=int, default=1234, help="generator seed (default 1234)")
     parser.add_argument("--regenerate", action="store_true", help="rewrite cached synthetic files")
     parser.add_argument("--skip-flask", action="store_true", help="skip scenario A")
     parser.add_argument("--skip-synthetic", action="store_true", help="skip scenario B")
     parser.add_argument(
-        "--phases", action="store_true",
+        "--phases",
+        action="store_true",
         help="run imports through bench/_phases.py to time parse/COPY/check/insert/commit",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--cprofile", action="store_true",
+        "--cprofile",
+        action="store_true",
         help="like --phases, plus cProfile for each import (bench/out/logs/*.pstats)",
-    )  # fmt: skip
+    )
     parser.add_argument("--keep-db", action="store_true", help=f"keep {PG_DB} afterwards")
     opts = parser.parse_args(argv)
     if opts.synthetic_responses < 10 or opts.repeat < 1:
@@ -645,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"synth-{s.responses}-r{k}",
                 s.responses,
                 s.responses,
-            )  # fmt: skip
+            )
             for k in range(1, opts.repeat + 1)
         ]
         rows.append(summarize(f"B: synthetic {s.responses:,}", got, s.bytes, startup))
@@ -655,8 +729,13 @@ def main(argv: list[str] | None = None) -> int:
             f"scenario B: re-import (no-op) of N={large.responses:,} "
             f"into synth-{large.responses}-r1"
         )
-        again = once(f"synthetic {large.responses:,} re-imp.", large.files,
-                     f"synth-{large.responses}-r1", large.responses, 0)  # fmt: skip
+        again = once(
+            f"synthetic {large.responses:,} re-imp.",
+            large.files,
+            f"synth-{large.responses}-r1",
+            large.responses,
+            0,
+        )
         rows.append(
             summarize(f"B: synthetic {large.responses:,} re-import", [again], large.bytes, startup)
         )
@@ -680,15 +759,22 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "environment": {
-            "postgres": pg_version, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "database": DATABASE_URL,
+            "postgres": pg_version,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "database": DATABASE_URL,
         },
         "parameters": {
-            "synthetic_responses": opts.synthetic_responses, "repeat": opts.repeat,
-            "seed": opts.seed, "phases": opts.phases, "models": MODELS,
+            "synthetic_responses": opts.synthetic_responses,
+            "repeat": opts.repeat,
+            "seed": opts.seed,
+            "phases": opts.phases,
+            "models": MODELS,
         },
         "targets": {
-            "responses_per_s": TARGET_RESPONSES_PER_S, "peak_rss": "independent of file size",
+            "responses_per_s": TARGET_RESPONSES_PER_S,
+            "peak_rss": "independent of file size",
         },
         "startup_s": startup,
         "synthetic": [asdict(s) for s in synth],
@@ -697,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {label: [asdict(r) for r in rs] for label, rs in runs.items()},
         "database_bytes": db_bytes,
         "total_s": total,
-    }  # fmt: skip
+    }
     path = OUT / "import_bench.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     log(f"wrote {path.relative_to(ROOT)}")

@@ -46,10 +46,25 @@ naïve 東京 данные ἀλήθεια 🙂""".split()  # noqa: SIM905 - a t
 
 def psql(sql: str, db: str = "postgres") -> None:
     subprocess.run(
-        ["psql", "-h", PG["host"], "-p", PG["port"], "-U", PG["user"], "-d", db, "-v",
-         "ON_ERROR_STOP=1", "-Atqc", sql],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "psql",
+            "-h",
+            PG["host"],
+            "-p",
+            PG["port"],
+            "-U",
+            PG["user"],
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-Atqc",
+            sql,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
 
 
 def child_env(var_dir: Path) -> dict[str, str]:
@@ -72,8 +87,12 @@ def run_child(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, flo
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [PYTHON, str(Path(__file__).resolve()), "--child", *args],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -120,8 +139,12 @@ def scores_write(folder: Path, megabytes: int, seed: int) -> Path:
         i = 0
         while out.tell() < target:
             for model in MODELS:
-                for rater, kind in (("ann1", "human"), ("ann2", "human"), ("ann3", "human"),
-                                    ("gpt-judge", "judge")):  # fmt: skip
+                for rater, kind in (
+                    ("ann1", "human"),
+                    ("ann2", "human"),
+                    ("ann3", "human"),
+                    ("gpt-judge", "judge"),
+                ):
                     for skill in SKILLS:
                         score = rng.choice(["1", "2", "3", "4", "5", "N/A"])
                         out.write(
@@ -192,9 +215,11 @@ def child_judge(impl: str, slug: str, paths: list[str]) -> int:
         from judging.output_import_jobs import judge_output_import_job_run
 
         job = JudgeOutputImportJob.objects.create(
-            project=project, dataset=dataset, options={"judge": "job judge"},
+            project=project,
+            dataset=dataset,
+            options={"judge": "job judge"},
             files=_described(paths),
-        )  # fmt: skip
+        )
         job = judge_output_import_job_run(job_id=job.pk)
         print(job.status, job.error, job.problem_count, job.result.get("runs"))
         return 0 if job.status == "succeeded" else 1
@@ -202,9 +227,11 @@ def child_judge(impl: str, slug: str, paths: list[str]) -> int:
 
     # as the old API did: every upload read into bytes in the request
     result = judge_outputs_import(
-        project=project, dataset=dataset, judge_name="request judge",
+        project=project,
+        dataset=dataset,
+        judge_name="request judge",
         files=[(Path(p).name, Path(p).read_bytes()) for p in paths],
-    )  # fmt: skip
+    )
     print("succeeded", [(r.judgments, r.scores) for r in result.runs])
     return 0
 
@@ -217,7 +244,7 @@ def child_scores(impl: str, slug: str, paths: list[str]) -> int:
         job = ScoreImportJob.objects.create(
             options={"project": slug, "dataset": "Bench", "create_project": True},
             files=_described(paths),
-        )  # fmt: skip
+        )
         job = score_import_job_run(job_id=job.pk)
         print(job.status, job.error, job.problem_count, job.batch and job.batch.scores_created)
         return 0 if job.status == "succeeded" else 1
@@ -225,9 +252,11 @@ def child_scores(impl: str, slug: str, paths: list[str]) -> int:
 
     with open(paths[0], "rb") as stream:  # as the old page and API did: the upload stream
         result = scores_import(
-            project_slug=slug, files=[(Path(paths[0]).name, stream)], dataset_name="Bench",
+            project_slug=slug,
+            files=[(Path(paths[0]).name, stream)],
+            dataset_name="Bench",
             create_project=True,
-        )  # fmt: skip
+        )
     print("succeeded", result.batch.scores_created)
     return 0
 
@@ -252,14 +281,18 @@ def main() -> int:
         psql(f"CREATE DATABASE {DB}")
         subprocess.run(
             [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT, env=env, check=True,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
         if args.old:
             old_tree = tmp / "old"
             subprocess.run(
                 ["git", "worktree", "add", "--detach", str(old_tree), args.old],
-                cwd=ROOT, check=True, capture_output=True,
-            )  # fmt: skip
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            )
         impls = [("job", ROOT)] + ([("request", old_tree)] if old_tree else [])
         status, base, _, out = run_child(["base"], env, ROOT)
         print(f"Django alone (base): peak RSS {base:.0f} MB")
@@ -308,10 +341,19 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         if not args.keep_db:
             subprocess.run(
-                ["psql", "-h", PG["host"], "-U", PG["user"], "-d", "postgres", "-qc",
-                 f"DROP DATABASE IF EXISTS {DB}"],
+                [
+                    "psql",
+                    "-h",
+                    PG["host"],
+                    "-U",
+                    PG["user"],
+                    "-d",
+                    "postgres",
+                    "-qc",
+                    f"DROP DATABASE IF EXISTS {DB}",
+                ],
                 capture_output=True,
-            )  # fmt: skip
+            )
 
 
 if __name__ == "__main__":

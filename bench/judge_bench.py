@@ -105,9 +105,12 @@ def pg(sql: str, db: str = "postgres", params: tuple = ()):
 
 def manage(args, *command: str) -> str:
     result = subprocess.run(
-        [PYTHON, "manage.py", *command], cwd=ROOT, env=child_env(args),
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [PYTHON, "manage.py", *command],
+        cwd=ROOT,
+        env=child_env(args),
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         sys.exit(f"manage.py {command[0]} failed:\n{result.stdout}\n{result.stderr}")
     return result.stdout
@@ -138,9 +141,18 @@ def fresh_database(args) -> None:
 def import_files(args, dataset: str, files: list[str], preset: str) -> None:
     t0 = time.perf_counter()
     out = manage(
-        args, "import_dataset", *files, "--project", PROJECT, "--create-project",
-        "--dataset", dataset, "--preset", preset, "--quiet-problems",
-    )  # fmt: skip
+        args,
+        "import_dataset",
+        *files,
+        "--project",
+        PROJECT,
+        "--create-project",
+        "--dataset",
+        dataset,
+        "--preset",
+        preset,
+        "--quiet-problems",
+    )
     summary = next((line for line in out.splitlines() if "responses:" in line), out.strip())
     log(f"  imported {dataset}: {summary.strip()} ({time.perf_counter() - t0:.1f} s)")
 
@@ -191,11 +203,43 @@ def write_synthetic(n: int, seed: int = 1234) -> list[str]:
 
     rng = random.Random(seed)
     words = [
-        "the", "a", "model", "answer", "question", "because", "therefore", "result", "value",
-        "data", "system", "function", "time", "energy", "cell", "market", "history", "language",
-        "sentence", "number", "prime", "equation", "code", "loop", "memory", "health", "river",
-        "climate", "policy", "law", "economy", "student", "book", "poem", "music", "example",
-    ]  # fmt: skip
+        "the",
+        "a",
+        "model",
+        "answer",
+        "question",
+        "because",
+        "therefore",
+        "result",
+        "value",
+        "data",
+        "system",
+        "function",
+        "time",
+        "energy",
+        "cell",
+        "market",
+        "history",
+        "language",
+        "sentence",
+        "number",
+        "prime",
+        "equation",
+        "code",
+        "loop",
+        "memory",
+        "health",
+        "river",
+        "climate",
+        "policy",
+        "law",
+        "economy",
+        "student",
+        "book",
+        "poem",
+        "music",
+        "example",
+    ]
 
     def text(low: int, high: int) -> str:
         out: list[str] = []
@@ -214,11 +258,14 @@ def write_synthetic(n: int, seed: int = 1234) -> list[str]:
             left -= k
             i += 1
             row = {
-                "id": f"s{i:06d}", "instruction": text(80, 600), "reference": text(60, 400),
-                "skills": rng.sample(skills, 3), "domains": [rng.choice(domains)],
+                "id": f"s{i:06d}",
+                "instruction": text(80, 600),
+                "reference": text(60, 400),
+                "skills": rng.sample(skills, 3),
+                "domains": [rng.choice(domains)],
                 "difficulty": rng.randint(1, 5),
                 "responses": [{"model": f"m{m}", "text": text(150, 900)} for m in range(k)],
-            }  # fmt: skip
+            }
             f.write(json.dumps(row) + "\n")
     return [str(path)]
 
@@ -266,17 +313,31 @@ def django_setup(args) -> None:
 
 def start_server(args, name: str, faults: bool) -> tuple[subprocess.Popen, str, Path]:
     command = [
-        PYTHON, "-m", "judging.openai_server", "--port", "0", "--latency", args.latency_spec,
-        "--rpm", str(args.server_rpm or args.rpm), "--fault-seed", str(args.seed),
-        "--hang-seconds", str(args.hang_seconds),
-    ]  # fmt: skip
+        PYTHON,
+        "-m",
+        "judging.openai_server",
+        "--port",
+        "0",
+        "--latency",
+        args.latency_spec,
+        "--rpm",
+        str(args.server_rpm or args.rpm),
+        "--fault-seed",
+        str(args.seed),
+        "--hang-seconds",
+        str(args.hang_seconds),
+    ]
     if faults:
         command += ["--fault-rate", str(args.fault_rate), "--fault-kinds", args.fault_kinds]
     stderr = WORK / f"server-{name}.log"
     proc = subprocess.Popen(
-        command, cwd=ROOT, env=child_env(args), stdout=subprocess.PIPE,
-        stderr=open(stderr, "w"), text=True,  # noqa: SIM115 (lives as long as the server)
-    )  # fmt: skip
+        command,
+        cwd=ROOT,
+        env=child_env(args),
+        stdout=subprocess.PIPE,
+        stderr=open(stderr, "w"),  # noqa: SIM115 (lives as long as the server)
+        text=True,
+    )
     url = proc.stdout.readline().strip()
     if not url.startswith("http://127.0.0.1:"):
         proc.kill()
@@ -294,13 +355,30 @@ def start_workers(args, name: str) -> list[subprocess.Popen]:
         # `celery -A flaskweb worker`, or the same through app.worker_main to try a setting
         start = [PYTHON, "-c", REUSE_WORKER] if args.db_reuse_max else [PYTHON, "-m", "celery"]
         proc = subprocess.Popen(
-            [*start, "-A", "flaskweb", "worker", "-Q", "judging",
-             "-n", f"judgebench{n}@%h", "-P", "threads", "-c", str(per_worker),
-             "--without-heartbeat", "--without-mingle", "--without-gossip",
-             "--loglevel", "INFO"],
-            cwd=ROOT, env=child_env(args), stdout=open(log_path, "wb"),  # noqa: SIM115
+            [
+                *start,
+                "-A",
+                "flaskweb",
+                "worker",
+                "-Q",
+                "judging",
+                "-n",
+                f"judgebench{n}@%h",
+                "-P",
+                "threads",
+                "-c",
+                str(per_worker),
+                "--without-heartbeat",
+                "--without-mingle",
+                "--without-gossip",
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=ROOT,
+            env=child_env(args),
+            stdout=open(log_path, "wb"),  # noqa: SIM115
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
         procs.append((proc, log_path))
     deadline = time.monotonic() + 60
     for proc, log_path in procs:

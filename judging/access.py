@@ -5,12 +5,11 @@ of what they score), everyone else 404 (they may not know the object exists)."""
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from annotation.access import STAFF_ROLES, project_get_for_user, project_role
+from annotation.access import project_get_for_staff, project_require_role
 from annotation.models import Project
 from judging.models import (
     JudgeConfig,
@@ -22,23 +21,11 @@ from judging.models import (
 )
 
 
-def _require_staff(user, project: Project, what: str) -> None:
-    role = project_role(user, project)
-    if role is None:
-        raise Http404(f"no such {what}")
-    if role not in STAFF_ROLES:
-        raise PermissionDenied("your role in this project does not allow this")
-
-
-def project_get_for_staff(user, slug: str) -> Project:
-    return project_get_for_user(user, slug, roles=STAFF_ROLES)[0]
-
-
 def output_import_job_get_for_staff(user, pk: int) -> JudgeOutputImportJob:
     job = get_object_or_404(
         JudgeOutputImportJob.objects.select_related("project", "dataset"), pk=pk
     )
-    _require_staff(user, job.project, "import")
+    project_require_role(user, job.project, what="import")
     return job
 
 
@@ -46,7 +33,7 @@ def judge_get_for_staff(user, pk: int) -> JudgeConfig:
     judge = get_object_or_404(
         JudgeConfig.objects.select_related("project", "prompt_template", "provider"), pk=pk
     )
-    _require_staff(user, judge.project, "judge")
+    project_require_role(user, judge.project, what="judge")
     return judge
 
 
@@ -58,7 +45,7 @@ def run_get_for_staff(user, pk: int) -> JudgeRun:
         ),
         pk=pk,
     )
-    _require_staff(user, run.judge.project, "run")
+    project_require_role(user, run.judge.project, what="run")
     return run
 
 
@@ -73,7 +60,7 @@ def judgment_get_for_staff(user, pk: int) -> Judgment:
         ),
         pk=pk,
     )
-    _require_staff(user, judgment.run.judge.project, "judgment")
+    project_require_role(user, judgment.run.judge.project, what="judgment")
     return judgment
 
 

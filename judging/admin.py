@@ -29,10 +29,20 @@ class ProviderForm(forms.ModelForm):
     class Meta:
         model = Provider
         fields = [
-            "name", "label", "base_urls", "api_key_env", "api_key_file", "is_local",
-            "approved", "projects", "shared_cache", "prices", "requests_per_minute",
-            "tokens_per_minute", "note",
-        ]  # fmt: skip
+            "name",
+            "label",
+            "base_urls",
+            "api_key_env",
+            "api_key_file",
+            "is_local",
+            "approved",
+            "projects",
+            "shared_cache",
+            "prices",
+            "requests_per_minute",
+            "tokens_per_minute",
+            "note",
+        ]
         help_texts = {
             "base_urls": 'A JSON list: ["https://api.openai.com/v1"]. The key is only ever '
             "sent to these.",
@@ -119,9 +129,18 @@ class JudgeConfigAdmin(admin.ModelAdmin):
 @admin.register(JudgeRun)
 class JudgeRunAdmin(ReadOnlyAdmin):
     list_display = [
-        "id", "judge", "dataset", "campaign", "status", "total", "done", "failed",
-        "parse_failed", "cost", "created_at",
-    ]  # fmt: skip
+        "id",
+        "judge",
+        "dataset",
+        "campaign",
+        "status",
+        "total",
+        "done",
+        "failed",
+        "parse_failed",
+        "cost",
+        "created_at",
+    ]
     list_filter = ["status"]
     list_select_related = ["judge", "dataset", "campaign"]
 
@@ -144,8 +163,15 @@ class JudgeScoreAdmin(ReadOnlyAdmin):
 
 @admin.register(LLMCacheEntry)
 class LLMCacheEntryAdmin(ReadOnlyAdmin):
-    list_display = ["key", "provider", "project", "model", "finish_reason", "prompt_tokens",
-                    "completion_tokens"]  # fmt: skip
+    list_display = [
+        "key",
+        "provider",
+        "project",
+        "model",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+    ]
     search_fields = ["key", "model"]
 
     def has_delete_permission(self, request, obj=None):

@@ -253,15 +253,22 @@ class JudgeCreateApi(APIView):
             sent = [k for k in SECRET_INPUT_KEYS if k in self.initial_data]
             if sent:
                 raise serializers.ValidationError(
-                    {k: ["Never send an API key: keys belong to providers, which site admins "
-                         "declare."] for k in sent}
-                )  # fmt: skip
+                    {
+                        k: [
+                            "Never send an API key: keys belong to providers, which site admins "
+                            "declare."
+                        ]
+                        for k in sent
+                    }
+                )
             sent = [k for k in KEY_LOCATION_KEYS if k in self.initial_data]
             if sent:
                 raise serializers.ValidationError(
-                    {k: ["Where a key is kept is a site admin's decision: choose a provider."]
-                     for k in sent}
-                )  # fmt: skip
+                    {
+                        k: ["Where a key is kept is a site admin's decision: choose a provider."]
+                        for k in sent
+                    }
+                )
             project: Project = self.context["project"]
             name = attrs["name"].strip()
             if JudgeConfig.objects.filter(project=project, name=name).exists():
@@ -309,12 +316,12 @@ class JudgeCreateApi(APIView):
                     "provider": "openai",
                     "model": "gpt-4o-mini",
                 },
-            ),  # fmt: skip
+            ),
             OpenApiExample(
                 "Baseline",
                 request_only=True,
                 value={"name": "ROUGE-L", "kind": "baseline", "baseline": "rouge-l"},
-            ),  # fmt: skip
+            ),
         ],
     )
     def post(self, request, slug: str):
@@ -701,9 +708,12 @@ class RunPairwiseApi(APIView):
         run = access.run_get_for_staff(request.user, pk)
         if not run.pairwise_against:
             return ApiResponse(
-                {"detail": "this run scores responses one by one; it has no pairs",
-                 "code": "not_pairwise"}, status=400,
-            )  # fmt: skip
+                {
+                    "detail": "this run scores responses one by one; it has no pairs",
+                    "code": "not_pairwise",
+                },
+                status=400,
+            )
         report = selectors.pairwise_report(run=run)
         rows = self.RowSerializer(report.rows, many=True).data
         by_model = [

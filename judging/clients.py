@@ -152,16 +152,20 @@ class OpenAICompatibleClient:
                     if response.is_redirect:
                         url = self._redirect_target(url, response, started)
                         continue
-                    limit = MAX_RESPONSE_BYTES if response.status_code == 200 else (
-                        MAX_ERROR_BODY_BYTES
+                    limit = (
+                        MAX_RESPONSE_BYTES
+                        if response.status_code == 200
+                        else (MAX_ERROR_BODY_BYTES)
                     )
                     content, truncated = _read(response, limit)
                     break
             else:
                 raise JudgeError(
-                    f"more than {MAX_REDIRECTS} redirects", retryable=False, code="redirect",
+                    f"more than {MAX_REDIRECTS} redirects",
+                    retryable=False,
+                    code="redirect",
                     latency_ms=_ms(started),
-                )  # fmt: skip
+                )
         except httpx.TimeoutException:
             raise JudgeError(
                 f"no answer within {request.timeout:g} s",

@@ -91,10 +91,22 @@ def judge_settings_errors(data: dict[str, Any]) -> dict[str, str]:
 
 
 LLM_FIELDS = (
-    "provider", "base_url", "model", "temperature", "max_tokens", "extra_params",
-    "timeout_seconds", "max_attempts", "samples", "use_reference", "prompt_template",
-    "requests_per_minute", "tokens_per_minute", "price_per_1k_prompt", "price_per_1k_completion",
-)  # fmt: skip
+    "provider",
+    "base_url",
+    "model",
+    "temperature",
+    "max_tokens",
+    "extra_params",
+    "timeout_seconds",
+    "max_attempts",
+    "samples",
+    "use_reference",
+    "prompt_template",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "price_per_1k_prompt",
+    "price_per_1k_completion",
+)
 
 
 def judge_fields(data: dict[str, Any]) -> dict[str, Any]:

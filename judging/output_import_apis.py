@@ -85,10 +85,23 @@ class JudgeOutputImportJobSerializer(serializers.ModelSerializer):
     class Meta:
         model = JudgeOutputImportJob
         fields = [
-            "id", "url", "project", "dataset", "status", "options", "files", "bytes_total",
-            "progress", "problem_count", "problems", "error", "result", "created_at",
-            "started_at", "finished_at",
-        ]  # fmt: skip
+            "id",
+            "url",
+            "project",
+            "dataset",
+            "status",
+            "options",
+            "files",
+            "bytes_total",
+            "progress",
+            "problem_count",
+            "problems",
+            "error",
+            "result",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         ref_name = "JudgingOutputImportJob"
 
     @extend_schema_field(ProgressSerializer)

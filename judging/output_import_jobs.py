@@ -76,9 +76,13 @@ def judge_output_import_job_run(*, job_id: int) -> JudgeOutputImportJob | None:
         return {"result": result.as_dict()}
 
     return job_execute(
-        JudgeOutputImportJob, job_id, label="judge output import",
-        progress_key=progress_key(job_id), rejected=JudgeOutputImportRejected, run=run,
-    )  # fmt: skip
+        JudgeOutputImportJob,
+        job_id,
+        label="judge output import",
+        progress_key=progress_key(job_id),
+        rejected=JudgeOutputImportRejected,
+        run=run,
+    )
 
 
 def judge_output_import_jobs_fail_stale(*, older_than_seconds: int) -> int:

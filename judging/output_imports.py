@@ -174,9 +174,12 @@ def _json_lines(
     for lineno, raw, _ in iter_lines(stream, max_line_bytes=max_line_bytes):
         if raw is None:
             yield Problem(
-                file_name, lineno, "", "line_too_long",
+                file_name,
+                lineno,
+                "",
+                "line_too_long",
                 f"the line is longer than {max_line_bytes:,} bytes",
-            )  # fmt: skip
+            )
             continue
         if lineno == 1:
             raw = raw.removeprefix(b"\xef\xbb\xbf")
@@ -544,11 +547,19 @@ WRITE_BATCH = 1000
 _J, _S = "stg_jo_judgment", "stg_jo_score"
 _STAGING_COLUMNS = {
     _J: (
-        "seq", "file_pos", "line", "judge", "item", "model", "raw_output", "total_tokens",
-        "target_text", "parse_failed",
+        "seq",
+        "file_pos",
+        "line",
+        "judge",
+        "item",
+        "model",
+        "raw_output",
+        "total_tokens",
+        "target_text",
+        "parse_failed",
     ),
     _S: ("seq", "file_pos", "line", "judge", "item", "model", "skill", "score", "feedback"),
-}  # fmt: skip
+}
 _STAGING_DDL = (
     f"""CREATE TEMP TABLE {_J} (
         seq BIGINT PRIMARY KEY, file_pos INTEGER NOT NULL, line INTEGER NOT NULL,
@@ -594,9 +605,16 @@ def judge_outputs_import(
         for name, data in files
     ]
     return _Import(
-        project, dataset, streams, fmt, judge_name.strip(), model.strip(), created_by,
-        problem_limit, progress,
-    ).run()  # fmt: skip
+        project,
+        dataset,
+        streams,
+        fmt,
+        judge_name.strip(),
+        model.strip(),
+        created_by,
+        problem_limit,
+        progress,
+    ).run()
 
 
 class _Import:
@@ -645,9 +663,10 @@ class _Import:
             self._option("files", "missing_option", "no file given")
         if self.fmt and self.fmt not in FORMATS:
             self._option(
-                "format", "invalid_option",
+                "format",
+                "invalid_option",
                 f"format {self.fmt!r} is not one of {', '.join(FORMATS)}",
-            )  # fmt: skip
+            )
             return False
         for name, stream in self.streams:
             head = stream.read(16)
@@ -664,11 +683,14 @@ class _Import:
             if found is None:
                 self.log.add(
                     Problem(
-                        name, None, "", "unknown_format",
+                        name,
+                        None,
+                        "",
+                        "unknown_format",
                         "cannot tell the format from the first row; name it "
                         f"({', '.join(FORMATS)})",
                     )
-                )  # fmt: skip
+                )
                 continue
             self.formats[name] = found
             self.first_records[name] = first or b""
@@ -682,15 +704,17 @@ class _Import:
                 self._option(label, "invalid_option", f"{label} is longer than {MAX_NAME}")
         if self.format == LONG and self.model:
             self._option(
-                "model", "invalid_option",
+                "model",
+                "invalid_option",
                 "the model option is for flask-review files; long tables name the model in "
                 "their system column",
-            )  # fmt: skip
+            )
         if self.format == FLASK_REVIEW and not self.judge:
             self._option(
-                "judge", "missing_option",
+                "judge",
+                "missing_option",
                 "a FLASK review file does not say who judged: name the judge",
-            )  # fmt: skip
+            )
         return True
 
     # --- staging --------------------------------------------------------------------------------
@@ -718,16 +742,29 @@ class _Import:
     def _stage_reviews(self, staging, seq, pos, name, reader) -> None:
         file_model = self.model or model_from_file_name(name)
         for j in flask_reviews(
-            reader, file_name=name, judge=self.judge, model=file_model,
-            skills=self.skills, problems=self.sink, max_line_bytes=self.max_line,
-        ):  # fmt: skip
+            reader,
+            file_name=name,
+            judge=self.judge,
+            model=file_model,
+            skills=self.skills,
+            problems=self.sink,
+            max_line_bytes=self.max_line,
+        ):
             staging.add(
                 _J,
                 (
-                    next(seq), pos, j.line, j.judge, j.item, j.model, j.raw_output,
-                    j.total_tokens, j.target_text, int(j.parse_failed),
+                    next(seq),
+                    pos,
+                    j.line,
+                    j.judge,
+                    j.item,
+                    j.model,
+                    j.raw_output,
+                    j.total_tokens,
+                    j.target_text,
+                    int(j.parse_failed),
                 ),
-            )  # fmt: skip
+            )
             for s in j.scores:
                 staging.add(
                     _S, (next(seq), pos, j.line, j.judge, j.item, j.model, s.skill, s.score, "")
@@ -736,9 +773,15 @@ class _Import:
     def _stage_long(self, staging, seq, pos, name, reader) -> None:
         is_json = _first_line(self.first_records[name]).startswith("{")
         for line, rater, item, system, skill, score, rationale in long_rows(
-            reader, file_name=name, is_json=is_json, skills=self.skills, rater=self.judge,
-            problems=self.sink, counts=self.counts, max_line_bytes=self.max_line,
-        ):  # fmt: skip
+            reader,
+            file_name=name,
+            is_json=is_json,
+            skills=self.skills,
+            rater=self.judge,
+            problems=self.sink,
+            counts=self.counts,
+            max_line_bytes=self.max_line,
+        ):
             staging.add(_S, (next(seq), pos, line, rater, item, system, skill, score, rationale))
 
     # --- checks ----------------------------------------------------------------------------------
@@ -757,13 +800,20 @@ class _Import:
                 JOIN {_J} f ON f.seq = d.first
                 ORDER BY s.seq"""
             sql_problems(
-                cursor, sql, [], self.log, "duplicate_judgment",
+                cursor,
+                sql,
+                [],
+                self.log,
+                "duplicate_judgment",
                 lambda r: Problem(
-                    self._file(r[0]), r[1], "question_id", "duplicate_judgment",
+                    self._file(r[0]),
+                    r[1],
+                    "question_id",
+                    "duplicate_judgment",
                     f"a second review of {r[3]!r} on item {r[2]!r} "
                     f"(first at {self._file(r[4])}, line {r[5]})",
                 ),
-            )  # fmt: skip
+            )
             # the later ones are not checked against the dataset
             cursor.execute(
                 f"DELETE FROM {_J} WHERE seq NOT IN "
@@ -780,13 +830,20 @@ class _Import:
             JOIN {_S} f ON f.seq = d.first
             ORDER BY s.seq"""
         sql_problems(
-            cursor, sql, [], self.log, "duplicate_score",
+            cursor,
+            sql,
+            [],
+            self.log,
+            "duplicate_score",
             lambda r: Problem(
-                self._file(r[0]), r[1], "skill", "duplicate_score",
+                self._file(r[0]),
+                r[1],
+                "skill",
+                "duplicate_score",
                 f"{r[2]!r} already scored {r[5]} of {r[4]!r} on item {r[3]!r} "
                 f"({self._file(r[6])}, line {r[7]})",
             ),
-        )  # fmt: skip
+        )
         # one judgment per (rater, item, system), where its first row is
         cursor.execute(
             f"""INSERT INTO {_J} ({", ".join(_STAGING_COLUMNS[_J])})
@@ -852,10 +909,13 @@ class _Import:
             self.log,
             "unknown_item",
             lambda r: Problem(
-                self._file(r[0]), r[1], item_field, "unknown_item",
+                self._file(r[0]),
+                r[1],
+                item_field,
+                "unknown_item",
                 f"item {r[2]!r} is not in dataset {dataset.name!r}",
             ),
-        )  # fmt: skip
+        )
         source = "" if model_field else " (from the model option or the file name)"
         sql_problems(
             cursor,
@@ -868,11 +928,14 @@ class _Import:
             self.log,
             "unknown_model",
             lambda r: Problem(
-                self._file(r[0]), r[1], model_field, "unknown_model",
+                self._file(r[0]),
+                r[1],
+                model_field,
+                "unknown_model",
                 f"dataset {dataset.name!r} has no response of model {r[3]!r}{source} "
                 f"to item {r[2]!r}",
             ),
-        )  # fmt: skip
+        )
         if self.format != FLASK_REVIEW:
             return
         skip_plain = skip_sql.replace("j.judge", "judge")
@@ -893,11 +956,14 @@ class _Import:
                 if _normalized(target) != _normalized(text):
                     self.log.add(
                         Problem(
-                            self._file(pos), line, "target_txt", "changed_response",
+                            self._file(pos),
+                            line,
+                            "target_txt",
+                            "changed_response",
                             f"target_txt differs from the stored response of {model!r} to item "
                             f"{item!r}: this review is of another text",
                         )
-                    )  # fmt: skip
+                    )
 
     # --- the import -------------------------------------------------------------------------------
 
@@ -934,10 +1000,11 @@ class _Import:
                 judge = existing.get(name)
                 if judge is not None and judge.kind != JudgeKind.IMPORTED:
                     self._option(
-                        "judge", "judge_name_taken",
+                        "judge",
+                        "judge_name_taken",
                         f"the project has a {judge.get_kind_display()} judge named {name!r}; "
                         "imported outputs need a judge of their own: choose another name",
-                    )  # fmt: skip
+                    )
                     skip.append(name)
                     continue
                 run = _existing_run(judge, self.dataset, digest) if judge is not None else None
@@ -946,10 +1013,11 @@ class _Import:
                 skip.append(name)
                 if run.settings_snapshot.get("models") != snapshots[name]["models"]:
                     self._option(
-                        "model", "already_imported",
+                        "model",
+                        "already_imported",
                         f"this input was imported as judge {name!r} before (run {run.pk}) for "
                         f"model(s) {', '.join(run.settings_snapshot.get('models', []))}",
-                    )  # fmt: skip
+                    )
                     continue
                 earlier[name] = run
             # The rows that parsed are checked against the dataset even when others did

@@ -79,12 +79,18 @@ class PairTemplate:
 PAIR_TEMPLATES = {
     t.key: t
     for t in (
-        PairTemplate("pairwise", "1", PAIR_SYSTEM_PROMPT, _pair_user_template(with_reference=False),
-                     False),
-        PairTemplate("pairwise-reference", "1", PAIR_SYSTEM_PROMPT,
-                     _pair_user_template(with_reference=True), True),
+        PairTemplate(
+            "pairwise", "1", PAIR_SYSTEM_PROMPT, _pair_user_template(with_reference=False), False
+        ),
+        PairTemplate(
+            "pairwise-reference",
+            "1",
+            PAIR_SYSTEM_PROMPT,
+            _pair_user_template(with_reference=True),
+            True,
+        ),
     )
-}  # fmt: skip
+}
 
 
 def pair_template(*, with_reference: bool) -> PairTemplate:

@@ -30,13 +30,23 @@ def judge_score_list_for_response(*, project: Project, response_id: int) -> list
     rows = (
         JudgeScore.objects.filter(response_id=response_id, run__judge__project=project)
         .order_by(
-            "run__judge__name", "-run_id", "judgment__sample_index", "skill__order",
+            "run__judge__name",
+            "-run_id",
+            "judgment__sample_index",
+            "skill__order",
             "skill__name",
         )
         .values_list(
-            "run__judge__name", "run_id", "run__status", "judgment_id",
-            "judgment__sample_index", "skill__name", "score", "raw_value", "feedback",
+            "run__judge__name",
+            "run_id",
+            "run__status",
+            "judgment_id",
+            "judgment__sample_index",
+            "skill__name",
+            "score",
+            "raw_value",
+            "feedback",
             "judgment__created_at",
         )
-    )  # fmt: skip
+    )
     return [JudgeScoreRow(*row) for row in rows]

@@ -150,10 +150,18 @@ def run_problem_list(*, run: JudgeRun, limit: int = 20) -> list[dict]:
             )
             .order_by("-updated_at", "-pk")
             .values(
-                "pk", "status", "error", "attempts", "order", "raw_output", "updated_at",
-                "response_id", "response__model_name", "response__item__external_id",
+                "pk",
+                "status",
+                "error",
+                "attempts",
+                "order",
+                "raw_output",
+                "updated_at",
+                "response_id",
+                "response__model_name",
+                "response__item__external_id",
             )[:limit]
-        )  # fmt: skip
+        )
         return [{**row, "pair": True} for row in rows]
     return list(
         Judgment.objects.filter(
@@ -342,7 +350,7 @@ def run_score_summaries(
         "skill__order",
         "score",
         "is_na",
-    ).order_by("response_id", "skill__order", "skill__name")  # fmt: skip
+    ).order_by("response_id", "skill__order", "skill__name")
     grouped: dict[tuple, list] = {}
     for response_id, item, model_name, skill, order, score, is_na in rows:
         grouped.setdefault((response_id, order, skill, item, model_name), []).append(
@@ -466,7 +474,7 @@ def judge_score_rows(*, project: Project) -> list[tuple]:
             "skill__name",
             "run__judge__name",
             "score",
-        )  # fmt: skip
+        )
         .order_by("response_id", "skill__order", "skill__name", "run__judge__name")
     )
     sums: dict[tuple, list[int]] = {}
@@ -545,20 +553,35 @@ def judge_score_export_rows(
     `score` is as stored (an N/A row says so in `is_na`). Empty sequences and None ids do
     not narrow."""
     qs = _judge_scores_for_export(
-        project=project, skills=skills, dataset_id=dataset_id, systems=systems, judges=judges,
-        run_id=run_id, run_ids=run_ids,
-    )  # fmt: skip
-    rows = (
-        qs.order_by("response_id", "skill_id", "run__judge__name", "run_id",
-                    "judgment__sample_index", "pk")
-        .values_list(
-            "response_id", "skill_id", "response__item__dataset__name",
-            "response__item__external_id", "response__model_name", "skill__name",
-            "run__judge__name", "score", "is_na", "feedback", "judgment__latency_ms",
-            "rubric__version", "judgment__prompt_template__version", "run_id",
-            "judgment__created_at", "judgment__updated_at", "judgment__sample_index",
-        )
-    )  # fmt: skip
+        project=project,
+        skills=skills,
+        dataset_id=dataset_id,
+        systems=systems,
+        judges=judges,
+        run_id=run_id,
+        run_ids=run_ids,
+    )
+    rows = qs.order_by(
+        "response_id", "skill_id", "run__judge__name", "run_id", "judgment__sample_index", "pk"
+    ).values_list(
+        "response_id",
+        "skill_id",
+        "response__item__dataset__name",
+        "response__item__external_id",
+        "response__model_name",
+        "skill__name",
+        "run__judge__name",
+        "score",
+        "is_na",
+        "feedback",
+        "judgment__latency_ms",
+        "rubric__version",
+        "judgment__prompt_template__version",
+        "run_id",
+        "judgment__created_at",
+        "judgment__updated_at",
+        "judgment__sample_index",
+    )
     return rows.iterator(chunk_size=chunk_size)
 
 
@@ -575,9 +598,14 @@ def judge_score_export_judges(
     """The names of the judges with at least one score among the rows
     `judge_score_export_rows` gives for the same arguments, each once, sorted."""
     qs = _judge_scores_for_export(
-        project=project, skills=skills, dataset_id=dataset_id, systems=systems, judges=judges,
-        run_id=run_id, run_ids=run_ids,
-    )  # fmt: skip
+        project=project,
+        skills=skills,
+        dataset_id=dataset_id,
+        systems=systems,
+        judges=judges,
+        run_id=run_id,
+        run_ids=run_ids,
+    )
     return sorted(qs.values_list("run__judge__name", flat=True).distinct().order_by())
 
 
@@ -602,10 +630,18 @@ def run_review_rows(
     if systems:
         judgments = judgments.filter(response__model_name__in=systems)
     rows = judgments.order_by("response_id", "sample_index").values_list(
-        "pk", "response_id", "response__item__external_id", "response__model_name",
-        "response__item__instruction", "response__item__reference_answer", "response__text",
-        "raw_output", "prompt_tokens", "completion_tokens", "request__total_tokens",
-    )  # fmt: skip
+        "pk",
+        "response_id",
+        "response__item__external_id",
+        "response__model_name",
+        "response__item__instruction",
+        "response__item__reference_answer",
+        "response__text",
+        "raw_output",
+        "prompt_tokens",
+        "completion_tokens",
+        "request__total_tokens",
+    )
     last_response = None
     for row in rows.iterator(chunk_size=chunk_size):
         if row[1] == last_response:

@@ -205,8 +205,10 @@ def provider_problems(
     provider_save alike). Base URLs of a provider that is not local must resolve to public
     addresses now (and are checked again at every connection: judging.outbound)."""
     errors: dict[str, str] = {}
-    if not isinstance(base_urls, list) or not base_urls or not all(
-        isinstance(u, str) and u for u in base_urls
+    if (
+        not isinstance(base_urls, list)
+        or not base_urls
+        or not all(isinstance(u, str) and u for u in base_urls)
     ):
         errors["base_urls"] = 'Give a list of base URLs, e.g. ["https://api.openai.com/v1"].'
     else:
@@ -253,7 +255,7 @@ def provider_problems(
                     if Decimal(str(price)) < 0:
                         raise ValueError
         except (ArithmeticError, ValueError):
-            errors["prices"] = "Prices are non-negative numbers, e.g. \"0.0025\"."
+            errors["prices"] = 'Prices are non-negative numbers, e.g. "0.0025".'
     return errors
 
 
@@ -487,10 +489,19 @@ def judge_run_create(
 #: key's variable name, timeouts, attempts and rate limits are read live: they are how to
 #: reach the provider, not what is asked of it.
 SNAPSHOT_FIELDS = (
-    "kind", "base_url", "model", "temperature", "max_tokens", "extra_params", "samples",
-    "prompt_template", "use_reference", "baseline", "price_per_1k_prompt",
+    "kind",
+    "base_url",
+    "model",
+    "temperature",
+    "max_tokens",
+    "extra_params",
+    "samples",
+    "prompt_template",
+    "use_reference",
+    "baseline",
+    "price_per_1k_prompt",
     "price_per_1k_completion",
-)  # fmt: skip
+)
 
 
 def _snapshot(judge: JudgeConfig) -> dict:
@@ -576,9 +587,12 @@ def judge_run_dispatch(*, run_id: int, after_id: int, missing_only: bool = False
     models = run.campaign.model_names if run.campaign else None
     if run.pairwise_against:  # one task per challenger response: both orders of its pair
         ids = pair_challenger_ids(
-            dataset_id=run.dataset_id, anchor_model=run.pairwise_against, model_names=models,
-            after_id=after_id, limit=DISPATCH_BATCH,
-        )  # fmt: skip
+            dataset_id=run.dataset_id,
+            anchor_model=run.pairwise_against,
+            model_names=models,
+            after_id=after_id,
+            limit=DISPATCH_BATCH,
+        )
     else:
         ids = response_ids_for_run(
             dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=DISPATCH_BATCH
@@ -753,8 +767,13 @@ def _judge_llm(run: JudgeRun, response: Response, sample: int, attempt: int) -> 
     _call_llm(run.judge, messages, sample, attempt, record)
 
 
-_NO_CALL = {"content": "", "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": None,
-            "attempts": 0}  # fmt: skip
+_NO_CALL = {
+    "content": "",
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "latency_ms": None,
+    "attempts": 0,
+}
 
 
 def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: int, record) -> None:
@@ -817,9 +836,11 @@ def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: in
             countdown = exc.retry_after if exc.retry_after is not None else _backoff(attempt)
             raise RetryLater(countdown, str(exc)) from None
         record(
-            request.body(), key, **{**_NO_CALL, "latency_ms": exc.latency_ms, "attempts": attempt},
+            request.body(),
+            key,
+            **{**_NO_CALL, "latency_ms": exc.latency_ms, "attempts": attempt},
             error=str(exc),
-        )  # fmt: skip
+        )
         return
     if limiter is not None:
         limiter.adjust(result.prompt_tokens + result.completion_tokens - estimated)
@@ -836,10 +857,14 @@ def _call_llm(judge: JudgeConfig, messages: list[dict], sample: int, attempt: in
         },
     )
     record(
-        request.body(), key, content=result.content, prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens, latency_ms=result.latency_ms,
+        request.body(),
+        key,
+        content=result.content,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        latency_ms=result.latency_ms,
         attempts=attempt,
-    )  # fmt: skip
+    )
 
 
 def _cache_key(provider: Provider, api_key: str, project_id: int, request, sample: int) -> str:
@@ -848,9 +873,15 @@ def _cache_key(provider: Provider, api_key: str, project_id: int, request, sampl
     provider share its cache between projects."""
     scope = "shared" if provider.shared_cache else f"project:{project_id}"
     return _hash(
-        [f"provider:{provider.pk}", key_fingerprint(api_key, 32), scope, request.base_url,
-         request.body(), sample]
-    )  # fmt: skip
+        [
+            f"provider:{provider.pk}",
+            key_fingerprint(api_key, 32),
+            scope,
+            request.base_url,
+            request.body(),
+            sample,
+        ]
+    )
 
 
 def _limits(judge: JudgeConfig) -> tuple[int | None, int | None]:
@@ -895,9 +926,21 @@ def _backoff(attempt: int) -> float:
 
 
 def _record(
-    run, response, sample, skills, body, key, *, content, prompt_tokens, completion_tokens,
-    latency_ms, attempts, from_cache=False, error="",
-) -> None:  # fmt: skip
+    run,
+    response,
+    sample,
+    skills,
+    body,
+    key,
+    *,
+    content,
+    prompt_tokens,
+    completion_tokens,
+    latency_ms,
+    attempts,
+    from_cache=False,
+    error="",
+) -> None:
     """Insert the judgment and its scores, and move the run's counters, in one transaction.
     A judgment that already exists (a duplicate task got there first) changes nothing."""
     if error:
@@ -913,13 +956,22 @@ def _record(
     try:
         with transaction.atomic():
             judgment = Judgment.objects.create(
-                run=run, response=response, sample_index=sample, status=status, request=body,
-                raw_output=content, parse_method=getattr(parsed, "method", "") or "",
+                run=run,
+                response=response,
+                sample_index=sample,
+                status=status,
+                request=body,
+                raw_output=content,
+                parse_method=getattr(parsed, "method", "") or "",
                 error=error or (getattr(parsed, "error", "") or ""),
-                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                latency_ms=latency_ms, attempts=attempts, from_cache=from_cache,
-                cache_key=key, prompt_template=run.judge.prompt_template,
-            )  # fmt: skip
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=latency_ms,
+                attempts=attempts,
+                from_cache=from_cache,
+                cache_key=key,
+                prompt_template=run.judge.prompt_template,
+            )
             if parsed is not None:
                 JudgeScore.objects.bulk_create(
                     JudgeScore(
@@ -931,7 +983,7 @@ def _record(
                         score=value,
                         is_na=value is None,
                         feedback=(parsed.feedback or {}).get(name, ""),
-                    )  # fmt: skip
+                    )
                     for name, value in parsed.scores.items()
                     if name in by_name
                 )
@@ -1002,9 +1054,22 @@ def _judge_pairs(run: JudgeRun, response: Response, attempt: int) -> None:
 
 
 def _record_pair(
-    run, response, anchor, order, skills, body, key, *, content, prompt_tokens,
-    completion_tokens, latency_ms, attempts, from_cache=False, error="",
-) -> None:  # fmt: skip
+    run,
+    response,
+    anchor,
+    order,
+    skills,
+    body,
+    key,
+    *,
+    content,
+    prompt_tokens,
+    completion_tokens,
+    latency_ms,
+    attempts,
+    from_cache=False,
+    error="",
+) -> None:
     if error:
         status, verdicts, method, problem = JudgmentStatus.FAILED, {}, "", error
     else:
@@ -1018,11 +1083,23 @@ def _record_pair(
     try:
         with transaction.atomic():
             PairJudgment.objects.create(
-                run=run, response=response, anchor=anchor, order=order, status=status,
-                verdicts=verdicts, request=body, raw_output=content, parse_method=method,
-                error=problem, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                latency_ms=latency_ms, attempts=attempts, from_cache=from_cache, cache_key=key,
-            )  # fmt: skip
+                run=run,
+                response=response,
+                anchor=anchor,
+                order=order,
+                status=status,
+                verdicts=verdicts,
+                request=body,
+                raw_output=content,
+                parse_method=method,
+                error=problem,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=latency_ms,
+                attempts=attempts,
+                from_cache=from_cache,
+                cache_key=key,
+            )
             _count(run, status, from_cache, prompt_tokens, completion_tokens, cost)
     except IntegrityError:
         logger.info("pair judgment (%s, %s, %s) exists already", run.pk, response.pk, order)
@@ -1044,10 +1121,15 @@ def _judge_baseline(run: JudgeRun, response: Response, sample: int) -> None:
     try:
         with transaction.atomic():
             judgment = Judgment.objects.create(
-                run=run, response=response, sample_index=sample, status=JudgmentStatus.OK,
-                request=body, raw_output=json.dumps(result.raw), parse_method="baseline",
+                run=run,
+                response=response,
+                sample_index=sample,
+                status=JudgmentStatus.OK,
+                request=body,
+                raw_output=json.dumps(result.raw),
+                parse_method="baseline",
                 error=result.note if all(v is None for v in result.scores.values()) else "",
-            )  # fmt: skip
+            )
             JudgeScore.objects.bulk_create(
                 JudgeScore(
                     judgment=judgment,
@@ -1059,7 +1141,7 @@ def _judge_baseline(run: JudgeRun, response: Response, sample: int) -> None:
                     is_na=result.scores.get(s.name) is None,
                     raw_value=result.raw.get(s.name),
                     feedback=result.note,
-                )  # fmt: skip
+                )
                 for s in skills
             )
             JudgeRun.objects.filter(pk=run.pk).update(done=F("done") + 1, updated_at=timezone.now())

@@ -138,12 +138,26 @@ def celery_worker_process(transactional_db, settings):
         FLASKWEB_CACHE_PREFIX=settings.CACHES["default"].get("KEY_PREFIX", ""),
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "flaskweb", "worker",
-         "-Q", "default,imports,judging",
-         "-P", "solo", "--without-heartbeat", "--without-mingle", "--without-gossip",
-         "--loglevel", "WARNING"],
-        cwd=REPO, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "flaskweb",
+            "worker",
+            "-Q",
+            "default,imports,judging",
+            "-P",
+            "solo",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+            "--loglevel",
+            "WARNING",
+        ],
+        cwd=REPO,
+        env=env,
+    )
     time.sleep(0.5)
     assert proc.poll() is None, "the worker process exited at start"
     yield proc

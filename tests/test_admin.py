@@ -35,14 +35,20 @@ def test_a_membership_deleted_in_the_admin_ends_pools_and_leases(
     response = admin_client.post(
         url,
         {
-            "slug": project.slug, "name": project.name, "description": "",
-            "memberships-TOTAL_FORMS": "1", "memberships-INITIAL_FORMS": "1",
-            "memberships-MIN_NUM_FORMS": "0", "memberships-MAX_NUM_FORMS": "1000",
-            "memberships-0-id": str(membership.pk), "memberships-0-project": str(project.pk),
-            "memberships-0-user": str(annotator.pk), "memberships-0-role": "annotator",
+            "slug": project.slug,
+            "name": project.name,
+            "description": "",
+            "memberships-TOTAL_FORMS": "1",
+            "memberships-INITIAL_FORMS": "1",
+            "memberships-MIN_NUM_FORMS": "0",
+            "memberships-MAX_NUM_FORMS": "1000",
+            "memberships-0-id": str(membership.pk),
+            "memberships-0-project": str(project.pk),
+            "memberships-0-user": str(annotator.pk),
+            "memberships-0-role": "annotator",
             "memberships-0-DELETE": "on",
         },
-    )  # fmt: skip
+    )
     # then
     assert response.status_code == 302, response.content[:2000]
     assert not ProjectMembership.objects.filter(pk=membership.pk).exists()
@@ -53,5 +59,7 @@ def test_a_membership_deleted_in_the_admin_ends_pools_and_leases(
 
     change = MembershipChange.objects.filter(project=project).latest("id")
     assert (change.username, change.action, change.changed_by.username) == (
-        annotator.username, "removed", "admin",
-    )  # fmt: skip
+        annotator.username,
+        "removed",
+        "admin",
+    )

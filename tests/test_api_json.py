@@ -24,9 +24,13 @@ def dataset(project, tmp_path):
 @pytest.fixture
 def campaign(project, dataset, annotator, researcher):
     campaign = campaign_create(
-        project=project, dataset=dataset, name="C", overlap=1, annotators=[annotator],
+        project=project,
+        dataset=dataset,
+        name="C",
+        overlap=1,
+        annotators=[annotator],
         created_by=researcher,
-    )  # fmt: skip
+    )
     campaign_activate(campaign=campaign)
     return campaign
 
@@ -50,11 +54,15 @@ def _endpoints(project, campaign, annotator, researcher):
     rita = token_client(researcher)
     return [
         ("post", alice, submit_url(task["assignment_id"]), scores_for(task)),
-        ("post", rita, f"/api/v1/annotation/projects/{project.slug}/campaigns/",
-         {"name": "N", "dataset": campaign.dataset_id}),
+        (
+            "post",
+            rita,
+            f"/api/v1/annotation/projects/{project.slug}/campaigns/",
+            {"name": "N", "dataset": campaign.dataset_id},
+        ),
         ("patch", rita, f"/api/v1/annotation/campaigns/{campaign.pk}/", {"name": "Renamed"}),
         ("post", rita, f"/api/v1/projects/{project.slug}/exports/", {"kind": "long"}),
-    ]  # fmt: skip
+    ]
 
 
 def test_a_deep_or_duplicate_key_body_is_a_400_on_every_json_endpoint(
@@ -80,9 +88,10 @@ def test_a_deep_or_duplicate_key_body_is_a_400_on_every_json_endpoint(
 def test_the_member_api_reads_bodies_with_the_same_parser(project, admin_user):
     url = f"/api/v1/annotation/projects/{project.slug}/members/"
     response = token_client(admin_user).post(
-        url, '{"username": "a", "role": "annotator", "role": "admin"}',
+        url,
+        '{"username": "a", "role": "annotator", "role": "admin"}',
         content_type="application/json",
-    )  # fmt: skip
+    )
     assert response.status_code == 400
     assert "the key 'role' appears twice" in response.json()["detail"]
 

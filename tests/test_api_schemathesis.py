@@ -393,7 +393,7 @@ def test_what_starts_background_work_refuses_bad_input_before_enqueuing_anything
                 f"/api/v1/projects/{project.slug}/exports/",
                 {"kind": "long", "skill": ["Nope"]},
                 format="json",
-            ),  # fmt: skip
+            ),
             staff.post(f"/api/v1/judging/runs/{run.pk}/start/", {"budget": "-1"}, format="json"),
             staff.post(f"/api/v1/judging/runs/{run.pk}/resume/", {"budget": "x"}, format="json"),
         ]

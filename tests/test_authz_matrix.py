@@ -749,11 +749,31 @@ BODIES: dict[str, Callable[[World], dict]] = {
 
 #: The main tables, counted around every refused POST.
 COUNTED = (
-    Project, ProjectMembership, Skill, Rubric, Dataset, DatasetUpload, Item, Response, Campaign,
-    Task, Assignment, HumanScore, GoldScore, AnnotatorExpertise, ReannotationRequest,
-    JudgeConfig, JudgeRun, Judgment, JudgeScore, ScoreImport, ImportedScore, ExportJob, Token,
+    Project,
+    ProjectMembership,
+    Skill,
+    Rubric,
+    Dataset,
+    DatasetUpload,
+    Item,
+    Response,
+    Campaign,
+    Task,
+    Assignment,
+    HumanScore,
+    GoldScore,
+    AnnotatorExpertise,
+    ReannotationRequest,
+    JudgeConfig,
+    JudgeRun,
+    Judgment,
+    JudgeScore,
+    ScoreImport,
+    ImportedScore,
+    ExportJob,
+    Token,
     MembershipChange,
-)  # fmt: skip
+)
 
 
 #: Columns a POST could flip in place without adding a row, per table.

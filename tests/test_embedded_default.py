@@ -65,9 +65,13 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "rundemo", "--port", str(port)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         base = f"http://127.0.0.1:{port}"
 
@@ -81,8 +85,12 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
         assert (tmp_path / "var" / "flaskweb.sqlite3").exists()
         token = subprocess.run(
             [sys.executable, "manage.py", "drf_create_token", "admin"],
-            cwd=REPO, env=env, capture_output=True, text=True, check=True,
-        ).stdout.split()[2]  # fmt: skip
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()[2]
         headers = {"Authorization": f"Token {token}"}
         # the demo dataset is there
         req = urllib.request.Request(
@@ -117,12 +125,25 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
         # and the demo's offline baseline judge run was done by the worker in the background
 
         def judge_run_status():
-            out = subprocess.run(
-                [sys.executable, "manage.py", "shell", "-c",
-                 "from judging.models import JudgeRun; r = JudgeRun.objects.get(); "
-                 "print(r.status, r.done, r.total)"],
-                cwd=REPO, env=env, capture_output=True, text=True, check=True,
-            ).stdout.strip().splitlines()[-1:]  # fmt: skip
+            out = (
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "manage.py",
+                        "shell",
+                        "-c",
+                        "from judging.models import JudgeRun; r = JudgeRun.objects.get(); "
+                        "print(r.status, r.done, r.total)",
+                    ],
+                    cwd=REPO,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                .stdout.strip()
+                .splitlines()[-1:]
+            )
             fields = out[0].split() if out else []
             return fields if fields and fields[0] == "done" else None
 

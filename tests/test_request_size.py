@@ -85,11 +85,17 @@ def test_a_signed_in_user_gets_only_the_small_limit_outside_the_upload_endpoints
 
 def test_a_body_at_the_limit_is_read(client, settings):
     settings.FLASKWEB_MAX_BODY_BYTES = 64
-    ok = client.post("/login/", "username=a&password=b".ljust(64, "&"),
-                     content_type="application/x-www-form-urlencoded")  # fmt: skip
+    ok = client.post(
+        "/login/",
+        "username=a&password=b".ljust(64, "&"),
+        content_type="application/x-www-form-urlencoded",
+    )
     assert ok.status_code == 200  # the form again (wrong password), not 413
-    over = client.post("/login/", "username=a&password=b".ljust(65, "&"),
-                       content_type="application/x-www-form-urlencoded")  # fmt: skip
+    over = client.post(
+        "/login/",
+        "username=a&password=b".ljust(65, "&"),
+        content_type="application/x-www-form-urlencoded",
+    )
     assert over.status_code == 413
 
 
@@ -228,9 +234,12 @@ urlpatterns = [path("raw/", _read_raw_input)]
 
 def _chunked(client: Client, url: str, body):
     return client.generic(
-        "POST", url, CONTENT_TYPE="application/octet-stream",
-        HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input": body},
-    )  # fmt: skip
+        "POST",
+        url,
+        CONTENT_TYPE="application/octet-stream",
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": body},
+    )
 
 
 @pytest.mark.urls(__name__)

@@ -7,10 +7,14 @@ from flaskweb.env import database_from_url, env_bool, env_int, env_secret
 def test_database_urls_become_django_settings():
     pg = database_from_url("postgres://u:p%40ss@db.example:6543/flask?sslmode=require")
     assert pg == {
-        "ENGINE": "django.db.backends.postgresql", "NAME": "flask", "USER": "u",
-        "PASSWORD": "p@ss", "HOST": "db.example", "PORT": "6543",
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "flask",
+        "USER": "u",
+        "PASSWORD": "p@ss",
+        "HOST": "db.example",
+        "PORT": "6543",
         "OPTIONS": {"sslmode": "require"},
-    }  # fmt: skip
+    }
     assert database_from_url("sqlite:///var/x.db")["NAME"] == "var/x.db"
     assert database_from_url("sqlite:////abs/x.db")["NAME"] == "/abs/x.db"
     with pytest.raises(ImproperlyConfigured, match="mysql"):
@@ -57,8 +61,11 @@ def test_production_settings_pass_the_deploy_check(tmp_path):
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

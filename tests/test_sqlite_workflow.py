@@ -27,10 +27,27 @@ def test_the_annotation_workflow_tests_pass_on_sqlite(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "PYTEST_"))}
     env["TEST_DATABASE_URL"] = f"sqlite:///{tmp_path / 'workflow.sqlite3'}"
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-         "-p", "no:logging", "-m", "not postgres_only", *WORKFLOW_TESTS],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:logging",
+            "-m",
+            "not postgres_only",
+            *WORKFLOW_TESTS,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     passed = re.search(r"(\d+) passed", summary)

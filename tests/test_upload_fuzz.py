@@ -188,14 +188,28 @@ def _break_json(text: str, how: str, cut: int) -> str:
 
 
 BREAKS = (
-    "truncated", "trailing comma", "single quotes", "two values", "extra bracket",
-    "python literal", "comment", "unquoted",
-)  # fmt: skip
+    "truncated",
+    "trailing comma",
+    "single quotes",
+    "two values",
+    "extra bracket",
+    "python literal",
+    "comment",
+    "unquoted",
+)
 
 INVALID_UTF8 = (
-    b"\xff", b"\xfe", b"\xc3\x28", b"\xa0\xa1", b"\xe2\x28\xa1", b"\xf0\x28\x8c\xbc",
-    b"\xed\xa0\x80", b"\xc0\xaf", b"\xf8\x88\x80\x80\x80", b"\x80",
-)  # fmt: skip
+    b"\xff",
+    b"\xfe",
+    b"\xc3\x28",
+    b"\xa0\xa1",
+    b"\xe2\x28\xa1",
+    b"\xf0\x28\x8c\xbc",
+    b"\xed\xa0\x80",
+    b"\xc0\xaf",
+    b"\xf8\x88\x80\x80\x80",
+    b"\x80",
+)
 
 
 @st.composite
@@ -333,10 +347,18 @@ def broken_csv(
     header, body = rows[0], [list(r) for r in rows[1:]]
     how = draw(
         st.sampled_from(
-            ["unbalanced quote", "ragged", "NUL in a cell", "huge field", "header only",
-             "header lacks a column", "bad value", "semicolons"]
+            [
+                "unbalanced quote",
+                "ragged",
+                "NUL in a cell",
+                "huge field",
+                "header only",
+                "header lacks a column",
+                "bad value",
+                "semicolons",
+            ]
         )
-    )  # fmt: skip
+    )
     n = draw(st.integers(0, len(body) - 1))
     col = draw(st.integers(0, len(header) - 1))
     if how == "unbalanced quote":
@@ -404,9 +426,17 @@ EVAL_FILE = Upload("eval.jsonl", jsonl([EVAL]), "valid")
 ID_BAD = [None, "", "   ", [], {}, True, 1.5, "x" * 201, NUL, SURROGATE]
 TEXT_BAD = [None, "", "  ", [], {"a": 1}, False, NAN, NUL, SURROGATE]
 SKILLS_BAD = [
-    5, {"a": 1}, True, [{}], [None], [1.5], ["No such skill"], [], "Factuality",
+    5,
+    {"a": 1},
+    True,
+    [{}],
+    [None],
+    [1.5],
+    ["No such skill"],
+    [],
+    "Factuality",
     ["Factuality", "Factuality", "Readability"],
-]  # fmt: skip
+]
 DOMAINS_BAD = [5, {"a": 1}, [{}], ["Atlantis"], True]
 DIFFICULTY_BAD = [0, 6, -1, 2.5, "hard", [], {}, True, "9"]
 GENERIC_BAD = {
@@ -417,16 +447,31 @@ GENERIC_BAD = {
     "difficulty": DIFFICULTY_BAD,
     "metadata": [[], "x", 5, True, {"k": NUL}, {NUL: 1}, {"k": [SURROGATE]}, {SURROGATE: 1}],
     "responses": [
-        "x", 5, [5], [None], [{"model": [], "text": "x"}], [{"model": "m"}],
-        [{"model": "m", "text": ""}], [{"model": "", "text": "x"}], [{"text": "x"}],
-        [{"model": "m", "text": NUL}], [{"model": "m", "text": "x", "metadata": []}],
+        "x",
+        5,
+        [5],
+        [None],
+        [{"model": [], "text": "x"}],
+        [{"model": "m"}],
+        [{"model": "m", "text": ""}],
+        [{"model": "", "text": "x"}],
+        [{"text": "x"}],
+        [{"model": "m", "text": NUL}],
+        [{"model": "m", "text": "x", "metadata": []}],
         [{"model": "m", "text": "x"}, {"model": "m", "text": "y"}],
     ],
-    "checklist": [[], 5, "x", {"No such skill": ["a"]}, {"Factuality": 5}, {"Factuality": [1]},
-                  {"Factuality": [NUL]}],
+    "checklist": [
+        [],
+        5,
+        "x",
+        {"No such skill": ["a"]},
+        {"Factuality": 5},
+        {"Factuality": [1]},
+        {"Factuality": [NUL]},
+    ],
     "task": [[], {"a": 1}, True],
     "reference": [[], {"a": 1}, True, NUL, SURROGATE],
-}  # fmt: skip
+}
 EVAL_BAD = {
     "idx": ID_BAD,
     "instruction": TEXT_BAD,
@@ -529,17 +574,36 @@ def dataset_api_cases(draw) -> DatasetCase:
     if how == "policies":
         policies = draw(
             st.sampled_from(
-                ["[1", "{'a': 1}", "5", "[3]", '"x"', '{"nope": "accept"}', '{"all": "explode"}',
-                 '{"empty_file": "accept"}', '{"duplicate_item": "accept"}', "{" * 50]
+                [
+                    "[1",
+                    "{'a': 1}",
+                    "5",
+                    "[3]",
+                    '"x"',
+                    '{"nope": "accept"}',
+                    '{"all": "explode"}',
+                    '{"empty_file": "accept"}',
+                    '{"duplicate_item": "accept"}',
+                    "{" * 50,
+                ]
             )
-        )  # fmt: skip
+        )
         return DatasetCase([valid], fields={"policies": policies}, refused_by_request=True)
     name = draw(
         st.sampled_from(
-            ["../../../etc/passwd.jsonl", "x" * 400 + ".jsonl", "ümlaut ☃.jsonl", ".jsonl",
-             "a\\b\\c.jsonl", "CON.jsonl", "items.jsonl.gz", "; rm -rf.jsonl", "'\"<>.jsonl"]
+            [
+                "../../../etc/passwd.jsonl",
+                "x" * 400 + ".jsonl",
+                "ümlaut ☃.jsonl",
+                ".jsonl",
+                "a\\b\\c.jsonl",
+                "CON.jsonl",
+                "items.jsonl.gz",
+                "; rm -rf.jsonl",
+                "'\"<>.jsonl",
+            ]
         )
-    )  # fmt: skip
+    )
     defect = Upload(name, jsonl([{**ITEM, "difficulty": 9}]), "difficulty 9")
     return DatasetCase([defect], defective=defect.name)
 
@@ -664,13 +728,21 @@ RUBRIC_BAD = {
     "Skill": [None, "", "  ", 5, [], {}, True, "x" * 101, NUL, SURROGATE],
     "Criteria": [None, "", 5, [], {}, NUL, SURROGATE],
     "Scoring": [
-        None, [], "x", 5, {"1": "a"}, {str(n): "a" for n in range(0, 5)},
-        {str(n): "a" for n in range(1, 7)}, {**RUBRIC["Scoring"], "5": None},
-        {**RUBRIC["Scoring"], "5": ""}, {**RUBRIC["Scoring"], "5": 5},
-        {**RUBRIC["Scoring"], "5": NUL}, {**RUBRIC["Scoring"], "3": ["a"]},
+        None,
+        [],
+        "x",
+        5,
+        {"1": "a"},
+        {str(n): "a" for n in range(0, 5)},
+        {str(n): "a" for n in range(1, 7)},
+        {**RUBRIC["Scoring"], "5": None},
+        {**RUBRIC["Scoring"], "5": ""},
+        {**RUBRIC["Scoring"], "5": 5},
+        {**RUBRIC["Scoring"], "5": NUL},
+        {**RUBRIC["Scoring"], "3": ["a"]},
         {**RUBRIC["Scoring"], "2": SURROGATE},
     ],
-}  # fmt: skip
+}
 
 
 @st.composite
@@ -765,13 +837,20 @@ PROMPT_BAD = {
     "prompt_id": [None, "", True, [], {}, 1.5, "a b", "x" * 100, "a/b", NUL, 10**80, SURROGATE],
     "system_prompt": [None, 5, [], {}, False, NUL, SURROGATE],
     "prompt_template": [
-        None, 5, [], "", "no placeholders", "{skills} {question}",
-        "{unknown} {skills}{question}{response}", "{", "{skills}{question}{response}{",
+        None,
+        5,
+        [],
+        "",
+        "no placeholders",
+        "{skills} {question}",
+        "{unknown} {skills}{question}{response}",
+        "{",
+        "{skills}{question}{response}{",
         NUL + " {skills}{question}{response}",
     ],
     "defaults": ["x", 5, {"a": 5}, {"question": "x"}, {"a": NUL}, {"a": ["x"]}, {"a": SURROGATE}],
     "description": [5, [1], {"a": 1}, True, NUL, SURROGATE],
-}  # fmt: skip
+}
 
 
 @st.composite
@@ -816,11 +895,25 @@ def test_the_prompt_file_import_page_refuses_every_malformed_file(researcher_cli
 
 REVIEWS = [review(501, {"factuality": 4, "readability": "N/A"}), review(502, {"completeness": 3})]
 LONG_ROWS = [
-    {"item": "501", "system": "kestrel", "rater": "fuzz-judge", "rater_kind": "judge",
-     "skill": "Factuality", "score": 5, "rationale": "Right."},
-    {"item": "503", "system": "osprey", "rater": "fuzz-judge", "rater_kind": "judge",
-     "skill": "Logical Correctness", "score": "N/A", "rationale": ""},
-]  # fmt: skip
+    {
+        "item": "501",
+        "system": "kestrel",
+        "rater": "fuzz-judge",
+        "rater_kind": "judge",
+        "skill": "Factuality",
+        "score": 5,
+        "rationale": "Right.",
+    },
+    {
+        "item": "503",
+        "system": "osprey",
+        "rater": "fuzz-judge",
+        "rater_kind": "judge",
+        "skill": "Logical Correctness",
+        "score": "N/A",
+        "rationale": "",
+    },
+]
 LONG_CSV = [list(LONG_ROWS[0])] + [[str(v) for v in r.values()] for r in LONG_ROWS]
 NAME_BAD = [None, "", [], {}, True, 1.5, "x" * 201, NUL, SURROGATE]
 REQUIRED_LONG = ["item", "system", "rater", "rater_kind", "skill", "score"]
@@ -828,14 +921,25 @@ REVIEW_BAD = {
     "question_id": [*NAME_BAD, 999],
     "review": [None, 5, [], {}, True, NUL, SURROGATE],
     "score": [
-        [], "x", 5, None, {"factuality": 6}, {"factuality": "five"}, {"factuality": 0},
-        {"factuality": 4.0}, {"factuality": True}, {"factuality": None}, {"factuality": ""},
-        {"no such skill": 3}, {"factuality": 4, "Factuality": 4}, {"factuality": [4]},
+        [],
+        "x",
+        5,
+        None,
+        {"factuality": 6},
+        {"factuality": "five"},
+        {"factuality": 0},
+        {"factuality": 4.0},
+        {"factuality": True},
+        {"factuality": None},
+        {"factuality": ""},
+        {"no such skill": 3},
+        {"factuality": 4, "Factuality": 4},
+        {"factuality": [4]},
         {SURROGATE: 4},
     ],
     "target_txt": [5, [], {}, True, "another text", NUL, SURROGATE],
     "total_tokens_step4": [-1, "x", 1.5, True, []],
-}  # fmt: skip
+}
 LONG_BAD = {
     "item": [*NAME_BAD, "999"],
     "system": [*NAME_BAD, "no-such-model"],
@@ -950,11 +1054,25 @@ def test_the_judge_output_import_api_refuses_every_malformed_file(
 # === the long-format score import (page and API) ==============================================
 
 SCORE_ROWS = [
-    {"item": "q1", "system": "model-a", "rater": "ann1", "rater_kind": "human",
-     "skill": "Readability", "score": 4, "instruction": "Name a colour."},
-    {"item": "q1", "system": "model-a", "rater": "gpt-judge", "rater_kind": "judge",
-     "skill": "Readability", "score": "N/A", "rationale": "No claim."},
-]  # fmt: skip
+    {
+        "item": "q1",
+        "system": "model-a",
+        "rater": "ann1",
+        "rater_kind": "human",
+        "skill": "Readability",
+        "score": 4,
+        "instruction": "Name a colour.",
+    },
+    {
+        "item": "q1",
+        "system": "model-a",
+        "rater": "gpt-judge",
+        "rater_kind": "judge",
+        "skill": "Readability",
+        "score": "N/A",
+        "rationale": "No claim.",
+    },
+]
 SCORE_CSV = [
     ["item", "system", "rater", "rater_kind", "skill", "score"],
     ["q1", "model-a", "ann1", "human", "Readability", "4"],
@@ -966,14 +1084,29 @@ SCORE_BAD = {
     "rater": NAME_BAD,
     "rater_kind": [None, "", "robot", [], 5, True],
     "skill": [None, "", [], {}, True, 1.5, "x" * 101, NUL, SURROGATE],
-    "score": [None, "", "abc", "NaN", "inf", "-inf", "1e999", 6, 0, 4.5, True, [], {}, "1,5",
-              math.inf],
+    "score": [
+        None,
+        "",
+        "abc",
+        "NaN",
+        "inf",
+        "-inf",
+        "1e999",
+        6,
+        0,
+        4.5,
+        True,
+        [],
+        {},
+        "1,5",
+        math.inf,
+    ],
     "difficulty": [0, 6, "hard", [], {}, True, 2.5],
     "domain": ["Atlantis", 5, {}, [1], True],
     "instruction": [5, [], {}, True, NUL, SURROGATE],
     "response": [5, [], {}, True, NUL, SURROGATE],
     "rationale": [5, [], {}, True, NUL, SURROGATE],
-}  # fmt: skip
+}
 SCORE_CSV_BAD = {
     "item": ["", "x" * 201],
     "rater_kind": ["", "robot"],
@@ -1079,8 +1212,11 @@ def test_the_valid_bases_of_the_malformed_files_are_accepted(
     admin_client, researcher, researcher_client, project, queued, tmp_path, import_jobs
 ):
     ids, on_commit = queued
-    for files in ([Upload("items.jsonl", jsonl([ITEM, ITEM_2]), "")], [EVAL_FILE],
-                  [Upload("items.csv", csv_bytes(ITEM_CSV), "")]):  # fmt: skip
+    for files in (
+        [Upload("items.jsonl", jsonl([ITEM, ITEM_2]), "")],
+        [EVAL_FILE],
+        [Upload("items.csv", csv_bytes(ITEM_CSV), "")],
+    ):
         ids.clear()
         with on_commit():
             response = admin_client.post(
@@ -1229,9 +1365,11 @@ def test_metadata_nested_deeper_than_the_limit_is_rejected(project, tmp_path):
         dumps({**ITEM, "metadata": "<deep>"}).replace('"<deep>"', nested(150, "object"))
     )
     upload = dataset_upload_create(
-        project=project, dataset_name="Deep", source=UploadSource.CLI,
+        project=project,
+        dataset_name="Deep",
+        source=UploadSource.CLI,
         files=[(FileSpec("deep.jsonl"), str(path))],
-    )  # fmt: skip
+    )
     upload = dataset_import(upload_id=upload.pk)
     assert upload.status == UploadStatus.REJECTED
     problem = upload.problems.get()

@@ -17,19 +17,19 @@ def seed(apps, schema_editor):
         Domain.objects.update_or_create(
             project=None, name=name,
             defaults={"key": key, "subdomains": list(subdomains), "order": order},
-        )  # fmt: skip
+        )
     for order, text in enumerate(catalogue_text.SKILLS):
         skill, _ = Skill.objects.update_or_create(
             project=None, name=text.name,
             defaults={"key": text.key, "ability": text.ability, "order": order},
-        )  # fmt: skip
+        )
         if not Rubric.objects.filter(skill=skill, project=None).exists():
             a = text.anchors
             Rubric.objects.create(
                 skill=skill, project=None, version=1, criterion=text.criterion,
                 anchor_1=a[0], anchor_2=a[1], anchor_3=a[2], anchor_4=a[3], anchor_5=a[4],
                 source="builtin", note="shipped with flaskweb",
-            )  # fmt: skip
+            )
 
 
 class Migration(migrations.Migration):

@@ -205,8 +205,19 @@ def _claim_in_one_statement(campaign: Campaign, annotator) -> tuple[bool, Assign
     the transactional path must decide. Run on its own in autocommit; inside a caller's
     transaction it gets a savepoint, so a lost race does not spoil that transaction."""
     now = timezone.now()
-    params = [annotator.pk, annotator.pk, annotator.pk, campaign.pk, campaign.pk,
-              annotator.pk, campaign.pk, annotator.pk, now, now, now]  # fmt: skip
+    params = [
+        annotator.pk,
+        annotator.pk,
+        annotator.pk,
+        campaign.pk,
+        campaign.pk,
+        annotator.pk,
+        campaign.pk,
+        annotator.pk,
+        now,
+        now,
+        now,
+    ]
     if connection.in_atomic_block:
         with transaction.atomic():
             row = fetch_one(_CLAIM_ONE_STATEMENT, params)
@@ -445,9 +456,19 @@ UPDATE {_A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated
 WHERE id = %s
 """
 _SCORE_COLUMNS = (
-    "assignment_id", "campaign_id", "response_id", "annotator_id", "skill_id", "rubric_id",
-    "score", "is_na", "rationale", "time_ms", "created_at", "updated_at",
-)  # fmt: skip
+    "assignment_id",
+    "campaign_id",
+    "response_id",
+    "annotator_id",
+    "skill_id",
+    "rubric_id",
+    "score",
+    "is_na",
+    "rationale",
+    "time_ms",
+    "created_at",
+    "updated_at",
+)
 _INSERT_SCORES = f"INSERT INTO {HumanScore._meta.db_table} ({', '.join(_SCORE_COLUMNS)}) VALUES "
 _SCORE_ROW = "(" + ", ".join(["%s"] * len(_SCORE_COLUMNS)) + ")"
 # PostgreSQL: the three writes of a submission in one statement.
@@ -533,10 +554,19 @@ def _submit_in_one_statement(assignment_id, annotator, scores, active_ms) -> Sub
     values = []
     for skill, value in rows:
         values += [
-            assignment_id, campaign_id, response_id, annotator.pk, skill.skill_id,
-            skill.rubric_id, value.score, value.score is None, value.rationale, value.time_ms,
-            now, now,
-        ]  # fmt: skip
+            assignment_id,
+            campaign_id,
+            response_id,
+            annotator.pk,
+            skill.skill_id,
+            skill.rubric_id,
+            value.score,
+            value.score is None,
+            value.rationale,
+            value.time_ms,
+            now,
+            now,
+        ]
     sql = _SUBMIT_ONE_STATEMENT.format(
         scores_table=HumanScore._meta.db_table,
         score_columns=", ".join(_SCORE_COLUMNS),
@@ -623,10 +653,19 @@ def _submit_locked(
     score_values = []
     for skill, value in rows:
         score_values += [
-            assignment_id, campaign_id, response_id, annotator.pk, skill.skill_id,
-            skill.rubric_id, value.score, value.score is None, value.rationale, value.time_ms,
-            stamp, stamp,
-        ]  # fmt: skip
+            assignment_id,
+            campaign_id,
+            response_id,
+            annotator.pk,
+            skill.skill_id,
+            skill.rubric_id,
+            value.score,
+            value.score is None,
+            value.rationale,
+            value.time_ms,
+            stamp,
+            stamp,
+        ]
     if rows and is_postgres():
         execute(_RECORD_PG + values_sql, task_update + assignment_update + score_values)
     else:
@@ -634,8 +673,9 @@ def _submit_locked(
         execute(_ASSIGNMENT_SUBMITTED, assignment_update)
         if rows:  # a task whose item has no pinned skill asks nothing
             execute(_INSERT_SCORES + values_sql, score_values)
-    fields.update(status=AssignmentStatus.SUBMITTED, submitted_at=now, active_ms=active_ms,
-                  updated_at=now)  # fmt: skip
+    fields.update(
+        status=AssignmentStatus.SUBMITTED, submitted_at=now, active_ms=active_ms, updated_at=now
+    )
     return SubmitResult(_assignment(fields), created=True, late=late)
 
 

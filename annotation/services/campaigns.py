@@ -95,9 +95,16 @@ MAX_LEASE_SECONDS = 24 * 3600
 # rest decides which tasks exist and which rubrics are pinned, so it is fixed at activation.
 CAMPAIGN_STRUCTURE = ("dataset", "model_names", "skill_mode", "fixed_skills", "overlap")
 CAMPAIGN_SETTINGS = (
-    "name", "instructions", "show_reference", "quota_per_annotator", "lease_seconds",
-    "route_by_domain", "gold_rate", "repeat_rate", "gold_feedback",
-)  # fmt: skip
+    "name",
+    "instructions",
+    "show_reference",
+    "quota_per_annotator",
+    "lease_seconds",
+    "route_by_domain",
+    "gold_rate",
+    "repeat_rate",
+    "gold_feedback",
+)
 CAMPAIGN_POOL = ("annotators", "groups")
 
 
@@ -208,9 +215,13 @@ def _tasks_create(campaign: Campaign) -> int:
     batch: list[Task] = []
     for response_id in ids.values_list("pk", flat=True).iterator(chunk_size=5000):
         batch.append(
-            Task(campaign=campaign, response_id=response_id, kind=TaskKind.NORMAL,
-                 overlap=campaign.overlap)
-        )  # fmt: skip
+            Task(
+                campaign=campaign,
+                response_id=response_id,
+                kind=TaskKind.NORMAL,
+                overlap=campaign.overlap,
+            )
+        )
         if len(batch) == 5000:
             created += len(Task.objects.bulk_create(batch))
             batch = []

@@ -126,9 +126,13 @@ def skill_create(
     except IntegrityError as exc:
         raise ValidationError(f"a skill named {name!r} already exists") from exc
     rubric_revise(
-        skill=skill, project=project, criterion=criterion, anchors=anchors,
-        source=source, created_by=created_by,
-    )  # fmt: skip
+        skill=skill,
+        project=project,
+        criterion=criterion,
+        anchors=anchors,
+        source=source,
+        created_by=created_by,
+    )
     return skill
 
 
@@ -201,16 +205,25 @@ def rubric_import_flask(
         skill = by_name.get(name.lower())
         if skill is None:
             skill_create(
-                project=project, name=name, criterion=criterion, anchors=anchors,
-                created_by=created_by, source=RubricSource.IMPORT,
-            )  # fmt: skip
+                project=project,
+                name=name,
+                criterion=criterion,
+                anchors=anchors,
+                created_by=created_by,
+                source=RubricSource.IMPORT,
+            )
             result.created_skills.append(name)
             continue
         before = Rubric.objects.filter(skill=skill, project=project).count()
         rubric_revise(
-            skill=skill, project=project, criterion=criterion, anchors=anchors,
-            source=RubricSource.IMPORT, note="imported rubric file", created_by=created_by,
-        )  # fmt: skip
+            skill=skill,
+            project=project,
+            criterion=criterion,
+            anchors=anchors,
+            source=RubricSource.IMPORT,
+            note="imported rubric file",
+            created_by=created_by,
+        )
         after = Rubric.objects.filter(skill=skill, project=project).count()
         (result.new_versions if after > before else result.unchanged).append(skill.name)
     return result
@@ -225,15 +238,21 @@ def catalogue_sync_builtins() -> None:
     """
     for order, (key, name, subdomains) in enumerate(catalogue_text.DOMAINS):
         Domain.objects.update_or_create(
-            project=None, name=name,
+            project=None,
+            name=name,
             defaults={"key": key, "subdomains": list(subdomains), "order": order},
-        )  # fmt: skip
+        )
     for order, text in enumerate(catalogue_text.SKILLS):
         skill, _ = Skill.objects.update_or_create(
-            project=None, name=text.name,
+            project=None,
+            name=text.name,
             defaults={"key": text.key, "ability": text.ability, "order": order},
-        )  # fmt: skip
+        )
         rubric_revise(
-            skill=skill, project=None, criterion=text.criterion, anchors=list(text.anchors),
-            source=RubricSource.BUILTIN, note="shipped with flaskweb",
-        )  # fmt: skip
+            skill=skill,
+            project=None,
+            criterion=text.criterion,
+            anchors=list(text.anchors),
+            source=RubricSource.BUILTIN,
+            note="shipped with flaskweb",
+        )

@@ -423,13 +423,21 @@ _STAGING_DDL = [
 _STAGING_TABLES = ("stg_item", "stg_item_skill", "stg_item_domain", "stg_response")
 _STAGING_COLUMNS = {
     "stg_item": (
-        "seq", "file_pos", "line", "external_id", "instruction", "reference", "difficulty",
-        "task", "metadata", "content_hash",
+        "seq",
+        "file_pos",
+        "line",
+        "external_id",
+        "instruction",
+        "reference",
+        "difficulty",
+        "task",
+        "metadata",
+        "content_hash",
     ),
     "stg_item_skill": ("seq", "skill_id", "rank", "checklist"),
     "stg_item_domain": ("seq", "domain_id"),
     "stg_response": ("seq", "file_pos", "line", "external_id", "model_name", "text", "metadata"),
-}  # fmt: skip
+}
 
 
 class _Stager:
@@ -515,7 +523,7 @@ def _import_in_transaction(
                             if empty
                             else f"cannot tell the format{why}; name it (flask-eval, "
                             "flask-output, generic-jsonl, generic-csv)",
-                        )  # fmt: skip
+                        )
                     )
                     continue
                 file_summary["format"] = fmt
@@ -540,9 +548,15 @@ def _import_in_transaction(
                     on_progress=on_progress,
                 )
                 seq = _stage_rows(
-                    rows, stager, problems, file_row.position, seq, skill_ids, domain_ids,
+                    rows,
+                    stager,
+                    problems,
+                    file_row.position,
+                    seq,
+                    skill_ids,
+                    domain_ids,
                     file_summary,
-                )  # fmt: skip
+                )
             done_before += file_row.size_bytes
         stager.flush()
         upload.rows_read = seq
@@ -594,11 +608,18 @@ def _stage_rows(
             stager.add(
                 "stg_item",
                 (
-                    seq, file_pos, row.line, row.external_id, row.instruction, row.reference,
-                    row.difficulty, row.task,
-                    _json(row.metadata), row.fingerprint(),
+                    seq,
+                    file_pos,
+                    row.line,
+                    row.external_id,
+                    row.instruction,
+                    row.reference,
+                    row.difficulty,
+                    row.task,
+                    _json(row.metadata),
+                    row.fingerprint(),
                 ),
-            )  # fmt: skip
+            )
             for rank, name in enumerate(row.skills, start=1):
                 checklist = json.dumps(row.checklists.get(name, []), ensure_ascii=False)
                 stager.add("stg_item_skill", (seq, skill_ids[name], rank, checklist))
@@ -609,10 +630,15 @@ def _stage_rows(
             stager.add(
                 "stg_response",
                 (
-                    seq, file_pos, row.line, row.item_external_id, row.model, row.text,
+                    seq,
+                    file_pos,
+                    row.line,
+                    row.item_external_id,
+                    row.model,
+                    row.text,
                     _json(row.metadata),
                 ),
-            )  # fmt: skip
+            )
     return seq
 
 
@@ -663,10 +689,12 @@ def _check_sets(cursor, dataset: Dataset, problems: _Problems, file_rows) -> Non
             ORDER BY s.seq""",
         [],
         problems,
-        p("duplicate_item", lambda r: f"item {r[3]!r} already appears at "
-          f"{names[r[4]]}, line {r[5]}"),
+        p(
+            "duplicate_item",
+            lambda r: f"item {r[3]!r} already appears at {names[r[4]]}, line {r[5]}",
+        ),
         "stg_item",
-    )  # fmt: skip
+    )
     _set_check(
         cursor,
         """SELECT s.seq, s.file_pos, s.line, s.external_id
@@ -676,10 +704,15 @@ def _check_sets(cursor, dataset: Dataset, problems: _Problems, file_rows) -> Non
             ORDER BY s.seq""",
         [dataset.pk],
         problems,
-        p("changed_item", lambda r: f"item {r[3]!r} exists in the dataset with different "
-          "content (skip keeps the stored version)"),
+        p(
+            "changed_item",
+            lambda r: (
+                f"item {r[3]!r} exists in the dataset with different "
+                "content (skip keeps the stored version)"
+            ),
+        ),
         "stg_item",
-    )  # fmt: skip
+    )
     _set_check(
         cursor,
         """SELECT s.seq, s.file_pos, s.line, s.external_id
@@ -691,10 +724,14 @@ def _check_sets(cursor, dataset: Dataset, problems: _Problems, file_rows) -> Non
             ORDER BY s.seq""",
         [dataset.pk],
         problems,
-        p("unknown_item", lambda r: f"response to item {r[3]!r}, which is neither in the "
-          "dataset nor in this import"),
+        p(
+            "unknown_item",
+            lambda r: (
+                f"response to item {r[3]!r}, which is neither in the dataset nor in this import"
+            ),
+        ),
         "stg_response",
-    )  # fmt: skip
+    )
     _set_check(
         cursor,
         """SELECT s.seq, s.file_pos, s.line, s.external_id, s.model_name
@@ -709,7 +746,7 @@ def _check_sets(cursor, dataset: Dataset, problems: _Problems, file_rows) -> Non
         problems,
         p("duplicate_response", lambda r: f"a second response of {r[4]!r} to item {r[3]!r}"),
         "stg_response",
-    )  # fmt: skip
+    )
     _set_check(
         cursor,
         """SELECT s.seq, s.file_pos, s.line, s.external_id, s.model_name
@@ -722,10 +759,15 @@ def _check_sets(cursor, dataset: Dataset, problems: _Problems, file_rows) -> Non
             ORDER BY s.seq""",
         [dataset.pk],
         problems,
-        p("changed_response", lambda r: f"{r[4]!r} already has a different response to item "
-          f"{r[3]!r} (skip keeps the stored one)"),
+        p(
+            "changed_response",
+            lambda r: (
+                f"{r[4]!r} already has a different response to item "
+                f"{r[3]!r} (skip keeps the stored one)"
+            ),
+        ),
         "stg_response",
-    )  # fmt: skip
+    )
     _check_model_names(cursor, dataset, problems, p)
 
 

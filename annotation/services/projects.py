@@ -101,8 +101,13 @@ def membership_set(*, project: Project, user, role: str) -> ProjectMembership:
     if before is None:
         _log(membership, MembershipChange.Action.ADDED, before="", after=role, actor=None)
     elif before.role != role:
-        _log(membership, MembershipChange.Action.ROLE_CHANGED, before=before.role, after=role,
-             actor=None)  # fmt: skip
+        _log(
+            membership,
+            MembershipChange.Action.ROLE_CHANGED,
+            before=before.role,
+            after=role,
+            actor=None,
+        )
     return membership
 
 
@@ -174,7 +179,6 @@ def membership_remove(*, membership: ProjectMembership, actor=None) -> int:
         campaign__project_id=membership.project_id, user_id=membership.user_id
     ).delete()
     assignments_revoke(annotator_id=membership.user_id, project_id=membership.project_id)
-    _log(membership, MembershipChange.Action.REMOVED, before=membership.role, after="",
-         actor=actor)  # fmt: skip
+    _log(membership, MembershipChange.Action.REMOVED, before=membership.role, after="", actor=actor)
     membership.delete()
     return left

@@ -147,10 +147,15 @@ def responses_reannotate(
             Task.objects.filter(pk=task.pk).update(overlap=overlap)
         outcomes.append(
             ResponseOutcome(
-                response_id, outcome, task=task.pk, overlap_before=task.overlap,
-                overlap_after=overlap, submitted=task.submitted, eligible=eligible[task.pk],
+                response_id,
+                outcome,
+                task=task.pk,
+                overlap_before=task.overlap,
+                overlap_after=overlap,
+                submitted=task.submitted,
+                eligible=eligible[task.pk],
             )
-        )  # fmt: skip
+        )
     raised = [o for o in outcomes if o.outcome in Outcome.RAISED]
     if raised:
         highest = max(o.overlap_after or 0 for o in raised)

@@ -27,17 +27,25 @@ JUDGES = ("judge-x", "judge-y")
 
 # response id, item id, system, skill, rater, value (None: N/A)
 HUMAN = [
-    (1, 10, "a", "S", "ann", 4), (1, 10, "a", "S", "bob", 5),     # mean 4.5
-    (2, 10, "b", "S", "ann", 2), (2, 10, "b", "S", "bob", 1),     # mean 1.5
-    (3, 11, "a", "S", "ann", 5), (3, 11, "a", "S", "bob", None),  # mean 5.0 (N/A left out)
-    (4, 11, "b", "S", "ann", 3), (4, 11, "b", "S", "bob", 3),     # mean 3.0
-]  # fmt: skip
+    (1, 10, "a", "S", "ann", 4),
+    (1, 10, "a", "S", "bob", 5),  # mean 4.5
+    (2, 10, "b", "S", "ann", 2),
+    (2, 10, "b", "S", "bob", 1),  # mean 1.5
+    (3, 11, "a", "S", "ann", 5),
+    (3, 11, "a", "S", "bob", None),  # mean 5.0 (N/A left out)
+    (4, 11, "b", "S", "ann", 3),
+    (4, 11, "b", "S", "bob", 3),  # mean 3.0
+]
 JUDGE = [
-    (1, 10, "a", "S", "J", 5), (2, 10, "b", "S", "J", 2),
-    (3, 11, "a", "S", "J", 4), (4, 11, "b", "S", "J", 3),
-    (1, 10, "a", "S", "K", 4.25), (2, 10, "b", "S", "K", None),  # K: a k-sample mean; N/A
-    (3, 11, "a", "S", "K", 3), (4, 11, "b", "S", "K", 1),
-]  # fmt: skip
+    (1, 10, "a", "S", "J", 5),
+    (2, 10, "b", "S", "J", 2),
+    (3, 11, "a", "S", "J", 4),
+    (4, 11, "b", "S", "J", 3),
+    (1, 10, "a", "S", "K", 4.25),
+    (2, 10, "b", "S", "K", None),  # K: a k-sample mean; N/A
+    (3, 11, "a", "S", "K", 3),
+    (4, 11, "b", "S", "K", 1),
+]
 FACETS = {
     10: {"domains": ["Math", "History"], "difficulty": 2},
     11: {"domains": [], "difficulty": None},
@@ -50,8 +58,14 @@ def rows(off_scale=frozenset()) -> ReportRows:
 
 def test_half_step_rounds_to_the_nearest_half_with_halves_up():
     assert [chart_data.half_step(v) for v in (4.25, 1.75, 4.24, 1 / 3, 2.75, 13 / 3, 5)] == [
-        4.5, 2.0, 4.0, 0.5, 3.0, 4.5, 5.0,
-    ]  # fmt: skip
+        4.5,
+        2.0,
+        4.0,
+        0.5,
+        3.0,
+        4.5,
+        5.0,
+    ]
 
 
 def test_bars_per_domain_are_mean_human_and_judge_scores_of_each_domain():
@@ -97,9 +111,11 @@ def test_the_heatmap_counts_responses_by_rounded_human_mean_and_judge_score():
         if c["count"]
     }
     assert filled == {
-        (4.5, 5.0): (1, 10, False), (1.5, 2.0): (1, 10, False),
-        (5.0, 4.0): (1, 10, False), (3.0, 3.0): (1, 10, True),
-    }  # fmt: skip
+        (4.5, 5.0): (1, 10, False),
+        (1.5, 2.0): (1, 10, False),
+        (5.0, 4.0): (1, 10, False),
+        (3.0, 3.0): (1, 10, True),
+    }
     # K: 4.25 rounds up to 4.5 and meets the human 4.5 on the diagonal; its N/A is left out
     assert k["n"] == 3 and k["judge_bins"] == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5]
     cell = next(c for r in k["rows"] if r["human"] == 4.5 for c in r["cells"] if c["judge"] == 4.5)
@@ -111,8 +127,10 @@ def test_heatmap_shades_cells_relative_to_the_largest_count_and_skips_raw_judges
     judge = [(1, 1, "a", "S", "J", 3), (2, 2, "a", "S", "J", 3), (3, 3, "a", "S", "J", 4)]
     [m] = chart_data.heatmaps(ReportRows(human, judge, {}, set()), skills=["S"], judges=["J"])
     assert [(c["count"], c["level"]) for c in m["rows"][0]["cells"]] == [
-        (2, 10), (0, 0), (1, 5),
-    ]  # fmt: skip
+        (2, 10),
+        (0, 0),
+        (1, 5),
+    ]
     raw = ReportRows(human, judge, {}, {("J", "S")})
     assert chart_data.heatmaps(raw, skills=["S"], judges=["J"]) == []
 
@@ -134,9 +152,9 @@ def test_radar_per_system_takes_the_leaderboard_means_of_humans_and_each_judge()
     ]
     assert b["datasets"][2] == {"label": "K", "data": [1.0]}  # its N/A left out
     # a judge on its own scale does not share the axis
-    assert [d["label"] for d in chart_data.radar_charts(report, off_scale={("K", "S")})[0][
-        "datasets"
-    ]] == ["Humans", "J"]  # fmt: skip
+    assert [
+        d["label"] for d in chart_data.radar_charts(report, off_scale={("K", "S")})[0]["datasets"]
+    ] == ["Humans", "J"]
 
 
 def test_radar_with_three_skills_and_gaps_where_a_system_has_no_score():
@@ -166,14 +184,27 @@ def test_correlation_bars_carry_intervals_and_the_human_ceiling():
     report = {
         "agreement": {"S": {"loo_ceiling": {"pearson": 0.7, "spearman": None}}},
         "correlation": {
-            "J": {"S": {"instance": {"pearson": 0.5, "spearman": 0.4, "ci": {
-                "pearson": {"estimate": 0.5, "low": 0.1, "high": 0.8, "resamples": 10},
-                "spearman": {"estimate": 0.4, "low": None, "high": None, "resamples": 0},
-            }}}},
+            "J": {
+                "S": {
+                    "instance": {
+                        "pearson": 0.5,
+                        "spearman": 0.4,
+                        "ci": {
+                            "pearson": {"estimate": 0.5, "low": 0.1, "high": 0.8, "resamples": 10},
+                            "spearman": {
+                                "estimate": 0.4,
+                                "low": None,
+                                "high": None,
+                                "resamples": 0,
+                            },
+                        },
+                    }
+                }
+            },
             "K": {},
         },
         "leaderboard": {"S": []},
-    }  # fmt: skip
+    }
     pearson = chart_data.correlation_bars(report, "pearson")
     assert pearson == {
         "kind": "correlation",
@@ -194,8 +225,9 @@ def test_correlation_bars_carry_intervals_and_the_human_ceiling():
 def test_tables_are_lists_so_a_skill_named_like_a_dict_method_is_just_a_name():
     # given
     responses = ((1, "a"), (2, "b"), (3, "b"))
-    human = [(r, r, s, "items", who, v) for r, s in responses
-             for who, v in (("ann", r), ("bob", r + 1))]  # fmt: skip
+    human = [
+        (r, r, s, "items", who, v) for r, s in responses for who, v in (("ann", r), ("bob", r + 1))
+    ]
     judge = [(r, r, s, "items", "J", 6 - r) for r, s in responses]
 
     # when
@@ -215,8 +247,10 @@ def test_tables_are_lists_so_a_skill_named_like_a_dict_method_is_just_a_name():
     ]
     [judge_table] = tables["correlation"]
     assert [level["level"] for level in judge_table["skills"][0]["levels"]] == [
-        "instance", "item", "system",
-    ]  # fmt: skip
+        "instance",
+        "item",
+        "system",
+    ]
 
 
 def test_filter_options_are_the_values_present():
@@ -241,13 +275,29 @@ def score_lines(*, systems=SYSTEMS, skills=SKILLS, judges=JUDGES, items=6) -> by
             for k, skill in enumerate(skills):
                 base = (i * 2 + s * 3 + k) % 5
                 for rater, off in (("ann-1", 0), ("ann-2", i % 2)):
-                    lines.append({"item": f"q{i}", "system": system, "rater": rater,
-                                  "rater_kind": "human", "skill": skill,
-                                  "score": 1 + (base + off) % 5, **facets})  # fmt: skip
+                    lines.append(
+                        {
+                            "item": f"q{i}",
+                            "system": system,
+                            "rater": rater,
+                            "rater_kind": "human",
+                            "skill": skill,
+                            "score": 1 + (base + off) % 5,
+                            **facets,
+                        }
+                    )
                 for j, judge in enumerate(judges):
-                    lines.append({"item": f"q{i}", "system": system, "rater": judge,
-                                  "rater_kind": "judge", "skill": skill,
-                                  "score": 1 + (base + j * (i % 3)) % 5, **facets})  # fmt: skip
+                    lines.append(
+                        {
+                            "item": f"q{i}",
+                            "system": system,
+                            "rater": judge,
+                            "rater_kind": "judge",
+                            "skill": skill,
+                            "score": 1 + (base + j * (i % 3)) % 5,
+                            **facets,
+                        }
+                    )
     return "".join(json.dumps(line) + "\n" for line in lines).encode()
 
 
@@ -367,12 +417,17 @@ def test_the_numbers_on_the_page_are_the_reports(scored, researcher_client):
     assert set(agreement) == set(icc) == set(among) == set(SKILLS)
     for skill, a in expected["agreement"].items():
         assert agreement[skill][1:] == [
-            str(a["n_units"]), str(a["n_raters"]), str(a["n_scores"]), str(a["n_na"]),
-            *(cell(a["krippendorff_alpha"][level], a["krippendorff_alpha_ci"][level])
-              for level in ("nominal", "ordinal", "interval", "ratio")),
+            str(a["n_units"]),
+            str(a["n_raters"]),
+            str(a["n_scores"]),
+            str(a["n_na"]),
+            *(
+                cell(a["krippendorff_alpha"][level], a["krippendorff_alpha_ci"][level])
+                for level in ("nominal", "ordinal", "interval", "ratio")
+            ),
             cell(a["fleiss_kappa"], a["fleiss_kappa_ci"]),
             cell(a["gwet_ac1"], a["gwet_ac1_ci"]),
-        ]  # fmt: skip
+        ]
         forms = ("ICC1", "ICC1k", "ICC2", "ICC2k", "ICC3", "ICC3k")
         assert icc[skill][1:] == [
             *(cell(a["icc"][form], a["icc_ci"][form]) for form in forms),
@@ -380,14 +435,22 @@ def test_the_numbers_on_the_page_are_the_reports(scored, researcher_client):
             a["icc"]["design"],
         ]
         assert among[skill][1:] == [
-            cell(a["mean_pairwise_spearman"]["value"], a["mean_pairwise_spearman_ci"],
-                 a["mean_pairwise_spearman"]["pairs"]),
+            cell(
+                a["mean_pairwise_spearman"]["value"],
+                a["mean_pairwise_spearman_ci"],
+                a["mean_pairwise_spearman"]["pairs"],
+            ),
             cell(a["loo_ceiling"]["pearson"], a["loo_ceiling_ci"]["pearson"]),
-            cell(a["loo_ceiling"]["spearman"], a["loo_ceiling_ci"]["spearman"],
-                 a["loo_ceiling"]["annotators"]),
-            *(cell(a["cohen_kappa"][w], a["cohen_kappa_ci"][w])  # two annotators
-              for w in ("unweighted", "linear", "quadratic")),
-        ]  # fmt: skip
+            cell(
+                a["loo_ceiling"]["spearman"],
+                a["loo_ceiling_ci"]["spearman"],
+                a["loo_ceiling"]["annotators"],
+            ),
+            *(
+                cell(a["cohen_kappa"][w], a["cohen_kappa_ci"][w])  # two annotators
+                for w in ("unweighted", "linear", "quadratic")
+            ),
+        ]
     for n, judge in enumerate(sorted(expected["correlation"]), start=1):
         body = tables[f"correlation-{n}"][1:]
         assert len(body) == 3 * len(SKILLS)
@@ -409,9 +472,10 @@ def test_the_numbers_on_the_page_are_the_reports(scored, researcher_client):
     for row in comparison:
         figures = pairs[row[0]][row[1]]
         assert row[2:] == [
-            str(figures["n"]), cell(figures["estimate"], figures),
+            str(figures["n"]),
+            cell(figures["estimate"], figures),
             f3(figures["p_value_a_not_better"]),
-        ]  # fmt: skip
+        ]
     for n, board in enumerate(expected["leaderboard"].values(), start=1):
         body = tables[f"leaderboard-{n}"]
         assert body[0] == ["System", "n", "Humans", *JUDGES]
@@ -443,8 +507,13 @@ def test_the_charts_data_is_computed_from_the_same_rows(scored, researcher_clien
 
 def test_filters_narrow_the_report_like_project_report(scored, researcher_client):
     # given
-    query = {"skill": ["Readability"], "judge": ["judge-y"], "system": ["sys-b"],
-             "domain": ["Math"], "difficulty": ["1", "2"]}  # fmt: skip
+    query = {
+        "skill": ["Readability"],
+        "judge": ["judge-y"],
+        "system": ["sys-b"],
+        "domain": ["Math"],
+        "difficulty": ["1", "2"],
+    }
 
     # when
     shell = researcher_client.get(url(scored), query)
@@ -453,9 +522,14 @@ def test_filters_narrow_the_report_like_project_report(scored, researcher_client
     # then
     assert not shell.context["form"].errors
     expected = project_report(
-        project=scored, skills=["Readability"], judges=["judge-y"], systems=["sys-b"],
-        domains=["Math"], difficulties=[1, 2], with_breakdowns=False,
-    )  # fmt: skip
+        project=scored,
+        skills=["Readability"],
+        judges=["judge-y"],
+        systems=["sys-b"],
+        domains=["Math"],
+        difficulties=[1, 2],
+        with_breakdowns=False,
+    )
     assert response.context["report"] == expected
     assert list(expected["agreement"]) == ["Readability"]
     assert list(expected["correlation"]) == ["judge-y"]
@@ -516,8 +590,10 @@ def test_without_scripts_the_report_can_be_shown_inline(scored, researcher_clien
 def test_names_from_the_data_are_escaped(project, researcher_client):
     # given a system, a skill and a judge named to inject markup
     judge = "</script><script>alert(2)</script>"
-    import_scores(project, score_lines(systems=("sys-a", XSS), skills=("Factuality", XSS),
-                                       judges=("judge-x", judge)))  # fmt: skip
+    import_scores(
+        project,
+        score_lines(systems=("sys-a", XSS), skills=("Factuality", XSS), judges=("judge-x", judge)),
+    )
 
     # when
     shell = researcher_client.get(url(project)).content.decode()

@@ -46,18 +46,26 @@ from tests.judging.test_runs import llm_judge, response_ids, running
 R = "Readability"
 # response id, item id, system, skill, rater, value (None: N/A)
 HUMAN = [
-    (1, 10, "a", R, "ann", 4), (1, 10, "a", R, "bob", 5),
-    (2, 10, "b", R, "ann", 1), (2, 10, "b", R, "bob", 1), (2, 10, "b", R, "cy", None),
-    (3, 11, "a", R, "ann", 2), (3, 11, "a", R, "bob", 5), (3, 11, "a", R, "cy", 3),
+    (1, 10, "a", R, "ann", 4),
+    (1, 10, "a", R, "bob", 5),
+    (2, 10, "b", R, "ann", 1),
+    (2, 10, "b", R, "bob", 1),
+    (2, 10, "b", R, "cy", None),
+    (3, 11, "a", R, "ann", 2),
+    (3, 11, "a", R, "bob", 5),
+    (3, 11, "a", R, "cy", 3),
     (4, 11, "b", R, "ann", None),
-    (1, 10, "a", "Factuality", "ann", 3), (1, 10, "a", "Factuality", "bob", 3),
-]  # fmt: skip
+    (1, 10, "a", "Factuality", "ann", 3),
+    (1, 10, "a", "Factuality", "bob", 3),
+]
 JUDGE = [
-    (1, 10, "a", R, "J", 2), (1, 10, "a", R, "K", 5),
+    (1, 10, "a", R, "J", 2),
+    (1, 10, "a", R, "K", 5),
     (2, 10, "b", R, "J", 3.5),
-    (3, 11, "a", R, "J", 1), (3, 11, "a", R, "K", None),
+    (3, 11, "a", R, "J", 1),
+    (3, 11, "a", R, "K", None),
     (1, 10, "a", "Factuality", "J", 5),
-]  # fmt: skip
+]
 
 
 def by_key(rows):
@@ -79,8 +87,9 @@ def test_the_numbers_of_each_response_and_skill():
     assert three.human_mean == 10 / 3 and three.human_range == 3.0
     assert three.human_sd == math.sqrt(14 / 9)
     assert [(j.judge, j.value, j.gap) for j in three.judges] == [
-        ("J", 1.0, 7 / 3), ("K", None, None)
-    ]  # fmt: skip
+        ("J", 1.0, 7 / 3),
+        ("K", None, None),
+    ]
     assert (4, R) not in rows  # only N/A: no mean, no row
     # the means are the report's
     means = human_means([r for r in HUMAN if r[3] == R])
@@ -105,8 +114,13 @@ def test_rows_rank_by_the_spread_with_ties_by_response_then_skill():
 def test_gaps_that_are_equal_tie_exactly():
     # 2, 2, 3 (7/3) against a judge's mean of three samples 13/3: a gap of exactly 2, which
     # in floats is 1.9999999999999996; 1, 1 against 3 is 2 as well
-    human = [(5, 1, "a", R, "p", 2), (5, 1, "a", R, "q", 2), (5, 1, "a", R, "r", 3),
-             (6, 2, "a", R, "p", 1), (6, 2, "a", R, "q", 1)]  # fmt: skip
+    human = [
+        (5, 1, "a", R, "p", 2),
+        (5, 1, "a", R, "q", 2),
+        (5, 1, "a", R, "r", 3),
+        (6, 2, "a", R, "p", 1),
+        (6, 2, "a", R, "q", 1),
+    ]
     judge = [(5, 1, "a", R, "J", (4 + 4 + 5) / 3), (6, 2, "a", R, "J", 3)]
     assert abs(7 / 3 - 13 / 3) < 2  # what plain floats would rank by
     rows = disagreements(human, judge)
@@ -127,9 +141,13 @@ SKILLS = ["Factuality", "Comprehension", "Readability"]
 ITEMS = {"i0": ("History", 1), "i1": ("Coding", 3), "i2": ("History", 5)}
 # Readability by (item, system): ann, bob (None: N/A); every other skill: 3 from both
 READABILITY = {
-    ("i0", "m1"): (5, 1), ("i0", "m2"): (4, 4), ("i1", "m1"): (2, 3),
-    ("i1", "m2"): (None, 2), ("i2", "m1"): (1, 2), ("i2", "m2"): (3, 5),
-}  # fmt: skip
+    ("i0", "m1"): (5, 1),
+    ("i0", "m2"): (4, 4),
+    ("i1", "m1"): (2, 3),
+    ("i1", "m2"): (None, 2),
+    ("i2", "m1"): (1, 2),
+    ("i2", "m2"): (3, 5),
+}
 JUDGED = "item,system,rater,rater_kind,skill,score\n" + "".join(
     f"{item},{system},{judge},judge,Readability,{value}\n"
     for item, system, judge, value in [
@@ -145,19 +163,26 @@ JUDGED = "item,system,rater,rater_kind,skill,score\n" + "".join(
 
 def make_dataset(project, tmp_path):
     lines = [
-        json.dumps({
-            "id": item, "instruction": f"Question {item}", "skills": SKILLS,
-            "domains": [domain], "difficulty": difficulty,
-            "responses": [{"model": m, "text": f"{m} answers {item}"} for m in ("m1", "m2")],
-        })
+        json.dumps(
+            {
+                "id": item,
+                "instruction": f"Question {item}",
+                "skills": SKILLS,
+                "domains": [domain],
+                "difficulty": difficulty,
+                "responses": [{"model": m, "text": f"{m} answers {item}"} for m in ("m1", "m2")],
+            }
+        )
         for item, (domain, difficulty) in ITEMS.items()
-    ]  # fmt: skip
+    ]
     path = tmp_path / "d.jsonl"
     path.write_text("\n".join(lines) + "\n")
     upload = dataset_upload_create(
-        project=project, dataset_name="D", source=UploadSource.CLI,
+        project=project,
+        dataset_name="D",
+        source=UploadSource.CLI,
         files=[(FileSpec(path.name), str(path))],
-    )  # fmt: skip
+    )
     upload = dataset_import(upload_id=upload.pk)
     assert upload.status == UploadStatus.SUCCEEDED, upload.summary
     return upload.dataset
@@ -188,8 +213,9 @@ def scored(project, tmp_path, people):
     """Campaign C (overlap 2, pool ann, bob, cy): ann and bob scored every response;
     judges J and K imported."""
     dataset = make_dataset(project, tmp_path)
-    campaign = campaign_create(project=project, dataset=dataset, name="C", overlap=2,
-                               annotators=people)  # fmt: skip
+    campaign = campaign_create(
+        project=project, dataset=dataset, name="C", overlap=2, annotators=people
+    )
     campaign_activate(campaign=campaign)
 
     def value_of(key, skill, n):
@@ -218,9 +244,12 @@ def test_the_project_rows_rank_by_gap_over_both_judges(project, scored):
     tied_3 = sorted([rid("i0", "m2"), rid("i1", "m2")])
     tied_2 = sorted([rid("i0", "m1"), rid("i2", "m2")])  # K's 2 on i0/m1, J's 2 on i2/m2
     assert ranked == [
-        (tied_3[0], R, 3.0), (tied_3[1], R, 3.0), (rid("i1", "m1"), R, 2.5),
-        (tied_2[0], R, 2.0), (tied_2[1], R, 2.0),
-    ]  # fmt: skip
+        (tied_3[0], R, 3.0),
+        (tied_3[1], R, 3.0),
+        (rid("i1", "m1"), R, 2.5),
+        (tied_2[0], R, 2.0),
+        (tied_2[1], R, 2.0),
+    ]
     rest = [(r.response_id, r.skill) for r in rows[5:]]
     assert all(r.gap is None for r in rows[5:]) and rest == sorted(rest)
     assert by_key(rows)[(rid("i1", "m2"), R)].human_scores == (("ann", None), ("bob", 2))
@@ -231,17 +260,22 @@ def test_the_filters_narrow_the_rows(project, scored):
         return keys(disagreement_list(project=project, filters=DisagreementFilters(**filters)))
 
     assert shown(skills=(R,), judges=("J",))[:3] == [
-        (("i0", "m2"), R), (("i1", "m2"), R), (("i1", "m1"), R)
-    ]  # fmt: skip
+        (("i0", "m2"), R),
+        (("i1", "m2"), R),
+        (("i1", "m1"), R),
+    ]
     only_j = disagreement_list(project=project, filters=DisagreementFilters(judges=("J",)))
     assert by_key(only_j)[(rid("i0", "m1"), R)].gap == 0.0  # K's gap of 2 is not shown
     assert {k[0][1] for k in shown(systems=("m2",))} == {"m2"}
     assert {k[0][0] for k in shown(domains=("Coding",))} == {"i1"}
     assert {k[0][0] for k in shown(difficulties=(1, 5))} == {"i0", "i2"}
     assert shown(skills=(R,), min_human=2, sort="spread") == [
-        (("i0", "m1"), R), (("i2", "m2"), R), (("i1", "m1"), R), (("i2", "m1"), R),
+        (("i0", "m1"), R),
+        (("i2", "m2"), R),
+        (("i1", "m1"), R),
+        (("i2", "m1"), R),
         (("i0", "m2"), R),
-    ]  # fmt: skip
+    ]
 
 
 # --- the page ---------------------------------------------------------------------------------
@@ -345,8 +379,9 @@ def test_the_response_page_shows_every_score_with_links_to_the_judgments(
 ):
     # given: an LLM judge run on the dataset too
     with FakeOpenAIServer(style="json") as server:
-        run = running(judge_run_create(judge=llm_judge(project, server, name="L"),
-                                       dataset=scored.dataset))  # fmt: skip
+        run = running(
+            judge_run_create(judge=llm_judge(project, server, name="L"), dataset=scored.dataset)
+        )
         for pk in response_ids(run):
             judge_response(run_id=run.pk, response_id=pk)
     target = rid("i1", "m2")
@@ -378,11 +413,27 @@ def test_untrusted_names_and_texts_are_escaped(project, researcher_client):
     # given: a system, a skill, a rater and texts carrying markup
     rows = [
         ["item", "system", "rater", "rater_kind", "skill", "score", "instruction", "response"],
-        ["x1", f"sys{XSS}", f"r{XSS}", "human", f"skill{XSS}", "4", f"ask{XSS}",
-         f"line one{XSS}\nline two"],
-        ["x1", f"sys{XSS}", "r2", "human", f"skill{XSS}", "1", f"ask{XSS}",
-         f"line one{XSS}\nline two"],
-    ]  # fmt: skip
+        [
+            "x1",
+            f"sys{XSS}",
+            f"r{XSS}",
+            "human",
+            f"skill{XSS}",
+            "4",
+            f"ask{XSS}",
+            f"line one{XSS}\nline two",
+        ],
+        [
+            "x1",
+            f"sys{XSS}",
+            "r2",
+            "human",
+            f"skill{XSS}",
+            "1",
+            f"ask{XSS}",
+            f"line one{XSS}\nline two",
+        ],
+    ]
     buffer = io.StringIO()
     csv.writer(buffer).writerows(rows)
     scores_import(project_slug=project.slug, files=[("x.csv", buffer.getvalue().encode())])
@@ -418,11 +469,19 @@ def test_the_api_lists_the_same_rows_with_the_same_filters(project, scored, rese
     assert body["count"] == 5
     first = body["results"][0]
     assert first == {
-        "response": rid("i0", "m2"), "item": first["item"], "system": "m2", "skill": R,
+        "response": rid("i0", "m2"),
+        "item": first["item"],
+        "system": "m2",
+        "skill": R,
         "human_scores": [{"rater": "ann", "value": 4.0}, {"rater": "bob", "value": 4.0}],
-        "n_human": 2, "n_na": 0, "human_mean": 4.0, "human_sd": 0.0, "human_range": 0.0,
-        "judges": [{"judge": "J", "value": 1.0, "gap": 3.0}], "gap": 3.0,
-    }  # fmt: skip
+        "n_human": 2,
+        "n_na": 0,
+        "human_mean": 4.0,
+        "human_sd": 0.0,
+        "human_range": 0.0,
+        "judges": [{"judge": "J", "value": 1.0, "gap": 3.0}],
+        "gap": 3.0,
+    }
     listed = [(r["response"], r["skill"]) for r in body["results"]]
     expected = disagreement_list(
         project=project, filters=DisagreementFilters(skills=(R,), min_human=2)
@@ -474,8 +533,9 @@ def test_the_page_sends_ticked_responses_back_and_says_what_happened(
 
 def test_the_page_reports_what_could_not_be_reopened(project, scored, people, researcher_client):
     target = rid("i0", "m1")
-    researcher_client.post(send_url(project), {"response_ids": [target], "extra": "1"},
-                           HTTP_HX_REQUEST="true")  # fmt: skip
+    researcher_client.post(
+        send_url(project), {"response_ids": [target], "extra": "1"}, HTTP_HX_REQUEST="true"
+    )
     score_all(scored, [people[2]], lambda key, skill, n: 3)  # cy scores it: nobody is left
     answer = researcher_client.post(
         send_url(project), {"response_ids": [target], "extra": "2"}, HTTP_HX_REQUEST="true"
@@ -488,8 +548,9 @@ def test_the_page_asks_which_campaign_when_the_responses_are_in_several(
     project, scored, people, researcher_client
 ):
     # given: a second campaign on the same dataset
-    second = campaign_create(project=project, dataset=scored.dataset, name="Second",
-                             overlap=1, annotators=people)  # fmt: skip
+    second = campaign_create(
+        project=project, dataset=scored.dataset, name="Second", overlap=1, annotators=people
+    )
     campaign_activate(campaign=second)
     target = rid("i0", "m1")
     page = researcher_client.get(url(project)).content.decode()
@@ -503,9 +564,10 @@ def test_the_page_asks_which_campaign_when_the_responses_are_in_several(
     assert "several campaigns: choose one" in answer.content.decode()
     assert ReannotationRequest.objects.count() == 0
     chosen = researcher_client.post(
-        send_url(project), {"response_ids": [target], "extra": "2", "campaign": second.pk},
+        send_url(project),
+        {"response_ids": [target], "extra": "2", "campaign": second.pk},
         HTTP_HX_REQUEST="true",
-    )  # fmt: skip
+    )
     assert "Reopened 1 task in Second" in chosen.content.decode()  # 0 submitted, 2 wanted
     assert Task.objects.get(campaign=second, response_id=target).overlap == 2
 
@@ -515,9 +577,10 @@ def test_the_page_shows_refusals_and_works_without_script(project, scored, resea
     assert empty.status_code == 200 and "tick at least one response" in empty.content.decode()
     campaign_set_status(campaign=scored, status=CampaignStatus.FINISHED)
     finished = researcher_client.post(
-        send_url(project), {"response_ids": [rid("i0", "m1")], "extra": "1"},
+        send_url(project),
+        {"response_ids": [rid("i0", "m1")], "extra": "1"},
         HTTP_HX_REQUEST="true",
-    )  # fmt: skip
+    )
     assert "is finished" in finished.content.decode()
     assert ReannotationRequest.objects.count() == 0
     plain = researcher_client.post(

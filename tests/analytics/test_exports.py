@@ -60,9 +60,13 @@ STAMP = "2026-03-01T12:00:00Z"
 SKILLS = ("Factuality", "Comprehension", "Readability")
 # (system, skill) -> (alice's score, zoe's score); None is N/A
 HUMAN = {
-    ("m1", "Factuality"): (4, 3), ("m1", "Comprehension"): (3, 3), ("m1", "Readability"): (5, None),
-    ("m2", "Factuality"): (2, 1), ("m2", "Comprehension"): (None, 2), ("m2", "Readability"): (4, 4),
-}  # fmt: skip
+    ("m1", "Factuality"): (4, 3),
+    ("m1", "Comprehension"): (3, 3),
+    ("m1", "Readability"): (5, None),
+    ("m2", "Factuality"): (2, 1),
+    ("m2", "Comprehension"): (None, 2),
+    ("m2", "Readability"): (4, 4),
+}
 FORMULA = '=HYPERLINK("http://x")'
 IMPORTED = (
     "item,system,rater,rater_kind,skill,score,rationale\n"
@@ -164,20 +168,97 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
     expected = [list(LONG_COLUMNS)]
     for system, alice, zoe, ext in (("m1", "5", "N/A", "N/A"), ("m2", "4", "4", "3")):
         expected += [
-            [*common, system, "Readability", "alice", "human", alice, "false",
-             "'" + FORMULA if system == "m1" else "", "1500", str(rv), "", "campaign:C",
-             STAMP, STAMP, ""],
-            [*common, system, "Readability", "zoe", "human", zoe, str(zoe == "N/A").lower(),
-             "", "9000", str(rv), "", "campaign:C", STAMP, STAMP, ""],
-            [*common, system, "Readability", "gpt", "judge", j[system, "Readability"][0],
-             "false", j[system, "Readability"][1], "1234", str(jv), "1", run, STAMP, STAMP, "0"],
-        ]  # fmt: skip
+            [
+                *common,
+                system,
+                "Readability",
+                "alice",
+                "human",
+                alice,
+                "false",
+                "'" + FORMULA if system == "m1" else "",
+                "1500",
+                str(rv),
+                "",
+                "campaign:C",
+                STAMP,
+                STAMP,
+                "",
+            ],
+            [
+                *common,
+                system,
+                "Readability",
+                "zoe",
+                "human",
+                zoe,
+                str(zoe == "N/A").lower(),
+                "",
+                "9000",
+                str(rv),
+                "",
+                "campaign:C",
+                STAMP,
+                STAMP,
+                "",
+            ],
+            [
+                *common,
+                system,
+                "Readability",
+                "gpt",
+                "judge",
+                j[system, "Readability"][0],
+                "false",
+                j[system, "Readability"][1],
+                "1234",
+                str(jv),
+                "1",
+                run,
+                STAMP,
+                STAMP,
+                "0",
+            ],
+        ]
         if system == "m1":
-            expected.append([*common, "m1", "Readability", "alice", "human", "2", "false",
-                             "second look", "", "", "", batch, STAMP, STAMP, ""])  # fmt: skip
-        expected.append([*common, system, "Readability", "'=ext", "judge", ext,
-                         str(ext == "N/A").lower(), "", "", "", "", batch, STAMP, STAMP,
-                         ""])  # fmt: skip
+            expected.append(
+                [
+                    *common,
+                    "m1",
+                    "Readability",
+                    "alice",
+                    "human",
+                    "2",
+                    "false",
+                    "second look",
+                    "",
+                    "",
+                    "",
+                    batch,
+                    STAMP,
+                    STAMP,
+                    "",
+                ]
+            )
+        expected.append(
+            [
+                *common,
+                system,
+                "Readability",
+                "'=ext",
+                "judge",
+                ext,
+                str(ext == "N/A").lower(),
+                "",
+                "",
+                "",
+                "",
+                batch,
+                STAMP,
+                STAMP,
+                "",
+            ]
+        )
     assert list(csv.reader(io.StringIO(text))) == expected
     assert "\r" not in text and text.endswith("\n")
     assert '"\'=HYPERLINK(""http://x"")"' in text  # the guard, then CSV quoting
@@ -192,19 +273,39 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_the_importers_na(scored):
 
     def row(system, rater, score, **extra):
         base = dict(
-            project="demo-project", dataset="D", item="i0", system=system, skill="Readability",
-            rater=rater, rater_kind="judge", score="N/A" if score is None else score,
-            is_na=score is None, rationale="",
-            time_on_task_ms=None, rubric_version=None, prompt_version=None,
-            source=f"import:{scored.batch.pk}", created_at=STAMP, updated_at=STAMP, sample=None,
-        )  # fmt: skip
+            project="demo-project",
+            dataset="D",
+            item="i0",
+            system=system,
+            skill="Readability",
+            rater=rater,
+            rater_kind="judge",
+            score="N/A" if score is None else score,
+            is_na=score is None,
+            rationale="",
+            time_on_task_ms=None,
+            rubric_version=None,
+            prompt_version=None,
+            source=f"import:{scored.batch.pk}",
+            created_at=STAMP,
+            updated_at=STAMP,
+            sample=None,
+        )
         return base | extra
 
     def gpt(system):
         score, feedback = j[system, "Readability"]
-        return row(system, "gpt", int(score), rationale=feedback, time_on_task_ms=1234,
-                   rubric_version=jv, prompt_version=1, source=f"run:{scored.run.pk}",
-                   sample=0)  # fmt: skip
+        return row(
+            system,
+            "gpt",
+            int(score),
+            rationale=feedback,
+            time_on_task_ms=1234,
+            rubric_version=jv,
+            prompt_version=1,
+            source=f"run:{scored.run.pk}",
+            sample=0,
+        )
 
     assert lines == [gpt("m1"), row("m1", "=ext", None), gpt("m2"), row("m2", "=ext", 3)]
     assert list(lines[0]) == list(LONG_COLUMNS)  # the CSV's column order
@@ -235,10 +336,15 @@ def test_a_long_export_imports_back_as_the_same_scores(scored, fmt):
         "response__item", "skill"
     )
     copied = {
-        (s.response.item.external_id, s.response.model_name, s.skill.name, s.rater, s.rater_kind):
-        "N/A" if s.is_na else s.value
+        (
+            s.response.item.external_id,
+            s.response.model_name,
+            s.skill.name,
+            s.rater,
+            s.rater_kind,
+        ): "N/A" if s.is_na else s.value
         for s in stored
-    }  # fmt: skip
+    }
     expected = {
         (r["item"], r["system"], r["skill"], r["rater"], r["rater_kind"]): r["score"]
         for r in exported
@@ -252,9 +358,17 @@ def test_the_wide_csv_has_one_column_per_annotator_and_judge(scored):
     j = judge_values(scored.run)
     by_id = sorted(Skill.objects.filter(name__in=SKILLS, project=None).values_list("pk", "name"))
     expected = [
-        ["dataset", "item", "system", "skill", "human:alice", "human:zoe", "judge:=ext",
-         "judge:gpt"],
-    ]  # fmt: skip
+        [
+            "dataset",
+            "item",
+            "system",
+            "skill",
+            "human:alice",
+            "human:zoe",
+            "judge:=ext",
+            "judge:gpt",
+        ],
+    ]
     for system in ("m1", "m2"):
         for _, skill in by_id:
             alice, zoe = (shown(v) for v in HUMAN[system, skill])
@@ -269,12 +383,20 @@ def test_the_wide_table_averages_a_judges_samples_and_narrows_to_the_raters_aske
     # given a second sample of every judgment of the run, scoring one less (at least 1)
     for judgment in Judgment.objects.filter(run=scored.run):
         copy = Judgment.objects.create(
-            run=scored.run, response_id=judgment.response_id, sample_index=1,
-            status=judgment.status, raw_output="again",
-        )  # fmt: skip
+            run=scored.run,
+            response_id=judgment.response_id,
+            sample_index=1,
+            status=judgment.status,
+            raw_output="again",
+        )
         for s in JudgeScore.objects.filter(judgment=judgment):
-            JudgeScore.objects.create(judgment=copy, run=scored.run, response_id=s.response_id,
-                                      skill_id=s.skill_id, score=max(1, s.score - 1))  # fmt: skip
+            JudgeScore.objects.create(
+                judgment=copy,
+                run=scored.run,
+                response_id=s.response_id,
+                skill_id=s.skill_id,
+                score=max(1, s.score - 1),
+            )
     # when
     text = export_text(scored.project, "wide", filters={"rater_kind": "judge", "judge": ["gpt"]})
     # then
@@ -300,17 +422,19 @@ def test_the_flask_review_file_has_one_line_per_response_in_the_review_layout(sc
             JudgeScore.objects.filter(judgment=judgment).values_list("skill__name", "score"),
             key=lambda pair: (order[pair[0]], pair[0]),
         )
-        expected.append({
-            "question_id": "i0",
-            "model_id": judgment.response.model_name,
-            "text": "Question 0",
-            "answer": "",
-            "metrics": [name for name, _ in scores],
-            "target_txt": judgment.response.text,
-            "review": judgment.raw_output,
-            "score": dict(scores),
-            "total_tokens_step4": judgment.prompt_tokens + judgment.completion_tokens,
-        })  # fmt: skip
+        expected.append(
+            {
+                "question_id": "i0",
+                "model_id": judgment.response.model_name,
+                "text": "Question 0",
+                "answer": "",
+                "metrics": [name for name, _ in scores],
+                "target_txt": judgment.response.text,
+                "review": judgment.raw_output,
+                "score": dict(scores),
+                "total_tokens_step4": judgment.prompt_tokens + judgment.completion_tokens,
+            }
+        )
     assert lines == sorted(expected, key=lambda line: line["model_id"])
 
 
@@ -322,9 +446,11 @@ def test_a_judges_flask_review_export_imports_back_with_equal_scores(scored, sou
         name = "gpt"
     else:
         name = "graded"
-        table = ("item,system,rater,rater_kind,skill,score\n"
-                 "i0,m1,graded,judge,Factuality,N/A\ni0,m1,graded,judge,Readability,2\n"
-                 "i0,m2,graded,judge,Comprehension,5\n")  # fmt: skip
+        table = (
+            "item,system,rater,rater_kind,skill,score\n"
+            "i0,m1,graded,judge,Factuality,N/A\ni0,m1,graded,judge,Readability,2\n"
+            "i0,m2,graded,judge,Comprehension,5\n"
+        )
         judge_outputs_import(
             project=scored.project, dataset=scored.dataset, files=[("g.csv", table.encode())]
         )
@@ -383,7 +509,7 @@ def test_numeric_scores_are_written_as_numbers_even_when_negative(project, db):
                 "raw.csv",
                 b"item,system,rater,rater_kind,skill,score\n-7,m1,-lp,judge,Readability,-0.25\n",
             )
-        ],  # fmt: skip
+        ],
         judge_scale_raw=True,
     )
     # when
@@ -391,20 +517,38 @@ def test_numeric_scores_are_written_as_numbers_even_when_negative(project, db):
     wide = list(csv.reader(io.StringIO(export_text(project, "wide"))))
     # then the score cell is the number; the text cells that look like formulas are guarded
     assert long[1][2] == "'-7" and long[1][5] == "'-lp" and long[1][7] == "-0.25"
-    assert wide == [["dataset", "item", "system", "skill", "judge:-lp"],
-                    ["Imported scores", "'-7", "m1", "Readability", "-0.25"]]  # fmt: skip
+    assert wide == [
+        ["dataset", "item", "system", "skill", "judge:-lp"],
+        ["Imported scores", "'-7", "m1", "Readability", "-0.25"],
+    ]
 
 
 def test_bad_options_are_refused_per_field(scored):
     with pytest.raises(ExportOptionsError) as caught:
         export_options_clean(
-            project=scored.project, kind="wide", fmt="jsonl",
-            filters={"skill": ["Nope"], "judge": ["who"], "campaign": "X", "dataset": "Y",
-                     "system": ["m9"], "rater_kind": "robot", "colour": "red"},
-        )  # fmt: skip
+            project=scored.project,
+            kind="wide",
+            fmt="jsonl",
+            filters={
+                "skill": ["Nope"],
+                "judge": ["who"],
+                "campaign": "X",
+                "dataset": "Y",
+                "system": ["m9"],
+                "rater_kind": "robot",
+                "colour": "red",
+            },
+        )
     assert set(caught.value.errors) == {
-        "format", "skill", "judge", "campaign", "dataset", "system", "rater_kind", "filters"
-    }  # fmt: skip
+        "format",
+        "skill",
+        "judge",
+        "campaign",
+        "dataset",
+        "system",
+        "rater_kind",
+        "filters",
+    }
     with pytest.raises(ExportOptionsError) as caught:
         export_options_clean(project=scored.project, kind="flask_review", filters={})
     assert "exactly one judge" in caught.value.errors["judge"][0]
@@ -414,8 +558,9 @@ def test_bad_options_are_refused_per_field(scored):
 
 
 def test_a_campaign_export_has_its_scores_and_the_judges_of_its_responses(scored):
-    rows = list(csv.DictReader(io.StringIO(export_text(
-        scored.project, "long", filters={"campaign": "C"}))))  # fmt: skip
+    rows = list(
+        csv.DictReader(io.StringIO(export_text(scored.project, "long", filters={"campaign": "C"})))
+    )
     sources = {row["source"].split(":")[0] for row in rows}
     assert sources == {"campaign", "run", "import"}
     assert {r["rater"] for r in rows if r["source"].startswith("import")} == {"'=ext"}
@@ -532,10 +677,12 @@ def test_a_missing_job_is_a_no_op_and_stale_running_jobs_fail(scored):
 
 
 def test_export_files_are_deleted_after_their_retention(scored):
-    old = export_job_run(job_id=export_job_create(project=scored.project, kind="long",
-                                                  enqueue=False).pk)  # fmt: skip
-    new = export_job_run(job_id=export_job_create(project=scored.project, kind="wide",
-                                                  enqueue=False).pk)  # fmt: skip
+    old = export_job_run(
+        job_id=export_job_create(project=scored.project, kind="long", enqueue=False).pk
+    )
+    new = export_job_run(
+        job_id=export_job_create(project=scored.project, kind="wide", enqueue=False).pk
+    )
     path = old.file.path
     ExportJob.objects.filter(pk=old.pk).update(finished_at=T0)
     assert export_files_expire(older_than_days=7) == 1
@@ -562,8 +709,9 @@ PAGE = "/projects/demo-project/analytics/exports/"
 
 def test_the_page_asks_for_an_export_and_lists_the_jobs(scored, researcher_client):
     # when
-    response = researcher_client.post(PAGE, {"kind": "flask_review", "judge": ["gpt"],
-                                             "system": "m1, m2"})  # fmt: skip
+    response = researcher_client.post(
+        PAGE, {"kind": "flask_review", "judge": ["gpt"], "system": "m1, m2"}
+    )
     # then
     assert response.status_code == 302
     job = ExportJob.objects.get()
@@ -614,8 +762,9 @@ def test_the_page_reads_a_fixed_number_of_queries(
     with CaptureQueriesContext(connection) as one:
         researcher_client.get(PAGE)
     for _ in range(3):
-        export_job_create(project=scored.project, kind="wide", requested_by=researcher,
-                          enqueue=False)  # fmt: skip
+        export_job_create(
+            project=scored.project, kind="wide", requested_by=researcher, enqueue=False
+        )
     with django_assert_num_queries(len(one)):
         researcher_client.get(PAGE)
 
@@ -697,8 +846,7 @@ def test_api_errors_name_the_fields(scored, researcher):
     assert client.post(url, {"kind": "pie"}, format="json").json()["fields"] == {
         "kind": ["'pie' is not one of long, flask_review, wide"]
     }
-    refused = client.post(url, {"kind": "long", "skill": ["Nope"], "judge": ["who"]},
-                          format="json")  # fmt: skip
+    refused = client.post(url, {"kind": "long", "skill": ["Nope"], "judge": ["who"]}, format="json")
     assert refused.status_code == 400
     assert refused.json()["fields"] == {
         "skill": ["not a skill of the project: Nope"],
@@ -707,8 +855,9 @@ def test_api_errors_name_the_fields(scored, researcher):
 
 
 def test_an_expired_export_is_a_409_with_its_status(scored, researcher):
-    job = export_job_run(job_id=export_job_create(project=scored.project, kind="long",
-                                                  enqueue=False).pk)  # fmt: skip
+    job = export_job_run(
+        job_id=export_job_create(project=scored.project, kind="long", enqueue=False).pk
+    )
     ExportJob.objects.filter(pk=job.pk).update(finished_at=T0)
     assert export_files_expire(older_than_days=7) == 1
     # a client that asks for the file's type still gets the error as JSON
@@ -724,8 +873,11 @@ def test_an_expired_export_is_a_409_with_its_status(scored, researcher):
 
 def test_the_api_is_for_project_staff_only(scored, annotator, outsider, researcher):
     job = export_job_create(project=scored.project, kind="long", enqueue=False)
-    urls = [f"{API}/projects/demo-project/exports/", f"{API}/exports/{job.pk}/",
-            f"{API}/exports/{job.pk}/download/"]  # fmt: skip
+    urls = [
+        f"{API}/projects/demo-project/exports/",
+        f"{API}/exports/{job.pk}/",
+        f"{API}/exports/{job.pk}/download/",
+    ]
     for url in urls:
         assert api(annotator).get(url).status_code == 403, url
         assert api(outsider).get(url).status_code == 404, url
@@ -739,13 +891,30 @@ def test_the_api_is_for_project_staff_only(scored, annotator, outsider, research
 
 def test_the_command_writes_the_same_export_to_stdout_or_a_file(scored, tmp_path):
     out = io.StringIO()
-    call_command("export_scores", "--project", "demo-project", "--kind", "wide", stdout=out,
-                 stderr=io.StringIO())  # fmt: skip
+    call_command(
+        "export_scores",
+        "--project",
+        "demo-project",
+        "--kind",
+        "wide",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
     assert out.getvalue() == export_text(scored.project, "wide")
     target = tmp_path / "gpt.jsonl"
     err = io.StringIO()
-    call_command("export_scores", "--project", "demo-project", "--kind", "flask_review",
-                 "--judge", "gpt", "--output", str(target), stderr=err)  # fmt: skip
+    call_command(
+        "export_scores",
+        "--project",
+        "demo-project",
+        "--kind",
+        "flask_review",
+        "--judge",
+        "gpt",
+        "--output",
+        str(target),
+        stderr=err,
+    )
     assert target.read_text() == export_text(
         scored.project, "flask_review", filters={"judge": "gpt"}
     )
@@ -798,8 +967,11 @@ def test_the_export_api_is_in_the_schema(researcher):
     schema = api(researcher).get("/api/schema/", {"format": "json"})
     assert schema.status_code == 200
     paths = schema.json()["paths"]
-    assert {"/api/v1/projects/{slug}/exports/", "/api/v1/exports/{id}/",
-            "/api/v1/exports/{id}/download/"} <= set(paths)  # fmt: skip
+    assert {
+        "/api/v1/projects/{slug}/exports/",
+        "/api/v1/exports/{id}/",
+        "/api/v1/exports/{id}/download/",
+    } <= set(paths)
 
 
 def test_export_jobs_are_listed_read_only_in_the_admin(scored, admin_client):

@@ -155,9 +155,15 @@ SHROUT_FLEISS = [
 
 @pytest.mark.parametrize(
     ("form", "published"),
-    [("ICC1", 0.17), ("ICC2", 0.29), ("ICC3", 0.71), ("ICC1k", 0.44), ("ICC2k", 0.62),
-     ("ICC3k", 0.91)],
-)  # fmt: skip
+    [
+        ("ICC1", 0.17),
+        ("ICC2", 0.29),
+        ("ICC3", 0.71),
+        ("ICC1k", 0.44),
+        ("ICC2k", 0.62),
+        ("ICC3k", 0.91),
+    ],
+)
 def test_icc_matches_shrout_and_fleiss_1979(form, published):
     result = metrics.icc(SHROUT_FLEISS)
     assert (result.n, result.k) == (6, 4)
@@ -199,8 +205,9 @@ def test_kendall_is_tau_b_with_ties():
 
 def test_grouped_correlations_equal_scipy_per_group():
     rng = np.random.default_rng(12)
-    groups = np.concatenate([np.repeat(np.arange(30), 4), np.repeat(np.arange(30, 40), 3),
-                             [40, 41, 41]])  # fmt: skip
+    groups = np.concatenate(
+        [np.repeat(np.arange(30), 4), np.repeat(np.arange(30, 40), 3), [40, 41, 41]]
+    )
     x = rng.integers(1, 6, groups.size).astype(float)
     y = np.clip(x + rng.integers(-1, 2, groups.size), 1, 5)
     got = metrics.grouped_correlations(x, y, groups)

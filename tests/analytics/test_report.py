@@ -33,18 +33,27 @@ from tests.judging.test_runs import llm_judge, response_ids, running
 
 # response id, item id, system, skill, rater, value
 HUMAN = [
-    (1, 10, "a", "Readability", "ann", 4), (1, 10, "a", "Readability", "bob", 5),
-    (2, 10, "b", "Readability", "ann", 2), (2, 10, "b", "Readability", "bob", 1),
-    (3, 11, "a", "Readability", "ann", 5), (3, 11, "a", "Readability", "bob", 4),
-    (4, 11, "b", "Readability", "ann", 3), (4, 11, "b", "Readability", "bob", None),
-    (5, 12, "a", "Readability", "ann", 3), (5, 12, "a", "Readability", "bob", 3),
-    (6, 12, "b", "Readability", "ann", 1), (6, 12, "b", "Readability", "bob", 2),
-]  # fmt: skip
+    (1, 10, "a", "Readability", "ann", 4),
+    (1, 10, "a", "Readability", "bob", 5),
+    (2, 10, "b", "Readability", "ann", 2),
+    (2, 10, "b", "Readability", "bob", 1),
+    (3, 11, "a", "Readability", "ann", 5),
+    (3, 11, "a", "Readability", "bob", 4),
+    (4, 11, "b", "Readability", "ann", 3),
+    (4, 11, "b", "Readability", "bob", None),
+    (5, 12, "a", "Readability", "ann", 3),
+    (5, 12, "a", "Readability", "bob", 3),
+    (6, 12, "b", "Readability", "ann", 1),
+    (6, 12, "b", "Readability", "bob", 2),
+]
 JUDGE = [
-    (1, 10, "a", "Readability", "J", 5), (2, 10, "b", "Readability", "J", 2),
-    (3, 11, "a", "Readability", "J", 4), (4, 11, "b", "Readability", "J", 3),
-    (5, 12, "a", "Readability", "J", 2), (6, 12, "b", "Readability", "J", 1),
-]  # fmt: skip
+    (1, 10, "a", "Readability", "J", 5),
+    (2, 10, "b", "Readability", "J", 2),
+    (3, 11, "a", "Readability", "J", 4),
+    (4, 11, "b", "Readability", "J", 3),
+    (5, 12, "a", "Readability", "J", 2),
+    (6, 12, "b", "Readability", "J", 1),
+]
 
 
 def test_human_means_are_exact_and_leave_na_out():
@@ -118,8 +127,9 @@ def scored_project(project, tmp_path, django_user_model):
     OpenAI-compatible server) scores the dataset."""
     people = [django_user_model.objects.create_user(f"r{i}", password="x") for i in range(3)]
     dataset = make_dataset(project, tmp_path, items=4, models=("m1", "m2"))
-    campaign = campaign_create(project=project, dataset=dataset, name="C", overlap=3,
-                               annotators=people)  # fmt: skip
+    campaign = campaign_create(
+        project=project, dataset=dataset, name="C", overlap=3, annotators=people
+    )
     campaign_activate(campaign=campaign)
     for n, person in enumerate(people):
         while (a := assignment_claim_next(campaign=campaign, annotator=person)) is not None:
@@ -208,18 +218,32 @@ def test_imported_long_format_scores_feed_the_report(db):
     from annotation.models import Project
 
     rows = ["item,system,rater,rater_kind,skill,score"]
-    human = {("q1", "a"): (4, 5), ("q1", "b"): (2, 1), ("q2", "a"): (5, 4), ("q2", "b"): (1, 2),
-             ("q3", "a"): (3, 3), ("q3", "b"): (2, 3)}  # fmt: skip
-    metric = {("q1", "a"): 0.91, ("q1", "b"): 0.2, ("q2", "a"): 0.8, ("q2", "b"): 0.35,
-              ("q3", "a"): 0.5, ("q3", "b"): 0.3}  # fmt: skip
+    human = {
+        ("q1", "a"): (4, 5),
+        ("q1", "b"): (2, 1),
+        ("q2", "a"): (5, 4),
+        ("q2", "b"): (1, 2),
+        ("q3", "a"): (3, 3),
+        ("q3", "b"): (2, 3),
+    }
+    metric = {
+        ("q1", "a"): 0.91,
+        ("q1", "b"): 0.2,
+        ("q2", "a"): 0.8,
+        ("q2", "b"): 0.35,
+        ("q3", "a"): 0.5,
+        ("q3", "b"): 0.3,
+    }
     for (item, system), (p, q) in human.items():
         rows.append(f"{item},{system},p1,human,Readability,{p}")
         rows.append(f"{item},{system},p2,human,Readability,{q}")
         rows.append(f"{item},{system},bleu-ish,judge,Readability,{metric[item, system]}")
     scores_import(
-        project_slug="imported", files=[("scores.csv", "\n".join(rows).encode())],
-        judge_scale_raw=True, create_project=True,
-    )  # fmt: skip
+        project_slug="imported",
+        files=[("scores.csv", "\n".join(rows).encode())],
+        judge_scale_raw=True,
+        create_project=True,
+    )
     report = project_report(project=Project.objects.get(slug="imported"), resamples=0)
     agreement = report["agreement"]["Readability"]
     assert agreement["n_raters"] == 2 and agreement["n_units"] == 6
@@ -245,9 +269,14 @@ def test_the_leaderboard_ranks_systems_by_exact_means():
     ranks = (a["humans_rank"], b["humans_rank"], a["judges"]["J"]["rank"], b["judges"]["J"]["rank"])
     assert ranks == (1, 2, 1, 2)
     # equal means reached through different counts (1/3 of 3 and 2/6 of ...) tie exactly
-    rows = [(1, 1, "x", "S", "p", 1), (2, 2, "x", "S", "p", 2),
-            (3, 3, "y", "S", "p", 1), (4, 4, "y", "S", "p", 2), (5, 5, "y", "S", "p", 1),
-            (6, 6, "y", "S", "p", 2)]  # fmt: skip
+    rows = [
+        (1, 1, "x", "S", "p", 1),
+        (2, 2, "x", "S", "p", 2),
+        (3, 3, "y", "S", "p", 1),
+        (4, 4, "y", "S", "p", 2),
+        (5, 5, "y", "S", "p", 1),
+        (6, 6, "y", "S", "p", 2),
+    ]
     tied = leaderboard(rows, [])
     assert tied[0]["humans"] == tied[1]["humans"] == 1.5
     # a judge named like a key of the row stays a judge
@@ -268,10 +297,13 @@ def test_breakdowns_and_filters(scored_project):
     )
     assert sorted(by["system"]) == ["m1", "m2"]
     assert by["system"]["m1"]["correlation"]["rouge"]["Readability"]["instance"]["n"] == 4
-    assert [r["system"] for r in report["leaderboard"]["Readability"]] in (["m1", "m2"],
-                                                                         ["m2", "m1"])  # fmt: skip
-    only_m2 = project_report(project=scored_project, resamples=0, systems=["m2"],
-                             with_breakdowns=False)  # fmt: skip
+    assert [r["system"] for r in report["leaderboard"]["Readability"]] in (
+        ["m1", "m2"],
+        ["m2", "m1"],
+    )
+    only_m2 = project_report(
+        project=scored_project, resamples=0, systems=["m2"], with_breakdowns=False
+    )
     assert only_m2["correlation"]["rouge"]["Readability"]["instance"]["n"] == 4
     assert "breakdowns" not in only_m2
     none = project_report(project=scored_project, resamples=0, difficulties=[5])
@@ -284,13 +316,24 @@ def test_the_api_filters_like_the_command(scored_project, researcher):
         HTTP_AUTHORIZATION="Token " + Token.objects.get_or_create(user=researcher)[0].key
     )
     url = f"/api/v1/projects/{scored_project.slug}/analytics/report"
-    params = {"system": "m1", "difficulty": 2, "domain": "History", "resamples": 0,
-              "breakdowns": 0}  # fmt: skip
+    params = {"system": "m1", "difficulty": 2, "domain": "History", "resamples": 0, "breakdowns": 0}
     body = client.get(url, params).json()
     out = StringIO()
-    call_command("analytics_report", "--project", scored_project.slug, "--system", "m1",
-                 "--difficulty", "2", "--domain", "History", "--resamples", "0",
-                 "--no-breakdowns", stdout=out)  # fmt: skip
+    call_command(
+        "analytics_report",
+        "--project",
+        scored_project.slug,
+        "--system",
+        "m1",
+        "--difficulty",
+        "2",
+        "--domain",
+        "History",
+        "--resamples",
+        "0",
+        "--no-breakdowns",
+        stdout=out,
+    )
     assert body == json.loads(out.getvalue())
     assert "breakdowns" not in body
     assert body["correlation"]["rouge"]["Readability"]["instance"]["n"] == 4
@@ -327,8 +370,9 @@ def test_alpha_with_intervals_equals_the_library_on_crowd_data():
     rows = []
     for rid in range(120):
         truth = int(rng.integers(1, 6))
-        for rater in rng.choice([f"p{i}" for i in range(8)], size=int(rng.integers(1, 4)),
-                                replace=False):  # fmt: skip
+        for rater in rng.choice(
+            [f"p{i}" for i in range(8)], size=int(rng.integers(1, 4)), replace=False
+        ):
             rows.append(
                 (
                     rid,

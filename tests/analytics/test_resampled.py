@@ -245,9 +245,15 @@ def test_a_resample_of_each_correlation_level_is_the_level_of_the_expanded_data(
         rs, np.unique(items), metrics.grouped_correlations(h, j, items), sink=sink, key="item"
     )
     resampled.system_level_register(
-        rs, items, [means[r][1] for r in shared], [means[r][3] for r in shared],
-        [means[r][4] for r in shared], j, sink=sink, key="system",
-    )  # fmt: skip
+        rs,
+        items,
+        [means[r][1] for r in shared],
+        [means[r][3] for r in shared],
+        [means[r][4] for r in shared],
+        j,
+        sink=sink,
+        key="system",
+    )
     rs.run()
     counts = first_resample(rs)
     expected = correlation(expand(human, counts), expand(judge, counts))
@@ -268,10 +274,16 @@ def test_system_means_that_are_equal_stay_tied_in_every_resample():
     rows = []
     for item in range(7):
         base = item * 10
-        rows += [(base, item, "a", "S", "r1", 1), (base, item, "a", "S", "r2", 1),
-                 (base, item, "a", "S", "r3", 2)]  # fmt: skip
-        rows += [(base + 1, item, "a", "S", "r1", 1), (base + 1, item, "a", "S", "r2", 2),
-                 (base + 1, item, "a", "S", "r3", 2)]  # fmt: skip
+        rows += [
+            (base, item, "a", "S", "r1", 1),
+            (base, item, "a", "S", "r2", 1),
+            (base, item, "a", "S", "r3", 2),
+        ]
+        rows += [
+            (base + 1, item, "a", "S", "r1", 1),
+            (base + 1, item, "a", "S", "r2", 2),
+            (base + 1, item, "a", "S", "r3", 2),
+        ]
         rows += [(base + 2, item, "b", "S", "r1", 1), (base + 2, item, "b", "S", "r2", 2)]
         rows += [(base + 3, item, "c", "S", "r1", 5), (base + 3, item, "c", "S", "r2", 4)]
     means = human_means(rows)
@@ -281,9 +293,15 @@ def test_system_means_that_are_equal_stay_tied_in_every_resample():
     judge = np.array([3.0 if means[r][1] == "c" else 1.0 for r in ids])
     sink: dict = {}
     resampled.system_level_register(
-        rs, items, [means[r][1] for r in ids], [means[r][3] for r in ids],
-        [means[r][4] for r in ids], judge, sink=sink, key="s",
-    )  # fmt: skip
+        rs,
+        items,
+        [means[r][1] for r in ids],
+        [means[r][3] for r in ids],
+        [means[r][4] for r in ids],
+        judge,
+        sink=sink,
+        key="s",
+    )
     rs.run()
     assert sink["s"]["spearman"]["estimate"] == 1.0
     assert np.all(rs.values["s"]["spearman"] == 1.0)

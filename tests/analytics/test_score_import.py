@@ -56,10 +56,15 @@ def rejected(project, data: bytes, name: str = "scores.csv", **options):
 def stored(**filters) -> list[tuple]:
     return sorted(
         ImportedScore.objects.filter(**filters).values_list(
-            "response__item__external_id", "response__model_name", "rater", "rater_kind",
-            "skill__name", "value", "is_na",
+            "response__item__external_id",
+            "response__model_name",
+            "rater",
+            "rater_kind",
+            "skill__name",
+            "value",
+            "is_na",
         )
-    )  # fmt: skip
+    )
 
 
 # --- what an import creates -------------------------------------------------------------------
@@ -107,13 +112,30 @@ def test_it_matches_a_projects_own_skill_and_fills_texts_domains_and_difficulty(
     # given
     skill_create(project=project, name="Brevity", criterion="Short?", anchors=list("abcde"))
     data = jsonl_bytes(
-        {"item": 7, "system": "m", "rater": "r1", "rater_kind": "human", "skill": "BREVITY",
-         "score": 2, "instruction": "Name a prime.", "reference": "2", "response": "3",
-         "domain": ["Math", "coding"], "difficulty": "formal education knowledge",
-         "rationale": "fine"},
-        {"item": 7, "system": "m", "rater": "r2", "rater_kind": "human", "skill": "Brevity",
-         "score": 3, "instruction": "Name a prime.\r\n"},
-    )  # fmt: skip
+        {
+            "item": 7,
+            "system": "m",
+            "rater": "r1",
+            "rater_kind": "human",
+            "skill": "BREVITY",
+            "score": 2,
+            "instruction": "Name a prime.",
+            "reference": "2",
+            "response": "3",
+            "domain": ["Math", "coding"],
+            "difficulty": "formal education knowledge",
+            "rationale": "fine",
+        },
+        {
+            "item": 7,
+            "system": "m",
+            "rater": "r2",
+            "rater_kind": "human",
+            "skill": "Brevity",
+            "score": 3,
+            "instruction": "Name a prime.\r\n",
+        },
+    )
 
     # when
     result = run(project, data, "scores.jsonl", dataset_name="Primes")
@@ -290,8 +312,14 @@ def test_a_whole_number_written_as_a_decimal_is_refused_on_an_integer_scale(proj
 def test_a_json_float_that_is_whole_is_refused_on_an_integer_scale_but_not_a_continuous_one(
     project,
 ):
-    row = {"item": "q1", "system": "m", "rater": "r1", "rater_kind": "human",
-           "skill": "Factuality", "score": 4.0}  # fmt: skip
+    row = {
+        "item": "q1",
+        "system": "m",
+        "rater": "r1",
+        "rater_kind": "human",
+        "skill": "Factuality",
+        "score": 4.0,
+    }
     problems = rejected(project, jsonl_bytes(row), "scores.jsonl")
     assert [p.code for p in problems] == ["out_of_scale"]
     run(project, jsonl_bytes(row), name="scores.jsonl", scales=["Factuality=1:5:continuous"])
@@ -305,9 +333,15 @@ def test_a_score_given_twice_in_the_input_is_a_problem_naming_both_lines(project
     # given: the second file repeats a score of the first (skill spelled differently)
     first = csv_bytes("q1,m,r1,human,Factuality,4", "q1,m,r1,judge,Factuality,4")
     second = jsonl_bytes(
-        {"item": "q1", "system": "m", "rater": "r1", "rater_kind": "Human",
-         "skill": "factuality", "score": 4},
-    )  # fmt: skip
+        {
+            "item": "q1",
+            "system": "m",
+            "rater": "r1",
+            "rater_kind": "Human",
+            "skill": "factuality",
+            "score": 4,
+        },
+    )
 
     # when
     before = counts()
@@ -424,12 +458,28 @@ def test_csv_with_a_bom_and_crlf_line_ends_reads_like_plain_csv(project):
 
 def test_jsonl_rows_report_malformed_lines_with_their_numbers(project):
     data = (
-        jsonl_bytes({"item": "q1", "system": "m", "rater": "r", "rater_kind": "judge",
-                     "skill": "Factuality", "score": 4})
+        jsonl_bytes(
+            {
+                "item": "q1",
+                "system": "m",
+                "rater": "r",
+                "rater_kind": "judge",
+                "skill": "Factuality",
+                "score": 4,
+            }
+        )
         + b"\n{not json}\n"
-        + jsonl_bytes({"item": "q2", "system": "m", "rater": "r", "rater_kind": "robot",
-                       "skill": "Factuality", "score": [4]})
-    )  # fmt: skip
+        + jsonl_bytes(
+            {
+                "item": "q2",
+                "system": "m",
+                "rater": "r",
+                "rater_kind": "robot",
+                "skill": "Factuality",
+                "score": [4],
+            }
+        )
+    )
     problems = rejected(project, data, "scores.jsonl")
     assert [(p.line, p.field, p.code) for p in problems] == [
         (3, "", "invalid_json"),

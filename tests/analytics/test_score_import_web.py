@@ -181,9 +181,11 @@ def test_the_api_answers_202_with_the_job_then_imports_in_the_worker(
     assert done["status"] == "succeeded" and done["progress"]["phase"] == "done"
     assert done["batch"]["scores_created"] == 4 and done["batch"]["dataset"] == "Crowd"
     assert done["result"] == {
-        "already_imported": False, "project_created": False, "dataset_created": True,
+        "already_imported": False,
+        "project_created": False,
+        "dataset_created": True,
         "skills_created": [],
-    }  # fmt: skip
+    }
     again = import_jobs.post(
         client, url, {"files": [upload(GOOD)], "dataset": "Crowd"}, format="multipart"
     )
@@ -199,9 +201,11 @@ def test_the_api_job_lists_every_problem_and_nothing_is_written(researcher, proj
     before = state()
     client = api_client(researcher)
     response = import_jobs.post(
-        client, f"{API}/{project.slug}/scores/import/", {"files": [upload(BAD)]},
+        client,
+        f"{API}/{project.slug}/scores/import/",
+        {"files": [upload(BAD)]},
         format="multipart",
-    )  # fmt: skip
+    )
     assert response.status_code == 202
     import_jobs.run()
     body = client.get(response.json()["url"]).json()
@@ -229,9 +233,11 @@ def test_the_api_reads_repeated_scale_options(researcher, project, import_jobs):
 
 def test_the_job_of_another_project_is_not_found(researcher, outsider, project, import_jobs):
     response = import_jobs.post(
-        api_client(researcher), f"{API}/{project.slug}/scores/import/",
-        {"files": [upload(GOOD)]}, format="multipart",
-    )  # fmt: skip
+        api_client(researcher),
+        f"{API}/{project.slug}/scores/import/",
+        {"files": [upload(GOOD)]},
+        format="multipart",
+    )
     assert api_client(outsider).get(response.json()["url"]).status_code == 404
 
 

@@ -281,8 +281,13 @@ def test_gold_tasks_look_like_any_other_task(campaign, annotator, alice_api):
         task = reply.json()
         seen.append(task["assignment_id"])
         assert set(task) == {
-            "assignment_id", "expires_at", "instruction", "reference", "response", "skills",
-        }  # fmt: skip
+            "assignment_id",
+            "expires_at",
+            "instruction",
+            "reference",
+            "response",
+            "skills",
+        }
         done = alice_api.post(submit_url(task["assignment_id"]), scores_for(task), format="json")
         assert done.status_code == 201
     # then one of them was the gold task
@@ -352,8 +357,11 @@ def test_submit_records_the_scores_then_a_repeat_is_a_no_op(campaign, alice_api)
     again = alice_api.post(submit_url(task["assignment_id"]), payload, format="json")
     # then
     assert first.status_code == 201
-    assert first.json() == {"assignment_id": task["assignment_id"], "status": "submitted",
-                            "late": False}  # fmt: skip
+    assert first.json() == {
+        "assignment_id": task["assignment_id"],
+        "status": "submitted",
+        "late": False,
+    }
     assert again.status_code == 200
     assert again.json() == {"assignment_id": task["assignment_id"], "duplicate": True}
     rows = HumanScore.objects.filter(assignment_id=task["assignment_id"])
@@ -473,8 +481,9 @@ def test_a_late_submission_is_accepted_while_a_slot_is_free(campaign, alice_api)
     task = claim(alice_api, campaign)
     with time_machine.travel(timezone.now() + timedelta(seconds=120)):
         assert assignments_expire_stale(campaign_id=campaign.pk) == 1
-        response = alice_api.post(submit_url(task["assignment_id"]), scores_for(task),
-                                  format="json")  # fmt: skip
+        response = alice_api.post(
+            submit_url(task["assignment_id"]), scores_for(task), format="json"
+        )
     assert response.status_code == 201
     assert response.json()["late"] is True
 
@@ -488,11 +497,11 @@ def test_submit_answers_409_when_the_lease_was_lost(campaign, alice_api, bob, ca
             assert Assignment.objects.get(pk=theirs["assignment_id"]).task_id == (
                 Assignment.objects.get(pk=task["assignment_id"]).task_id
             )
-            api(person).post(submit_url(theirs["assignment_id"]), scores_for(theirs),
-                             format="json")  # fmt: skip
+            api(person).post(submit_url(theirs["assignment_id"]), scores_for(theirs), format="json")
         # when alice submits late
-        response = alice_api.post(submit_url(task["assignment_id"]), scores_for(task),
-                                  format="json")  # fmt: skip
+        response = alice_api.post(
+            submit_url(task["assignment_id"]), scores_for(task), format="json"
+        )
     # then
     assert response.status_code == 409
     assert response.json()["code"] == "lease_lost"
@@ -517,8 +526,11 @@ def test_skip_gives_the_task_back_with_a_flag(campaign, alice_api):
         skip_url(task["assignment_id"]), {"reason": "garbled text", "flag": True}, format="json"
     )
     assert response.status_code == 200
-    assert response.json() == {"assignment_id": task["assignment_id"], "status": "skipped",
-                               "flagged": True}  # fmt: skip
+    assert response.json() == {
+        "assignment_id": task["assignment_id"],
+        "status": "skipped",
+        "flagged": True,
+    }
     assignment = Assignment.objects.get(pk=task["assignment_id"])
     assert assignment.flag_reason == "garbled text" and assignment.task.assigned == 0
     assert claim(alice_api, campaign)["assignment_id"] != task["assignment_id"]
@@ -587,19 +599,31 @@ def test_next_and_submit_use_a_fixed_number_of_queries(
     assert done.status_code == 201
 
 
-WHY_REFUSED = ("not written as a whole number", "white space", "digits 0-9", "plus sign",
-               "not a boolean")  # fmt: skip
+WHY_REFUSED = (
+    "not written as a whole number",
+    "white space",
+    "digits 0-9",
+    "plus sign",
+    "not a boolean",
+)
 
 
 @pytest.mark.parametrize(
     "written",
     ['"5 "', '"\\uff15"', '"\\u0665"', '"+4"', "1e0", '"4.0"', "true", "false", "4.0"],
-    ids=["trailing space", "fullwidth", "arabic-indic", "plus", "exponent", "decimal text",
-         "true", "false", "float"],
-)  # fmt: skip
-def test_submit_refuses_a_score_that_only_looks_like_a_whole_number(
-    campaign, alice_api, written
-):
+    ids=[
+        "trailing space",
+        "fullwidth",
+        "arabic-indic",
+        "plus",
+        "exponent",
+        "decimal text",
+        "true",
+        "false",
+        "float",
+    ],
+)
+def test_submit_refuses_a_score_that_only_looks_like_a_whole_number(campaign, alice_api, written):
     # was: stored as 5 or 4 (DRF's IntegerField strips, takes any Unicode digit and x.0)
     task = claim(alice_api, campaign)
     scores = [{"skill_id": s["skill_id"], "score": 3} for s in task["skills"]]

@@ -197,8 +197,9 @@ def test_my_tasks_hides_campaigns_of_other_pools_and_drafts(
 ):
     # bob is an annotator of the project, but not in the pool: a role alone is not enough
     assert b"Scoring round" not in bob_client.get(reverse("annotation:my-campaigns")).content
-    build_campaign(project, dataset, annotators=[campaign.annotators.get()], name="Draft one",
-                   activate=False)  # fmt: skip
+    build_campaign(
+        project, dataset, annotators=[campaign.annotators.get()], name="Draft one", activate=False
+    )
     assert b"Draft one" not in annotator_client.get(reverse("annotation:my-campaigns")).content
 
 

@@ -56,8 +56,11 @@ def test_the_skill_catalogue_lists_twelve_builtin_skills_with_anchors(researcher
     assert len(rows) == 12
     assert all(len(r["anchors"]) == 5 and r["rubric_version"] == 1 for r in rows)
     assert {r["ability"] for r in rows} == {
-        "logical_thinking", "background_knowledge", "problem_handling", "user_alignment",
-    }  # fmt: skip
+        "logical_thinking",
+        "background_knowledge",
+        "problem_handling",
+        "user_alignment",
+    }
 
 
 def test_an_upload_is_accepted_then_imported(

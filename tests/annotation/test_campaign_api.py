@@ -41,11 +41,19 @@ def create(client, project, **body):
 def test_create_resolves_names_and_answers_the_campaign(rita, project, dataset, annotator):
     # when
     response = create(
-        rita, project, name="  Pilot  ", dataset=dataset.pk, model_names=["m2"],
-        skill_mode="fixed", fixed_skills=["Readability", "Factuality"], overlap=2,
-        annotators=[annotator.username], lease_seconds=120, gold_rate=0.1,
+        rita,
+        project,
+        name="  Pilot  ",
+        dataset=dataset.pk,
+        model_names=["m2"],
+        skill_mode="fixed",
+        fixed_skills=["Readability", "Factuality"],
+        overlap=2,
+        annotators=[annotator.username],
+        lease_seconds=120,
+        gold_rate=0.1,
         instructions="Read **carefully**.",
-    )  # fmt: skip
+    )
     # then
     assert response.status_code == 201, response.json()
     body = response.json()
@@ -74,10 +82,15 @@ def test_every_bad_name_is_reported_under_its_field_and_nothing_is_written(
     elsewhere = project_create(slug="elsewhere")
     # when
     response = create(
-        rita, project, name="Bad", dataset=dataset.pk, model_names=["m1", "nope"],
+        rita,
+        project,
+        name="Bad",
+        dataset=dataset.pk,
+        model_names=["m1", "nope"],
         fixed_skills=["Factuality", "Telepathy"],
-        annotators=[researcher.username, outsider.username, "ghost"], groups=["nobody"],
-    )  # fmt: skip
+        annotators=[researcher.username, outsider.username, "ghost"],
+        groups=["nobody"],
+    )
     other = create(
         rita, project, name="Bad", dataset=make_dataset(elsewhere, tmp_path, name="E").pk
     )
@@ -153,11 +166,18 @@ def test_the_list_is_paged_and_filters_by_status(rita, project, dataset, annotat
     row = rita.get(url, {"status": "active"}).json()["results"]
     assert row == [
         {
-            "id": active.pk, "name": "A", "status": "active",
-            "dataset": {"id": dataset.pk, "name": dataset.name}, "overlap": 3, "tasks": 6,
-            "slots_done": 0, "slots_needed": 18, "percent": 0, "created_at": row[0]["created_at"],
+            "id": active.pk,
+            "name": "A",
+            "status": "active",
+            "dataset": {"id": dataset.pk, "name": dataset.name},
+            "overlap": 3,
+            "tasks": 6,
+            "slots_done": 0,
+            "slots_needed": 18,
+            "percent": 0,
+            "created_at": row[0]["created_at"],
         }
-    ]  # fmt: skip
+    ]
     assert rita.get(url, {"limit": 1}).json()["next"]
     bad = rita.get(url, {"status": "sleeping"})
     assert bad.status_code == 400 and "status" in bad.json()["fields"]

@@ -202,9 +202,14 @@ def test_fixed_skill_campaigns_need_every_fixed_skill_on_every_task(project, tmp
     dataset = make_dataset(project, tmp_path, items=2, models=("m1",))
     fixed = list(Skill.objects.filter(name__in=["Conciseness", "Harmlessness"]))
     campaign = campaign_create(
-        project=project, dataset=dataset, name="F", overlap=3, skill_mode="fixed",
-        fixed_skills=fixed, annotators=people.values(),
-    )  # fmt: skip
+        project=project,
+        dataset=dataset,
+        name="F",
+        overlap=3,
+        skill_mode="fixed",
+        fixed_skills=fixed,
+        annotators=people.values(),
+    )
     campaign_activate(campaign=campaign)
     submit(campaign, people["alice"])
     pins = cs.campaign_rubric_pins(campaign=campaign)
@@ -242,8 +247,9 @@ def qc_campaign(project, tmp_path, people):
     ids = skill_ids()
 
     def response(external_id):
-        return Response.objects.get(item__dataset=dataset, item__external_id=external_id,
-                                    model_name="m1")  # fmt: skip
+        return Response.objects.get(
+            item__dataset=dataset, item__external_id=external_id, model_name="m1"
+        )
 
     gold_task_set(
         campaign=campaign,

@@ -212,8 +212,9 @@ def test_an_active_campaign_keeps_its_structure_but_may_change_its_pool(
 ):
     # given a new annotator and a post that also tries to change K
     bob = make_annotator(django_user_model, project, "bob")
-    data = create_data(dataset, name="Pilot", overlap=5, annotators=[bob.pk], lease_value=2,
-                       lease_unit="minutes")  # fmt: skip
+    data = create_data(
+        dataset, name="Pilot", overlap=5, annotators=[bob.pk], lease_value=2, lease_unit="minutes"
+    )
     # when
     response = researcher_client.post(url("campaign-update", active.pk), data)
     # then the pool and lease changed, K did not (the field is locked)
@@ -308,9 +309,14 @@ def test_the_campaign_page_costs_a_fixed_number_of_queries(
     response = active.dataset.items.get(external_id="i2").responses.get(model_name="m2")
     researcher_client.post(
         url("campaign-gold-set", active.pk),
-        {"item": "i2", "model_name": response.model_name, "kind": "gold", "tolerance": 0,
-         f"skill_{ids['Factuality']}": "3"},
-    )  # fmt: skip
+        {
+            "item": "i2",
+            "model_name": response.model_name,
+            "kind": "gold",
+            "tolerance": 0,
+            f"skill_{ids['Factuality']}": "3",
+        },
+    )
     big = page_queries()
     # then the count does not grow with the data, and stays small
     assert big == small
@@ -461,8 +467,13 @@ def test_an_annotators_domains_are_set_and_listed(researcher_client, active, ann
 def test_routing_by_domain_serves_only_the_declared_domain(
     researcher_client, project, dataset, annotator
 ):
-    campaign = campaign_create(project=project, dataset=dataset, name="Routed",
-                               annotators=[annotator], route_by_domain=True)  # fmt: skip
+    campaign = campaign_create(
+        project=project,
+        dataset=dataset,
+        name="Routed",
+        annotators=[annotator],
+        route_by_domain=True,
+    )
     campaign_activate(campaign=campaign)
     math = Domain.objects.get(name="Math", project__isnull=True)
     researcher_client.post(

@@ -66,8 +66,9 @@ def test_an_item_reads_with_every_response(rita, dataset):
     body = rita.get(f"{BASE}/items/{item.pk}/").json()
     assert body["instruction"] == "Question 1" and body["external_id"] == "i1"
     assert [(r["model"], r["text"]) for r in body["responses"]] == [
-        ("m1", "m1 says 1"), ("m2", "m2 says 1"),
-    ]  # fmt: skip
+        ("m1", "m1 says 1"),
+        ("m2", "m2 says 1"),
+    ]
     assert "response_count" not in body
 
 

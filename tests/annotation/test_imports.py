@@ -443,12 +443,21 @@ def test_skipping_an_item_line_also_skips_its_inline_responses(project, tmp_path
     path = write_jsonl(
         tmp_path / "g.jsonl",
         [
-            {"id": "a", "instruction": "q", "skills": SKILLS3, "difficulty": 9,
-             "responses": [{"model": "m", "text": "t"}]},
-            {"id": "b", "instruction": "q", "skills": SKILLS3,
-             "responses": [{"model": "m", "text": "t"}]},
+            {
+                "id": "a",
+                "instruction": "q",
+                "skills": SKILLS3,
+                "difficulty": 9,
+                "responses": [{"model": "m", "text": "t"}],
+            },
+            {
+                "id": "b",
+                "instruction": "q",
+                "skills": SKILLS3,
+                "responses": [{"model": "m", "text": "t"}],
+            },
         ],
-    )  # fmt: skip
+    )
 
     upload = run_import(project, path, policies={"invalid_difficulty": "skip"})
 
@@ -1184,9 +1193,11 @@ def test_a_job_failed_by_the_stale_check_mid_import_keeps_nothing(project, tmp_p
     # given an import whose job is marked failed (worker thought dead) while it runs
     path = write_jsonl(tmp_path / "e.jsonl", EVAL_ROWS)
     upload = dataset_upload_create(
-        project=project, dataset_name="late", source=UploadSource.CLI,
+        project=project,
+        dataset_name="late",
+        source=UploadSource.CLI,
         files=[(FileSpec(path.name), str(path))],
-    )  # fmt: skip
+    )
     upload = dataset_upload_claim(upload_id=upload.pk)
     real_apply = imports._apply
 

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.django_db
 def test_items_responses_and_text_fills(project):
     dataset, created = dataset_get_or_create(project=project, name="From scores")
     assert created and dataset_get_or_create(project=project, name="From scores") == (
-        dataset, False,
-    )  # fmt: skip
+        dataset,
+        False,
+    )
     history = Domain.objects.get(project__isnull=True, name="History")
     ids = items_create(
         dataset=dataset,

@@ -52,8 +52,10 @@ def test_the_staff_read_the_members_admins_first(paula, researcher, annotator, p
     body = api(researcher).get(members_url(project)).json()
     assert body["count"] == 3
     assert [(m["username"], m["role"]) for m in body["results"]] == [
-        ("paula", "admin"), ("rita", "researcher"), ("alice", "annotator"),
-    ]  # fmt: skip
+        ("paula", "admin"),
+        ("rita", "researcher"),
+        ("alice", "annotator"),
+    ]
     one = api(researcher).get(members_url(project, "alice"))
     assert one.status_code == 200 and one.json()["role"] == "annotator"
     assert api(researcher).get(members_url(project, "nobody")).status_code == 404
@@ -83,14 +85,29 @@ def test_bad_requests_are_specific_and_change_nothing(
     client = api(paula)
     before = roles(project)
     cases = [
-        (client.post(members_url(project), {"username": "ghost", "role": "annotator"},
-                     format="json"), 400, {"username": ["no user named ghost can be added"]}),
-        (client.post(members_url(project), {"username": "gone", "role": "annotator"},
-                     format="json"), 400, {"username": ["no user named gone can be added"]}),
-        (client.post(members_url(project), {"username": "alice", "role": "owner"},
-                     format="json"), 400, None),
+        (
+            client.post(
+                members_url(project), {"username": "ghost", "role": "annotator"}, format="json"
+            ),
+            400,
+            {"username": ["no user named ghost can be added"]},
+        ),
+        (
+            client.post(
+                members_url(project), {"username": "gone", "role": "annotator"}, format="json"
+            ),
+            400,
+            {"username": ["no user named gone can be added"]},
+        ),
+        (
+            client.post(
+                members_url(project), {"username": "alice", "role": "owner"}, format="json"
+            ),
+            400,
+            None,
+        ),
         (client.patch(members_url(project, "alice"), {"role": ""}, format="json"), 400, None),
-    ]  # fmt: skip
+    ]
     for response, status, fields in cases:
         assert response.status_code == status, response.json()
         assert response.json()["code"] == "invalid"
@@ -299,8 +316,12 @@ def _answers(client, url: str, data: dict, **extra) -> tuple[int, bytes, int]:
 
     with CaptureQueriesContext(connection) as queries:
         response = client.post(url, data, **extra)
-    body = re.sub(rb'csrf[^"]*":\s*"[^"]+"|name="csrfmiddlewaretoken" value="[^"]+"', b"-",
-                  response.content, flags=re.IGNORECASE)  # fmt: skip
+    body = re.sub(
+        rb'csrf[^"]*":\s*"[^"]+"|name="csrfmiddlewaretoken" value="[^"]+"',
+        b"-",
+        response.content,
+        flags=re.IGNORECASE,
+    )
     return response.status_code, body, len(queries)
 
 

@@ -44,9 +44,17 @@ def test_names_are_nfkc_normalised_and_trimmed():
 
 @pytest.mark.parametrize(
     "name",
-    ["Fаctuality", "FACTUALITY", "Fact uality", "Fact_uality", "Fαctuality", "ＦＡＣＴＵＡＬＩＴＹ",
-     "Factualitу", "FАCTUALITY"],
-)  # fmt: skip
+    [
+        "Fаctuality",
+        "FACTUALITY",
+        "Fact uality",
+        "Fact_uality",
+        "Fαctuality",
+        "ＦＡＣＴＵＡＬＩＴＹ",
+        "Factualitу",
+        "FАCTUALITY",
+    ],
+)
 def test_a_look_alike_of_an_existing_name_is_refused_naming_it(name):
     scope = NameScope("skill", ["Factuality", "Readability"])
     assert scope.check(name) == f"{name!r} looks like the existing skill 'Factuality'"
@@ -116,9 +124,11 @@ def test_a_dataset_import_refuses_a_model_name_that_looks_like_one_the_dataset_h
         path = tmp_path / name
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         upload = dataset_upload_create(
-            project=project, dataset_name="D", source=UploadSource.CLI,
+            project=project,
+            dataset_name="D",
+            source=UploadSource.CLI,
             files=[(FileSpec(path.name), str(path))],
-        )  # fmt: skip
+        )
         return dataset_import(upload_id=upload.pk)
 
     skills = ["Factuality", "Readability", "Comprehension"]
@@ -137,14 +147,24 @@ def test_a_dataset_import_refuses_a_model_name_that_looks_like_one_the_dataset_h
 def test_the_admin_refuses_a_project_name_that_looks_like_another(admin_client, project):
     response = admin_client.post(
         "/admin/annotation/project/add/",
-        {"slug": "other", "name": project.name.upper(), "description": "",
-         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
-    )  # fmt: skip
+        {
+            "slug": "other",
+            "name": project.name.upper(),
+            "description": "",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+        },
+    )
     assert response.status_code == 200
     assert "looks like the existing project" in response.content.decode()
     renamed = admin_client.post(
         f"/admin/annotation/project/{project.pk}/change/",
-        {"slug": project.slug, "name": project.name + " ", "description": "",
-         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
-    )  # fmt: skip
+        {
+            "slug": project.slug,
+            "name": project.name + " ",
+            "description": "",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+        },
+    )
     assert renamed.status_code == 302  # its own name is not a look-alike of itself

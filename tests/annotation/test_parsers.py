@@ -258,9 +258,7 @@ def test_it_accepts_external_id_as_the_generic_id_key():
 @pytest.mark.parametrize("item_id", ["a\u202eb", "a\u200bb", "line\nbreak"])
 def test_an_item_id_with_an_invisible_bidi_or_line_break_character_is_refused(item_id):
     # the rule of ids in every import: the score import could never name such an item
-    out = parse(
-        jsonl({"id": item_id, "instruction": "q", "skills": SKILLS3}), fmt="generic-jsonl"
-    )
+    out = parse(jsonl({"id": item_id, "instruction": "q", "skills": SKILLS3}), fmt="generic-jsonl")
     assert items_of(out) == []
     assert [(p.field, p.code) for p in problems_of(out)] == [("id", "invalid_name")]
 
@@ -411,11 +409,13 @@ PROBLEM_CASES = [
     (
         "invalid_name model with a zero-width space",
         "generic-jsonl",
-        jsonl({"item": "a", "model": "gpt\u200b4", "text": "t"},
-              generic_item(responses=[{"model": "m\u202e1", "text": "t"}])),
+        jsonl(
+            {"item": "a", "model": "gpt\u200b4", "text": "t"},
+            generic_item(responses=[{"model": "m\u202e1", "text": "t"}]),
+        ),
         {},
         [(1, "model", "invalid_name"), (2, "responses[1].model", "invalid_name")],
-    ),  # fmt: skip
+    ),
     (
         "missing_field inline response model",
         "generic-jsonl",
@@ -942,9 +942,16 @@ def test_csv_invalid_utf8_costs_only_its_own_row():
 
 @pytest.mark.parametrize(
     ("value", "named"),
-    [(None, "null"), (True, "a boolean"), (3, "a number"), (2.5, "a number"), ("x", "text"),
-     ({}, "an object"), ([], "a list")],
-)  # fmt: skip
+    [
+        (None, "null"),
+        (True, "a boolean"),
+        (3, "a number"),
+        (2.5, "a number"),
+        ("x", "text"),
+        ({}, "an object"),
+        ([], "a list"),
+    ],
+)
 def test_problem_messages_name_json_types_in_words(value, named):
     from annotation.parsers import type_name
 
@@ -995,7 +1002,7 @@ def test_a_score_that_only_looks_like_a_whole_number_is_refused(raw):
 @pytest.mark.parametrize(
     "raw, expected",
     [(1, 1), (5, 5), ("4", 4), (None, None), ("N/A", None), ("na", None), ("Not applicable", None)],
-)  # fmt: skip
+)
 def test_a_score_is_an_ascii_whole_number_in_the_scale_or_na(raw, expected):
     from annotation.parsers import score_read
 

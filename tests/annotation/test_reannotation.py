@@ -59,13 +59,15 @@ def rid(model: str, item: str) -> int:
 def state(campaign) -> dict:
     """Everything a request may change, to prove that a refused one changed nothing."""
     return {
-        "tasks": sorted(Task.objects.filter(campaign=campaign).values_list(
-            "pk", "overlap", "assigned", "submitted")),
-        "campaign": Campaign.objects.filter(pk=campaign.pk).values_list(
-            "status", "overlap").get(),
+        "tasks": sorted(
+            Task.objects.filter(campaign=campaign).values_list(
+                "pk", "overlap", "assigned", "submitted"
+            )
+        ),
+        "campaign": Campaign.objects.filter(pk=campaign.pk).values_list("status", "overlap").get(),
         "requests": ReannotationRequest.objects.count(),
         "scores": HumanScore.objects.count(),
-    }  # fmt: skip
+    }
 
 
 def test_it_raises_the_overlap_to_the_target_and_keeps_the_scores(done_campaign, people):
@@ -102,9 +104,14 @@ def test_it_records_who_asked_what_and_what_happened(done_campaign, people):
     outcomes = {o["response"]: o for o in row.outcomes}
     assert outcomes[999_999]["outcome"] == Outcome.NOT_IN_CAMPAIGN
     assert outcomes[ids[0]] | {"task": None} == {
-        "response": ids[0], "outcome": Outcome.REOPENED, "task": None, "overlap_before": 2,
-        "overlap_after": 3, "submitted": 2, "eligible": 1,
-    }  # fmt: skip
+        "response": ids[0],
+        "outcome": Outcome.REOPENED,
+        "task": None,
+        "overlap_before": 2,
+        "overlap_after": 3,
+        "submitted": 2,
+        "eligible": 1,
+    }
 
 
 def test_the_same_request_twice_raises_the_overlap_once(done_campaign, people):
@@ -187,18 +194,26 @@ def test_gold_tasks_are_not_reopened(done_campaign, people):
 
 @pytest.mark.parametrize(
     ("response_ids", "extra", "field"),
-    [([1], 0, "extra"), ([1], 6, "extra"), ([], 1, "response_ids"), (["x"], 1, "response_ids"),
-     ([True], 1, "response_ids"), ([1], True, "extra")],
-)  # fmt: skip
+    [
+        ([1], 0, "extra"),
+        ([1], 6, "extra"),
+        ([], 1, "response_ids"),
+        (["x"], 1, "response_ids"),
+        ([True], 1, "response_ids"),
+        ([1], True, "extra"),
+    ],
+)
 def test_a_bad_request_is_refused_and_changes_nothing(
     done_campaign, people, response_ids, extra, field
 ):
     before = state(done_campaign)
     with pytest.raises(ValidationError) as info:
         responses_reannotate(
-            campaign=done_campaign, response_ids=response_ids, extra=extra,
+            campaign=done_campaign,
+            response_ids=response_ids,
+            extra=extra,
             requested_by=people[0],
-        )  # fmt: skip
+        )
     assert field in info.value.message_dict
     assert state(done_campaign) == before
 
@@ -219,9 +234,11 @@ def test_a_finished_campaign_is_refused_while_the_state_machine_cannot_reopen_it
     before = state(done_campaign)
     with pytest.raises(ValidationError) as info:
         responses_reannotate(
-            campaign=done_campaign, response_ids=[rid("m1", "i0")], extra=1,
+            campaign=done_campaign,
+            response_ids=[rid("m1", "i0")],
+            extra=1,
             requested_by=people[0],
-        )  # fmt: skip
+        )
     assert "finished" in info.value.message_dict["campaign"][0]
     assert state(done_campaign) == before
 

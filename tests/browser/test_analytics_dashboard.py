@@ -23,9 +23,12 @@ CHARTS_DRAWN = """() => {
 def hostile_project(live_server, project, researcher):
     import_scores(
         project,
-        score_lines(systems=("sys-a", XSS), skills=("Factuality", "Readability", XSS),
-                    judges=("judge-x", JUDGE)),
-    )  # fmt: skip
+        score_lines(
+            systems=("sys-a", XSS),
+            skills=("Factuality", "Readability", XSS),
+            judges=("judge-x", JUDGE),
+        ),
+    )
     return project
 
 

@@ -400,16 +400,26 @@ def _imported_scores(project, items: list[Item], skills: list[str], domain: str,
             for r, (rater, kind) in enumerate(raters):
                 for s, skill in enumerate(skills):
                     rationale = CORPUS[(n + r + s) % len(CORPUS)][1][:2000]
-                    writer.writerow([item.external_id, system, rater, kind, skill,
-                                     1 + (n * 3 + r + s) % 5, rationale])  # fmt: skip
+                    writer.writerow(
+                        [
+                            item.external_id,
+                            system,
+                            rater,
+                            kind,
+                            skill,
+                            1 + (n * 3 + r + s) % 5,
+                            rationale,
+                        ]
+                    )
     new = ["instruction", "response", "domain", "difficulty"]
     extra = io.StringIO()
     w = csv.writer(extra)
     w.writerow(["item", "system", "rater", "rater_kind", "skill", "score", "rationale", *new])
     for r, (rater, kind) in enumerate(raters):
         texts = [FORMULAS[3 - r], TEXTS["json-script"], TEXTS["mxss"], domain, 4]
-        w.writerow([NAMES["new-item"], NAMES["model-c"], rater, kind, NAMES["skill-imported"], 3,
-                    *texts])  # fmt: skip
+        w.writerow(
+            [NAMES["new-item"], NAMES["model-c"], rater, kind, NAMES["skill-imported"], 3, *texts]
+        )
     files = [
         (NAMES["score-file"], buffer.getvalue().encode()),
         ("more-" + NAMES["score-file"], extra.getvalue().encode()),
@@ -486,21 +496,31 @@ def corpus(live_server, django_user_model, tmp_path) -> Corpus:
         created_by=rita,
     )
     judge_config_create(
-        project=project, name=NAMES["judge-baseline"], kind=JudgeKind.BASELINE,
-        baseline=sorted(BASELINES)[0], created_by=rita,
-    )  # fmt: skip
-    llm = judge_config_create(
-        project=project, name=NAMES["judge-llm"], kind=JudgeKind.LLM,
-        **llm_fields("http://127.0.0.1:9/v1"), model=NAMES["llm-model"],
-        extra_params={"stop": [t for _, t in CORPUS[:6]]}, prompt_template=template,
+        project=project,
+        name=NAMES["judge-baseline"],
+        kind=JudgeKind.BASELINE,
+        baseline=sorted(BASELINES)[0],
         created_by=rita,
-    )  # fmt: skip
+    )
+    llm = judge_config_create(
+        project=project,
+        name=NAMES["judge-llm"],
+        kind=JudgeKind.LLM,
+        **llm_fields("http://127.0.0.1:9/v1"),
+        model=NAMES["llm-model"],
+        extra_params={"stop": [t for _, t in CORPUS[:6]]},
+        prompt_template=template,
+        created_by=rita,
+    )
     _imported_scores(project, items, skill_names, domains[1].name, rita)
     job = export_job_create(
-        project=project, kind="long", fmt="csv",
+        project=project,
+        kind="long",
+        fmt="csv",
         filters={"system": [NAMES["model-a"]], "judge": [NAMES["judge-long-1"]]},
-        requested_by=rita, enqueue=False,
-    )  # fmt: skip
+        requested_by=rita,
+        enqueue=False,
+    )
     export_job_run(job_id=job.pk)
     return Corpus(
         slug=project.slug,
@@ -571,9 +591,10 @@ class Visitor:
         # refresh or an htmx request on load
         self.page.wait_for_timeout(50)
         away = [
-            u for u in self.navigations
+            u
+            for u in self.navigations
             if (u != stay if stay else not u.startswith(self.base + "/"))
-        ]  # fmt: skip
+        ]
         found = [
             *(f"ran {key}" for key in self.page.evaluate("window.__xssHits || []")),
             *(f"alert: {message}" for message in self.dialogs),
@@ -699,9 +720,10 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
         rita.page.select_option("#id_dataset", str(c.dataset_id))
         rita.page.dispatch_event("#id_dataset", "change")
         rita.check(
-            "campaign form models", wait="#model-field input[type=checkbox]",
+            "campaign form models",
+            wait="#model-field input[type=checkbox]",
             expect=(NAMES["model-a"], NAMES["model-c"]),
-        )  # fmt: skip
+        )
         rita.visit(url("judging:judge-list", slug), expect=(NAMES["judge-long-1"],))
         for judge_id in c.judge_ids:
             rita.visit(url("judging:judge-detail", judge_id))
@@ -721,11 +743,13 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
         rita.visit(url("judging:template-list", slug), expect=(NAMES["template"],))
         rita.visit(
             url(
-                "judging:template-detail", slug, c.template_id,
+                "judging:template-detail",
+                slug,
+                c.template_id,
                 query=f"?dataset={c.dataset_id}&response={c.all_response_id}",
             ),
             expect=(TEXTS["json-script"],),
-        )  # fmt: skip
+        )
         rita.visit(url("judging:template-import", slug))
         rita.visit(url("analytics:dashboard", slug), wait=CHARTS_DRAWN, expect=(NAMES["skill-2"],))
         rita.visit(

@@ -83,12 +83,36 @@ ascii_text = st.one_of(
     st.text(alphabet=string.printable, max_size=60),
     st.lists(
         st.sampled_from(
-            ["a", "A", "an", "An.", "the", "The", "THE,", "theater", "an-", "_a_", "x", "don't",
-             "U.S.", "3.14", "_", "e-mail", "(the)", "a1", "", "  ", "\t", "\n", "--", "'s"]
+            [
+                "a",
+                "A",
+                "an",
+                "An.",
+                "the",
+                "The",
+                "THE,",
+                "theater",
+                "an-",
+                "_a_",
+                "x",
+                "don't",
+                "U.S.",
+                "3.14",
+                "_",
+                "e-mail",
+                "(the)",
+                "a1",
+                "",
+                "  ",
+                "\t",
+                "\n",
+                "--",
+                "'s",
+            ]
         ),
         max_size=12,
     ).map(" ".join),
-)  # fmt: skip
+)
 
 
 # --- tokenisation -------------------------------------------------------------------------------
@@ -113,8 +137,19 @@ def test_tokenisation_examples():
     text = "The U.S. isn't an e-mail; it's (a) country!"
     assert tokenize(text) == ["us", "isnt", "email", "its", "country"]
     assert ROUGE_TOKENIZATION(text) == [
-        "the", "u", "s", "isn", "t", "an", "e", "mail", "it", "s", "a", "country",
-    ]  # fmt: skip
+        "the",
+        "u",
+        "s",
+        "isn",
+        "t",
+        "an",
+        "e",
+        "mail",
+        "it",
+        "s",
+        "a",
+        "country",
+    ]
     # articles go only as whole tokens
     assert tokenize("Theater: an-na, a_b") == ["theater", "anna", "ab"]
 
@@ -282,8 +317,11 @@ def test_lin_example_needs_the_rouge_tokenisation():
     # with SQuAD's normaliser the article "the" would be dropped and ROUGE-L(S2) be 2/3
     assert tokenize("police killed the gunman") == ["police", "killed", "gunman"]
     assert ROUGE_TOKENIZATION("police killed the gunman") == [
-        "police", "killed", "the", "gunman",
-    ]  # fmt: skip
+        "police",
+        "killed",
+        "the",
+        "gunman",
+    ]
 
 
 # --- the FLASK scale ----------------------------------------------------------------------------
@@ -291,9 +329,21 @@ def test_lin_example_needs_the_rouge_tokenisation():
 
 @pytest.mark.parametrize(
     ("value", "score"),
-    [(0.0, 1), (0.1999, 1), (0.2, 2), (0.3999, 2), (0.4, 3), (0.5999, 3), (0.6, 4), (0.7999, 4),
-     (0.8, 5), (1.0, 5), (0, 1), (1, 5)],
-)  # fmt: skip
+    [
+        (0.0, 1),
+        (0.1999, 1),
+        (0.2, 2),
+        (0.3999, 2),
+        (0.4, 3),
+        (0.5999, 3),
+        (0.6, 4),
+        (0.7999, 4),
+        (0.8, 5),
+        (1.0, 5),
+        (0, 1),
+        (1, 5),
+    ],
+)
 def test_to_skill_scale_default_cuts(value, score):
     assert to_skill_scale(value) == score
 

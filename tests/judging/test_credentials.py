@@ -54,9 +54,14 @@ def sub(tmp_path, name):
 
 def judge_on(project, provider, name="J", **extra):
     return judge_config_create(
-        project=project, name=name, kind=JudgeKind.LLM, provider=provider,
-        model="fake-judge", use_reference=False, **extra,
-    )  # fmt: skip
+        project=project,
+        name=name,
+        kind=JudgeKind.LLM,
+        provider=provider,
+        model="fake-judge",
+        use_reference=False,
+        **extra,
+    )
 
 
 def judge_all(run):
@@ -81,13 +86,21 @@ def test_a_researcher_cannot_make_a_judge_send_a_server_variable(
     response = researcher_client.post(
         reverse("judging:judge-create", args=[project.slug]),
         {
-            "kind": "llm", "name": "Probe", "provider": provider.pk, "model": "fake-judge",
-            "api_key_env": "FLASKWEB_PROBE_SECRET", "base_url": server.url,
-            "temperature": "0", "max_tokens": "64", "timeout_seconds": "10",
-            "max_attempts": "1", "samples": "1", "price_per_1k_prompt": "0",
+            "kind": "llm",
+            "name": "Probe",
+            "provider": provider.pk,
+            "model": "fake-judge",
+            "api_key_env": "FLASKWEB_PROBE_SECRET",
+            "base_url": server.url,
+            "temperature": "0",
+            "max_tokens": "64",
+            "timeout_seconds": "10",
+            "max_attempts": "1",
+            "samples": "1",
+            "price_per_1k_prompt": "0",
             "price_per_1k_completion": "0",
         },
-    )  # fmt: skip
+    )
     assert response.status_code == 302
     judge = JudgeConfig.objects.get(name="Probe")
     run = judge_all(running(judge_run_create(judge=judge, dataset=dataset)))
@@ -186,9 +199,13 @@ def test_the_key_is_read_from_the_variable_or_the_file_the_admin_declared(
 )
 def test_provider_settings_are_checked(fields, field, message):
     settings = {
-        "base_urls": ["https://api.example.com/v1"], "api_key_env": "", "api_key_file": "",
-        "is_local": False, "prices": {}, **fields,
-    }  # fmt: skip
+        "base_urls": ["https://api.example.com/v1"],
+        "api_key_env": "",
+        "api_key_file": "",
+        "is_local": False,
+        "prices": {},
+        **fields,
+    }
     assert message in provider_problems(**settings)[field]
 
 
@@ -222,8 +239,9 @@ def test_a_cached_answer_serves_only_the_project_and_credential_that_paid_for_it
     # and with another credential the first project gets no hit of the old one's either
     monkeypatch.setenv("FLASKWEB_TEST_PROVIDER_KEY", SECRET + "-rotated")
     server.configure(api_key=SECRET + "-rotated")
-    rerun = judge_all(running(judge_run_create(judge=judge_on(project, provider, name="K"),
-                                               dataset=dataset)))  # fmt: skip
+    rerun = judge_all(
+        running(judge_run_create(judge=judge_on(project, provider, name="K"), dataset=dataset))
+    )
     assert rerun.cached == 0 and server.stats()["completions"] == 12
 
 
@@ -267,9 +285,13 @@ def test_only_superusers_see_providers_in_the_admin(client, django_user_model):
 def test_the_admin_form_refuses_a_server_variable_and_a_private_url(admin_client):
     response = admin_client.post(
         "/admin/judging/provider/add/",
-        {"name": "evil", "base_urls": '["http://192.168.1.10/v1"]',
-         "api_key_env": "DJANGO_SECRET_KEY", "prices": "{}"},
-    )  # fmt: skip
+        {
+            "name": "evil",
+            "base_urls": '["http://192.168.1.10/v1"]',
+            "api_key_env": "DJANGO_SECRET_KEY",
+            "prices": "{}",
+        },
+    )
     body = response.content.decode()
     assert response.status_code == 200 and "the server&#x27;s own settings" in body
     assert "private" in body and not Provider.objects.filter(name="evil").exists()
@@ -278,9 +300,17 @@ def test_the_admin_form_refuses_a_server_variable_and_a_private_url(admin_client
 def test_the_command_declares_lists_and_approves_providers(project):
     out = StringIO()
     call_command(
-        "judge_provider", "local-vllm", "--url", "http://127.0.0.1:8000/v1", "--local",
-        "--project", project.slug, "--price", "m=0.1,0.2", stdout=out,
-    )  # fmt: skip
+        "judge_provider",
+        "local-vllm",
+        "--url",
+        "http://127.0.0.1:8000/v1",
+        "--local",
+        "--project",
+        project.slug,
+        "--price",
+        "m=0.1,0.2",
+        stdout=out,
+    )
     provider = Provider.objects.get(name="local-vllm")
     assert not provider.approved and "not approved" in out.getvalue()
     call_command("judge_provider", "local-vllm", "--approve", stdout=out)
@@ -314,8 +344,15 @@ def test_existing_judges_get_one_unapproved_provider_per_url_and_key_variable():
         ("d", "http://127.0.0.1:8089/v1", "", None),
     ]
     for name, url, env, rpm in made:
-        Judge.objects.create(project=project, name=name, kind="llm", base_url=url, model="m",
-                             api_key_env=env, requests_per_minute=rpm)  # fmt: skip
+        Judge.objects.create(
+            project=project,
+            name=name,
+            kind="llm",
+            base_url=url,
+            model="m",
+            api_key_env=env,
+            requests_per_minute=rpm,
+        )
     Judge.objects.create(project=project, name="base", kind="baseline", baseline="rouge-l")
     # when
     executor = MigrationExecutor(connection)

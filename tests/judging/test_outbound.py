@@ -134,14 +134,20 @@ def test_a_name_that_resolves_to_loopback_now_is_refused_at_connect_time(monkeyp
 
 def test_a_non_local_provider_on_a_private_address_cannot_be_declared():
     errors = provider_problems(
-        base_urls=["http://127.0.0.1:8000/v1"], api_key_env="", api_key_file="",
-        is_local=False, prices={},
-    )  # fmt: skip
+        base_urls=["http://127.0.0.1:8000/v1"],
+        api_key_env="",
+        api_key_file="",
+        is_local=False,
+        prices={},
+    )
     assert "loopback" in errors["base_urls"] and "mark the provider as local" in errors["base_urls"]
     assert not provider_problems(
-        base_urls=["http://127.0.0.1:8000/v1"], api_key_env="", api_key_file="",
-        is_local=True, prices={},
-    )  # fmt: skip
+        base_urls=["http://127.0.0.1:8000/v1"],
+        api_key_env="",
+        api_key_file="",
+        is_local=True,
+        prices={},
+    )
 
 
 @pytest.mark.parametrize(

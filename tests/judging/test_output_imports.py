@@ -188,9 +188,26 @@ def test_scores_are_integers_1_to_5_or_a_spelling_of_na(value, expected):
 
 @pytest.mark.parametrize(
     "value",
-    [0, 6, 3.5, 4.0, True, "four", "8/10", "", [3], " 2 ", "5 ", "\uff15", "\u0665", "+4", "4.0",
-     "1e0", 1e0],
-)  # fmt: skip
+    [
+        0,
+        6,
+        3.5,
+        4.0,
+        True,
+        "four",
+        "8/10",
+        "",
+        [3],
+        " 2 ",
+        "5 ",
+        "\uff15",
+        "\u0665",
+        "+4",
+        "4.0",
+        "1e0",
+        1e0,
+    ],
+)
 def test_other_score_values_are_refused_naming_the_scale(value):
     # " 2 " and "+4" were read as 2 and 4: every score input now has one rule
     with pytest.raises(ValueError, match=r"score.* \(other scales are not imported here"):
@@ -631,10 +648,14 @@ def test_a_crashed_job_records_the_error_and_writes_nothing(
     response = import_jobs.post(
         _api(researcher),
         f"{API}/projects/{project.slug}/judge-outputs/import/",
-        _upload("kestrel_review.jsonl", [review(501, {"factuality": 4})], dataset=dataset.name,
-                judge="API judge"),
+        _upload(
+            "kestrel_review.jsonl",
+            [review(501, {"factuality": 4})],
+            dataset=dataset.name,
+            judge="API judge",
+        ),
         format="multipart",
-    )  # fmt: skip
+    )
     import_jobs.run()
     job = JudgeOutputImportJob.objects.get(pk=response.json()["id"])
     assert job.status == "failed" and job.error == "RuntimeError: disk full"

@@ -66,9 +66,13 @@ def test_both_orders_are_asked_and_stored_as_challenger_or_anchor(project, datas
 
 def test_the_report_counts_position_inconsistency_and_outcomes(project, dataset):
     with FakeOpenAIServer(style="python_dict", position_bias=0.5) as server:
-        run = _run_all(running(judge_run_create(
-            judge=llm_judge(project, server), dataset=dataset, pairwise_against="m1"
-        )))  # fmt: skip
+        run = _run_all(
+            running(
+                judge_run_create(
+                    judge=llm_judge(project, server), dataset=dataset, pairwise_against="m1"
+                )
+            )
+        )
     report = pairwise_report(run=run)
     assert report.anchor_model == "m1" and report.rows[-1].name == pairwise.OVERALL
     by_pair: dict[int, dict[int, dict]] = {}
@@ -93,16 +97,21 @@ def test_the_report_counts_position_inconsistency_and_outcomes(project, dataset)
 
 def test_an_unbiased_judge_is_position_consistent(project, dataset):
     with FakeOpenAIServer(style="lines") as server:
-        run = _run_all(running(judge_run_create(
-            judge=llm_judge(project, server), dataset=dataset, pairwise_against="m2"
-        )))  # fmt: skip
+        run = _run_all(
+            running(
+                judge_run_create(
+                    judge=llm_judge(project, server), dataset=dataset, pairwise_against="m2"
+                )
+            )
+        )
     for row in pairwise_report(run=run).rows:
         assert row.pairs == 8 and row.inconsistent == 0
 
 
 def test_pairwise_needs_an_llm_judge_and_a_model_of_the_dataset(project, dataset):
-    baseline = judge_config_create(project=project, name="b", kind=JudgeKind.BASELINE,
-                                   baseline="rouge-l")  # fmt: skip
+    baseline = judge_config_create(
+        project=project, name="b", kind=JudgeKind.BASELINE, baseline="rouge-l"
+    )
     with pytest.raises(ValidationError, match="only an LLM judge"):
         judge_run_create(judge=baseline, dataset=dataset, pairwise_against="m1")
     with FakeOpenAIServer() as server:
@@ -114,9 +123,13 @@ def test_pairwise_needs_an_llm_judge_and_a_model_of_the_dataset(project, dataset
 
 def test_an_unreadable_verdict_is_kept_raw(project, dataset):
     with FakeOpenAIServer(style="json", faults={"garbage": 1.0}) as server:
-        run = _run_all(running(judge_run_create(
-            judge=llm_judge(project, server), dataset=dataset, pairwise_against="m1"
-        )))  # fmt: skip
+        run = _run_all(
+            running(
+                judge_run_create(
+                    judge=llm_judge(project, server), dataset=dataset, pairwise_against="m1"
+                )
+            )
+        )
     judgment = PairJudgment.objects.filter(run=run).first()
     assert judgment.status == JudgmentStatus.PARSE_FAILED and judgment.raw_output
     assert judgment.verdicts == {} and run.parse_failed == 16
@@ -129,9 +142,13 @@ def test_the_run_page_and_api_show_the_report(project, dataset, researcher, rese
     from rest_framework.test import APIClient
 
     with FakeOpenAIServer(style="json", position_bias=0.5) as server:
-        run = _run_all(running(judge_run_create(
-            judge=llm_judge(project, server), dataset=dataset, pairwise_against="m1"
-        )))  # fmt: skip
+        run = _run_all(
+            running(
+                judge_run_create(
+                    judge=llm_judge(project, server), dataset=dataset, pairwise_against="m1"
+                )
+            )
+        )
     html = researcher_client.get(reverse("judging:run-detail", args=[run.pk])).content.decode()
     assert 'id="run-pairwise"' in html and "position" in html.lower()
     client = APIClient()
@@ -143,8 +160,9 @@ def test_the_run_page_and_api_show_the_report(project, dataset, researcher, rese
     assert [r["inconsistent"] for r in body["rows"]] == [r.inconsistent for r in report.rows]
 
 
-def test_a_pairwise_run_is_created_from_the_api_and_the_form(project, dataset, researcher,
-                                                             researcher_client):  # fmt: skip
+def test_a_pairwise_run_is_created_from_the_api_and_the_form(
+    project, dataset, researcher, researcher_client
+):
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 

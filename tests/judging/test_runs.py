@@ -243,13 +243,17 @@ def test_a_run_keeps_the_settings_its_judge_had_when_it_was_created(project, dat
     run = running(judge_run_create(judge=judge, dataset=dataset))
     # when the judge is edited afterwards (another model, temperature, template, price)
     terse, _ = prompt_template_create(
-        project=project, key="terse", name="Terse",
+        project=project,
+        key="terse",
+        name="Terse",
         user_template="{skills}\n{instruction}\n{response}",
-    )  # fmt: skip
+    )
     type(judge).objects.filter(pk=judge.pk).update(
-        model="edited-model", temperature=0.9, prompt_template=terse,
+        model="edited-model",
+        temperature=0.9,
+        prompt_template=terse,
         price_per_1k_prompt=Decimal("1000"),
-    )  # fmt: skip
+    )
     for rid in response_ids(run):
         judge_response(run_id=run.pk, response_id=rid)
     # then the run asked exactly what it was created with, and costs at its own prices

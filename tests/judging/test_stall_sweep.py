@@ -45,10 +45,12 @@ def test_a_stalled_run_is_re_dispatched_once_per_interval(run, django_capture_on
     # given a running run without progress for 15 minutes, and one that progressed just now
     set_status(run, RunStatus.RUNNING)
     age(run, 900)
-    lively = set_status(JudgeRun.objects.create(judge=run.judge, dataset=run.dataset, total=6),
-                        RunStatus.RUNNING)  # fmt: skip
-    paused = set_status(JudgeRun.objects.create(judge=run.judge, dataset=run.dataset, total=6),
-                        RunStatus.PAUSED)  # fmt: skip
+    lively = set_status(
+        JudgeRun.objects.create(judge=run.judge, dataset=run.dataset, total=6), RunStatus.RUNNING
+    )
+    paused = set_status(
+        JudgeRun.objects.create(judge=run.judge, dataset=run.dataset, total=6), RunStatus.PAUSED
+    )
     age(paused, 900)
     # when the sweep runs twice in a row
     with (

@@ -686,9 +686,17 @@ def test_the_progress_panel_shows_counts_tokens_and_cost_against_budget(
     ):
         add_judgment(run, response, status=status)
     set_status(
-        run, RunStatus.RUNNING, done=3, parse_failed=1, failed=1, cached=1, prompt_tokens=1234,
-        completion_tokens=567, cost=Decimal("0.75"), budget=Decimal("3"),
-    )  # fmt: skip
+        run,
+        RunStatus.RUNNING,
+        done=3,
+        parse_failed=1,
+        failed=1,
+        cached=1,
+        prompt_tokens=1234,
+        completion_tokens=567,
+        cost=Decimal("0.75"),
+        budget=Decimal("3"),
+    )
     # when
     response = researcher_client.get(url("run-detail", run.pk), headers=HX)
     # then
@@ -803,13 +811,23 @@ def test_a_judgments_scores_and_feedback_are_shown(researcher_client, run, datas
     judgment = add_judgment(run, response_row, status=JudgmentStatus.OK, error="")
     skills = skills_for_response(response=response_row, campaign=None)
     JudgeScore.objects.create(
-        judgment=judgment, run=run, response=response_row, skill_id=skills[0].skill_id,
-        rubric_id=skills[0].rubric_id, score=4, feedback="Mostly right <b>here</b>",
-    )  # fmt: skip
+        judgment=judgment,
+        run=run,
+        response=response_row,
+        skill_id=skills[0].skill_id,
+        rubric_id=skills[0].rubric_id,
+        score=4,
+        feedback="Mostly right <b>here</b>",
+    )
     JudgeScore.objects.create(
-        judgment=judgment, run=run, response=response_row, skill_id=skills[1].skill_id,
-        rubric_id=skills[1].rubric_id, score=None, is_na=True,
-    )  # fmt: skip
+        judgment=judgment,
+        run=run,
+        response=response_row,
+        skill_id=skills[1].skill_id,
+        rubric_id=skills[1].rubric_id,
+        score=None,
+        is_na=True,
+    )
     body = researcher_client.get(url("judgment-detail", judgment.pk)).content.decode()
     assert f'<td>{skills[0].name}</td><td class="num">4' in body
     assert "N/A" in body and "Mostly right &lt;b&gt;here&lt;/b&gt;" in body

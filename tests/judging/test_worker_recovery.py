@@ -85,12 +85,29 @@ class Workers:
         env = {**self.env, "CELERY_BROKER_VISIBILITY_TIMEOUT": str(visibility_timeout)}
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-c", WORKER,
-                 "-Q", QUEUE, "-n", f"recovery{n}@%h", "-P", "threads", "-c", str(CONCURRENCY),
-                 "--without-heartbeat", "--without-mingle", "--without-gossip",
-                 "--loglevel", "INFO"],
-                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-c",
+                    WORKER,
+                    "-Q",
+                    QUEUE,
+                    "-n",
+                    f"recovery{n}@%h",
+                    "-P",
+                    "threads",
+                    "-c",
+                    str(CONCURRENCY),
+                    "--without-heartbeat",
+                    "--without-mingle",
+                    "--without-gossip",
+                    "--loglevel",
+                    "INFO",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.procs.append(proc)
         wait_for(lambda: proc.poll() is not None or b" ready." in log_path.read_bytes(), timeout=60)
         assert proc.poll() is None, f"worker {n} exited at start:\n{self.log(n)}"
@@ -400,9 +417,13 @@ def test_a_run_with_30_percent_faults_records_every_response_once(workers, proje
     # given a server failing 30 % of the calls in six ways (5 % each)
     kinds = ["http_500", "timeout", "truncated", "garbage", "wrong_json", "http_429"]
     with FakeOpenAIServer(
-        style="json", latency=0.2, fault_rate=0.3, fault_kinds=kinds, fault_seed=11,
+        style="json",
+        latency=0.2,
+        fault_rate=0.3,
+        fault_kinds=kinds,
+        fault_seed=11,
         hang_seconds=2.0,
-    ) as srv:  # fmt: skip
+    ) as srv:
         # a short timeout (hangs fail after 0.5 s), 3 attempts, and a shared Redis limiter
         # that every 429 pauses for its Retry-After
         judge = llm_judge(

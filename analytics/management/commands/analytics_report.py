@@ -19,10 +19,17 @@ class Command(BaseCommand):
         parser.add_argument("--system", action="append", help="only this model (repeatable)")
         parser.add_argument("--domain", action="append", help="only this domain (repeatable)")
         parser.add_argument("--difficulty", action="append", type=int, choices=range(1, 6))
-        parser.add_argument("--no-breakdowns", action="store_true",
-                            help="leave out the per domain/difficulty/system reports")  # fmt: skip
-        parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                            help="bootstrap resamples for the intervals (0: none)")  # fmt: skip
+        parser.add_argument(
+            "--no-breakdowns",
+            action="store_true",
+            help="leave out the per domain/difficulty/system reports",
+        )
+        parser.add_argument(
+            "--resamples",
+            type=int,
+            default=DEFAULT_RESAMPLES,
+            help="bootstrap resamples for the intervals (0: none)",
+        )
 
     def handle(self, *args, **options):
         try:
@@ -32,11 +39,13 @@ class Command(BaseCommand):
         if not 0 <= options["resamples"] <= MAX_RESAMPLES:
             raise CommandError(f"--resamples must be 0 to {MAX_RESAMPLES}")
         report = project_report(
-            project=project, skills=options["skill"], judges=options["judge"],
+            project=project,
+            skills=options["skill"],
+            judges=options["judge"],
             resamples=options["resamples"],
             systems=options["system"],
             domains=options["domain"],
             difficulties=options["difficulty"],
             with_breakdowns=not options["no_breakdowns"],
-        )  # fmt: skip
+        )
         self.stdout.write(json.dumps(report, indent=2, sort_keys=False))

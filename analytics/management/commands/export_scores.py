@@ -50,10 +50,14 @@ class Command(BaseCommand):
         except Project.DoesNotExist:
             raise CommandError(f"no project {options['project']!r}") from None
         filters = {
-            "skill": options["skill"], "rater_kind": options["rater_kind"],
-            "judge": options["judge"], "campaign": options["campaign"],
-            "dataset": options["dataset"], "system": options["system"], "run": options["run"],
-        }  # fmt: skip
+            "skill": options["skill"],
+            "rater_kind": options["rater_kind"],
+            "judge": options["judge"],
+            "campaign": options["campaign"],
+            "dataset": options["dataset"],
+            "system": options["system"],
+            "run": options["run"],
+        }
         try:
             export = export_options_clean(
                 project=project, kind=options["kind"], fmt=options["format"], filters=filters

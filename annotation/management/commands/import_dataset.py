@@ -98,9 +98,12 @@ class Command(BaseCommand):
         ]
         try:
             upload = dataset_upload_create(
-                project=project, dataset_name=dataset_name, source=UploadSource.CLI,
-                files=specs, policies=policies,
-            )  # fmt: skip
+                project=project,
+                dataset_name=dataset_name,
+                source=UploadSource.CLI,
+                files=specs,
+                policies=policies,
+            )
         except ImportOptionsError as exc:
             raise CommandError(str(exc)) from None
         quiet = opts["quiet_problems"]

@@ -31,12 +31,24 @@ class Command(BaseCommand):
             var = settings.VAR_DIR
             worker = subprocess.Popen(
                 [
-                    sys.executable, "-m", "celery", "-A", "flaskweb", "worker", "-B",
-                    "-Q", "default,imports,judging", "-P", "solo", "--loglevel", "WARNING",
-                    "--schedule", str(var / "celerybeat-schedule"),
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "flaskweb",
+                    "worker",
+                    "-B",
+                    "-Q",
+                    "default,imports,judging",
+                    "-P",
+                    "solo",
+                    "--loglevel",
+                    "WARNING",
+                    "--schedule",
+                    str(var / "celerybeat-schedule"),
                 ],
                 env=os.environ.copy(),
-            )  # fmt: skip
+            )
             self.stdout.write(f"worker process started (pid {worker.pid})")
         self.stdout.write(f"open http://127.0.0.1:{opts['port']}/ and log in with a demo login")
         try:

@@ -48,9 +48,11 @@ class Command(BaseCommand):
             membership_set(project=project, user=user, role=role)
         if not project.datasets.filter(name="Demo set").exists():
             upload = dataset_upload_create(
-                project=project, dataset_name="Demo set", source=UploadSource.CLI,
+                project=project,
+                dataset_name="Demo set",
+                source=UploadSource.CLI,
                 files=[(FileSpec(DEMO_FILE.name), str(DEMO_FILE))],
-            )  # fmt: skip
+            )
             upload = dataset_import(upload_id=upload.pk)
             self.stdout.write(
                 f"demo dataset: {upload.status}, {upload.items_created} items, "
@@ -166,8 +168,9 @@ class Command(BaseCommand):
                     score = "N/A" if rng.random() < 0.03 else _likert(truth + rng.gauss(0, 0.7))
                     lines.append(_csv_line(response, rater, "human", link.skill.name, score))
                 judged = _likert(truth + rng.gauss(0.3, 0.8))
-                lines.append(_csv_line(response, "Imported LLM judge", "judge", link.skill.name,
-                                       judged))  # fmt: skip
+                lines.append(
+                    _csv_line(response, "Imported LLM judge", "judge", link.skill.name, judged)
+                )
         try:
             result = scores_import(
                 project_slug=project.slug,
