@@ -7,6 +7,7 @@ Each helper fails loudly on a value it cannot understand, instead of guessing: a
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -92,3 +93,22 @@ def database_from_url(url: str) -> dict:
     raise ImproperlyConfigured(
         f"DATABASE_URL scheme {scheme!r} is not supported (postgres or sqlite)"
     )
+
+
+def embedded_secret_key(path: Path) -> str:
+    """The embedded install's own secret key: read from `path`, or made at random and written
+    there (mode 0600) on first use. Two processes starting at once agree: the file is created
+    exclusively, and the loser reads the winner's key."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key

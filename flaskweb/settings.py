@@ -13,6 +13,7 @@ from celery.schedules import crontab
 
 from flaskweb.env import (
     database_from_url,
+    embedded_secret_key,
     env_bool,
     env_int,
     env_list,
@@ -24,9 +25,18 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("FLASKWEB_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = env_secret(
-    "DJANGO_SECRET_KEY", required=not DEBUG, default="insecure-dev-key-only-for-debug"
-)
+# Embedded mode (no DATABASE_URL) is one machine's own install: when no key is given, it
+# makes a random one on first use and keeps it in var/secret_key (owner-only), so every
+# manage.py command works as written there with DEBUG off. A served deployment (DATABASE_URL
+# set) must be given its key: no default, the boot fails without it.
+EMBEDDED = not env_str("DATABASE_URL")
+_secret_key = env_secret("DJANGO_SECRET_KEY", required=not DEBUG and not EMBEDDED)
+if _secret_key:
+    SECRET_KEY = _secret_key
+elif EMBEDDED:
+    SECRET_KEY = embedded_secret_key(VAR_DIR / "secret_key")
+else:  # DEBUG on a served database: a development machine
+    SECRET_KEY = "insecure-dev-key-only-for-debug"
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -153,13 +163,15 @@ else:
     }
     _queue_dir = VAR_DIR / "celery" / "queue"
     _processed_dir = VAR_DIR / "celery" / "processed"
-    for _d in (_queue_dir, _processed_dir):
+    for _d in (_queue_dir, _processed_dir, VAR_DIR / "celery" / "control"):
         _d.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(_processed_dir),
+        # the exchange tables; kombu's default is ./control in the working directory
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
 

@@ -79,12 +79,59 @@ def test_production_refuses_to_boot_without_a_secret_key(tmp_path):
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))
     }
-    env.update(DJANGO_SETTINGS_MODULE="flaskweb.settings", FLASKWEB_VAR_DIR=str(tmp_path))
+    # production serves a database of its own (DATABASE_URL); `check` does not connect to it
+    env.update(
+        DJANGO_SETTINGS_MODULE="flaskweb.settings",
+        FLASKWEB_VAR_DIR=str(tmp_path),
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/none",
+    )
     result = subprocess.run(
         [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_the_embedded_default_runs_commands_with_debug_off_on_a_key_of_its_own(tmp_path):
+    # given a fresh embedded install: no DATABASE_URL, no DJANGO_DEBUG, no DJANGO_SECRET_KEY
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CELERY_"))
+    }
+    env.update(DJANGO_SETTINGS_MODULE="flaskweb.settings", FLASKWEB_VAR_DIR=str(tmp_path))
+    show_key = [
+        sys.executable,
+        "-c",
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.SECRET_KEY, settings.DEBUG)",
+    ]
+
+    # when a command runs twice
+    first = subprocess.run(show_key, cwd=REPO, env=env, capture_output=True, text=True)
+    second = subprocess.run(show_key, cwd=REPO, env=env, capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+
+    # then both use one random key kept owner-only in var/, with DEBUG off
+    assert first.returncode == 0, first.stderr
+    key, debug = first.stdout.split()
+    assert debug == "False"
+    assert len(key) >= 50 and "insecure" not in key
+    assert second.stdout == first.stdout
+    assert (tmp_path / "secret_key").read_text().strip() == key
+    assert stat.S_IMODE((tmp_path / "secret_key").stat().st_mode) == 0o600
+    assert check.returncode == 0, check.stdout + check.stderr
+    # and the file broker keeps its exchange tables in var/, not in the working directory
+    assert not (REPO / "control").exists()
 
 
 def test_the_openapi_schema_is_valid_and_generates_without_a_warning(tmp_path):
