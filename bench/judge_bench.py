@@ -13,7 +13,7 @@ Prints figures; it is not a test. See bench/README.md ("Judge-run benchmark").
    generated dataset of N responses instead.
 2. For each pass (clean, then with --fault-rate injected faults):
    - the local OpenAI-compatible server in a subprocess
-     (`python -m judging.openai_server --latency L --rpm R ...`), rate-limited server side;
+     (`python -m devtools.openai_server --latency L --rpm R ...`), rate-limited server side;
    - W Celery worker subprocesses (`celery -A flaskweb worker -Q judging -P threads -c C/W`)
      on the bench database and a private Redis database (--redis-url, default db 11);
    - a judge with requests_per_minute=R, so the shared Redis limiter paces the calls, and a
@@ -315,7 +315,7 @@ def start_server(args, name: str, faults: bool) -> tuple[subprocess.Popen, str, 
     command = [
         PYTHON,
         "-m",
-        "judging.openai_server",
+        "devtools.openai_server",
         "--port",
         "0",
         "--latency",
@@ -467,8 +467,8 @@ def run_pass(args, name: str, dataset_name: str, faults: bool) -> dict:
     from django.db import close_old_connections
 
     from annotation.models import Dataset
+    from devtools.openai_server import admin_stats
     from judging.models import JudgeKind, JudgeRun, Provider, RunStatus
-    from judging.openai_server import admin_stats
     from judging.services import judge_config_create, judge_run_create, judge_run_start
 
     purge_broker(args)

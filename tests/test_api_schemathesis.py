@@ -46,8 +46,8 @@ from annotation.services.assignments import (
     task_skills,
 )
 from annotation.services.campaigns import campaign_activate, campaign_create
+from devtools.openai_server import FakeOpenAIServer
 from judging.models import RunStatus
-from judging.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client

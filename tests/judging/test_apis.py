@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from annotation.models import Response
 from annotation.services.campaigns import campaign_activate, campaign_create
+from devtools.openai_server import FakeOpenAIServer
 from judging.models import JudgeConfig, JudgeRun, JudgmentStatus, RunStatus
-from judging.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
 from tests.judging.providers import provider_for
 from tests.judging.test_views import add_judgment, make_dataset, make_judge, set_status

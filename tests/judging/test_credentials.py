@@ -14,8 +14,8 @@ from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from annotation.services.projects import project_create
+from devtools.openai_server import FakeOpenAIServer
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment, JudgmentStatus, Provider
-from judging.openai_server import FakeOpenAIServer
 from judging.services import (
     judge_config_create,
     judge_response,

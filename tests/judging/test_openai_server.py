@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from judging.openai_server import (
+from devtools.openai_server import (
     FAULT_KINDS,
     FLASK_SKILLS,
     NA,
@@ -637,7 +637,7 @@ def test_command_line():
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = ["--port", "0", "--latency", "0.01", "--rpm", "600", "--fault-rate", "0", "--style"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "judging.openai_server", *args, "json"],
+        [sys.executable, "-m", "devtools.openai_server", *args, "json"],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpcore
 import pytest
 
+from devtools.openai_server import FakeOpenAIServer, admin_stats
 from judging import outbound
 from judging.clients import (
     MAX_ERROR_BODY_BYTES,
@@ -20,7 +21,6 @@ from judging.clients import (
     OpenAICompatibleClient,
 )
 from judging.models import JudgeRun, Judgment, JudgmentStatus, Provider, RunStatus
-from judging.openai_server import FakeOpenAIServer, admin_stats
 from judging.services import judge_response, judge_run_create, provider_problems
 from tests.annotation.test_assignments import make_dataset
 from tests.judging.test_runs import llm_judge, response_ids, running

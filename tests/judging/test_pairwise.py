@@ -10,9 +10,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from devtools.openai_server import FakeOpenAIServer, expected_pair_choices
 from judging import pairwise
 from judging.models import JudgeKind, JudgeRun, JudgmentStatus, PairJudgment, RunStatus
-from judging.openai_server import FakeOpenAIServer, expected_pair_choices
 from judging.selectors import pairwise_report, run_problem_list
 from judging.services import judge_config_create, judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
@@ -37,7 +37,7 @@ def _run_all(run):
 
 def _expected(judgment: PairJudgment, bias: float) -> dict[str, str]:
     prompt = judgment.request["messages"][-1]["content"]
-    from judging.openai_server import detect_skills
+    from devtools.openai_server import detect_skills
 
     choices = expected_pair_choices(prompt, detect_skills(prompt), bias)
     return pairwise.to_verdicts(choices, judgment.order)

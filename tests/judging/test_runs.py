@@ -10,9 +10,9 @@ import pytest
 
 from annotation.selectors import skills_for_response
 from annotation.services.campaigns import campaign_activate, campaign_create
+from devtools.openai_server import FakeOpenAIServer, expected_scores
 from judging import prompts
 from judging.models import JudgeKind, JudgeRun, JudgeScore, Judgment, JudgmentStatus, RunStatus
-from judging.openai_server import FakeOpenAIServer, expected_scores
 from judging.services import (
     RetryLater,
     judge_config_create,

@@ -12,9 +12,9 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from devtools.openai_server import FakeOpenAIServer, expected_scores
 from judging import prompts
 from judging.models import Judgment, RunStatus
-from judging.openai_server import FakeOpenAIServer, expected_scores
 from judging.selectors import run_score_summaries, run_skill_summaries
 from judging.services import judge_response, judge_run_create
 from tests.judging.test_runs import llm_judge, response_ids, running

@@ -39,8 +39,8 @@ import redis
 from django.db import connection
 from django.db.models import Sum
 
+from devtools.openai_server import FakeOpenAIServer
 from judging.models import JudgeRun, JudgeScore, Judgment, JudgmentStatus, RunStatus
-from judging.openai_server import FakeOpenAIServer
 from judging.services import (
     judge_run_create,
     judge_run_set_status,

@@ -123,7 +123,7 @@ class Command(BaseCommand):
         self.stdout.write(f"demo judge run: {run.total} baseline judgments queued")
 
     def _local_provider(self, project):
-        """A provider for the project's local fake judge (`python -m judging.openai_server
+        """A provider for the project's local fake judge (`python -m devtools.openai_server
         --port 8089`), declared as a site admin would: local, no key, approved, offered to
         the demo project only; the demo researcher can then make an LLM judge offline."""
         from judging.models import Provider
@@ -134,7 +134,7 @@ class Command(BaseCommand):
         provider = provider_save(
             provider=Provider(
                 name="local-fake-judge",
-                label="Local fake judge (python -m judging.openai_server --port 8089)",
+                label="Local fake judge (python -m devtools.openai_server --port 8089)",
                 base_urls=["http://127.0.0.1:8089/v1"],
                 is_local=True,
                 approved=True,

@@ -1,551 +1,53 @@
-"""A local OpenAI-compatible chat server that answers like a FLASK judge.
-
-Tests and benchmarks of the model judges drive it over real HTTP on 127.0.0.1, with latency,
-rate limits and faults injected on demand, instead of mocking the client in-process. Standard
-library only, no Django. The conventions (skill detection, scores, fault kinds) are described
-in docs/OPENAI_SERVER.md.
-
-    with FakeOpenAIServer(style="json", latency=0.05) as server:
-        ...  # point any OpenAI-compatible client at server.url (http://127.0.0.1:PORT/v1)
-
-    python -m judging.openai_server --port 8089 --latency 0.2 --rpm 600 --fault-rate 0.3
-"""
+"""The fake server itself: request parsing, OpenAI-style replies and errors, latency,
+rate limits and fault injection (FakeOpenAIServer), and the threaded HTTP plumbing that
+can be stopped cleanly."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import hashlib
 import hmac
 import json
 import math
 import random
-import re
-import signal
 import socket
 import socketserver
 import sys
 import threading
 import time
 import traceback
-import urllib.request
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from judging.pairwise import FIRST_END, FIRST_MARK, SECOND_END, SECOND_MARK
-from judging.pairwise import OVERALL as PAIR_OVERALL
+from devtools.openai_server.answers import (
+    STYLES,
+    count_tokens,
+    detect_skills_in_messages,
+    expected_pair_choices,
+    expected_scores,
+    garbage_reply,
+    prompt_text_of,
+    prompt_tokens_of,
+    render_answer,
+    render_pair_answer,
+    truncate_tokens,
+    wrong_json_reply,
+)
+from devtools.openai_server.config import (
+    FAULT_KINDS,
+    ServerConfig,
+    number_setting,
+    updated_config,
+)
+from judging.pairwise import FIRST_MARK, SECOND_MARK
 
 HOST = "127.0.0.1"
 DEFAULT_MODEL = "fake-flask-judge"
-NA = "N/A"
-
-FLASK_SKILLS: tuple[str, ...] = (
-    "Logical Robustness",
-    "Logical Correctness",
-    "Logical Efficiency",
-    "Factuality",
-    "Commonsense Understanding",
-    "Comprehension",
-    "Insightfulness",
-    "Completeness",
-    "Metacognition",
-    "Conciseness",
-    "Readability",
-    "Harmlessness",
-)
-STYLES: tuple[str, ...] = ("json", "python_dict", "lines")
-FAULT_KINDS: tuple[str, ...] = (
-    "http_500",
-    "http_503",
-    "http_429",
-    "timeout",
-    "disconnect",
-    "truncated",
-    "garbage",
-    "wrong_json",
-    "empty",
-    "content_filter",
-    "bad_request",
-)
 MAX_BODY_BYTES = 16 * 1024 * 1024
-MAX_SKILLS = 32
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-# --------------------------------------------------------------------------------------------
-# Tokens
-# --------------------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\S+")
-
-
-def count_tokens(text: str) -> int:
-    """Approximate token count: each whitespace-separated word costs ceil(len(word) / 4)."""
-    return sum((len(word) + 3) // 4 for word in _WORD.findall(text))
-
-
-def truncate_tokens(text: str, limit: int) -> str:
-    """The longest prefix of `text` whose `count_tokens` is at most `limit`."""
-    used = 0
-    for match in _WORD.finditer(text):
-        cost = (len(match.group()) + 3) // 4
-        if used + cost > limit:
-            return text[: match.start() + 4 * (limit - used)].rstrip()
-        used += cost
-    return text
-
-
-def message_text(content: Any) -> str:
-    """The text of one message's `content`: a string, or a list of OpenAI content parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        ]
-        return "\n".join(parts)
-    return ""
-
-
-def prompt_tokens_of(messages: Sequence[Mapping[str, Any]]) -> int:
-    """`usage.prompt_tokens`: 3 + for every message 4 + count_tokens(its text)."""
-    return 3 + sum(4 + count_tokens(message_text(m.get("content"))) for m in messages)
-
-
-def prompt_text_of(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The text scores are keyed on: the content of the last user message ("" if none)."""
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return message_text(message.get("content"))
-    return ""
-
-
-# --------------------------------------------------------------------------------------------
-# Skill detection
-# --------------------------------------------------------------------------------------------
-
-_CANONICAL = {skill.lower(): skill for skill in FLASK_SKILLS}
-_NAMES_ALT = "|".join(re.escape(s) for s in sorted(FLASK_SKILLS, key=len, reverse=True))
-# `Skills: a, b, c` / `Skill: a` / `"skills": [...]` / `**Skills:** ...`, at the start of a line.
-_SKILL_LINE = re.compile(r"^\W*skill(s)?\W*?\s*[:=]\s*(.*?)\s*$", re.IGNORECASE)
-# A FLASK skill name heading a line, as in a rubric: `Logical Correctness: Is the ...`.
-_HEADER = re.compile(
-    rf"^[\s>#*_\-•+\[(\d.)]*({_NAMES_ALT})\b[*_\])]*\s*(?:[:\-–—(]|$)",
-    re.IGNORECASE,
-)
-_ANYWHERE = re.compile(rf"\b({_NAMES_ALT})\b")
-_BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+(.+?)\s*$")
-
-
-def canonical_skill(name: str) -> str:
-    """A FLASK skill's official spelling when `name` is one of them (any case), else `name`."""
-    return _CANONICAL.get(name.strip().lower(), name.strip())
-
-
-def _dedupe(names: Iterable[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for name in names:
-        seen.setdefault(name, None)
-    return list(seen)[:MAX_SKILLS]
-
-
-def _clean_name(raw: str) -> str:
-    name = raw.strip().strip("\"'`*_").strip().rstrip(".").strip()
-    return canonical_skill(name) if 0 < len(name) <= 100 else ""
-
-
-def _split_names(value: str) -> list[str]:
-    value = value.strip().rstrip(",").strip()
-    items: list[str]
-    if value.startswith("["):
-        if "]" in value:
-            value = value[: value.index("]") + 1]
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, list):
-            items = [item for item in parsed if isinstance(item, str)]
-        else:
-            items = re.split(r"[,;]", value.strip("[]"))
-    else:
-        items = re.split(r"[,;]", value)
-    return [name for name in map(_clean_name, items) if name]
-
-
-def _names_after(value: str, following: list[str]) -> list[str]:
-    """The names of a `Skills:` line; its list may continue on the next lines."""
-    if value.startswith("[") and "]" not in value:
-        for line in following[:50]:
-            value += " " + line.strip()
-            if "]" in line:
-                break
-        return _split_names(value)
-    if value:
-        return _split_names(value)
-    names = []
-    for line in following[: MAX_SKILLS + 1]:
-        bullet = _BULLET.match(line)
-        if not bullet:
-            if names or line.strip():
-                break
-            continue
-        name = _clean_name(re.split(r":| - | – ", bullet.group(1), maxsplit=1)[0])
-        if name:
-            names.append(name)
-    return names
-
-
-def _anchored_skills(text: str) -> list[str]:
-    """The skills of one text by its first anchor line (see `detect_skills`), or []."""
-    lines = text.splitlines()
-    mode = None
-    names: list[str] = []
-    for i, line in enumerate(lines):
-        explicit = _SKILL_LINE.match(line)
-        if explicit and mode in (None, "single"):
-            plural, value = explicit.groups()
-            if plural and mode is None:
-                listed = _names_after(value, lines[i + 1 :])
-                if listed:
-                    return _dedupe(listed)
-            elif not plural and value:
-                mode = "single"
-                names.extend(_split_names(value))
-            continue
-        header = _HEADER.match(line)
-        if header and mode in (None, "header"):
-            mode = "header"
-            names.append(canonical_skill(header.group(1)))
-    return _dedupe(names)
-
-
-def detect_skills(texts: str | Sequence[str]) -> list[str]:
-    """The skills a judge prompt asks for, in order, searched in `texts` (one or several).
-
-    Each text in turn, until one yields skills, is read from its first *anchor* line:
-    - a `Skills: a, b, c` line (also a JSON list, `"skills": [...]`, or a bulleted list under
-      an empty `Skills:`): exactly those names;
-    - a `Skill: <name>` line: the names of all `Skill:` lines of the text;
-    - a line headed by a FLASK skill (`Logical Correctness: ...`, `- Readability (...)`):
-      all FLASK skills heading lines of the text.
-    What comes after the first anchor cannot change the mode, so a `Skills:` line inside the
-    item's text does not override a rubric above it. Names may be anything; the 12 FLASK
-    skills are spelled canonically whatever their case. Without any anchor in any text: the
-    FLASK skills written anywhere in Title Case, in order of appearance.
-    """
-    texts = [texts] if isinstance(texts, str) else list(texts)
-    for text in texts:
-        names = _anchored_skills(text)
-        if names:
-            return names
-    return _dedupe(canonical_skill(m.group(1)) for t in texts for m in _ANYWHERE.finditer(t))
-
-
-def detect_skills_in_messages(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """`detect_skills` over the last user message, then the system/developer messages, then
-    the earlier user messages (latest first); assistant and tool messages are ignored."""
-    users = [m for m in messages if m.get("role") == "user"]
-    systems = [m for m in messages if m.get("role") in ("system", "developer")]
-    ordered = users[-1:] + systems + users[-2::-1]
-    return detect_skills([message_text(m.get("content")) for m in ordered])
-
-
-# --------------------------------------------------------------------------------------------
-# Scores and answers
-# --------------------------------------------------------------------------------------------
-
-# Base score from a hash: 1 (8 %), 2 (14 %), 3 (28 %), 4 (30 %), 5 (20 %).
-_SCORE_CDF = ((0.08, 1), (0.22, 2), (0.50, 3), (0.80, 4), (1.0, 5))
-_FEEDBACK = {
-    1: "falls far short here; the central problems are not addressed at all.",
-    2: "has serious weaknesses here that a careful reader would notice at once.",
-    3: "is adequate here but uneven, with clear room for improvement.",
-    4: "is good here overall, with only minor issues.",
-    5: "is excellent here, with nothing of substance to fix.",
-    NA: "is not assessed here because the skill does not apply to this instruction.",
-}
-# fmt: off
-_GARBAGE_WORDS = (
-    "purple", "quantum", "banana", "the", "of", "lorem", "ipsum", "~~", "###", "zxq",
-    "dishwasher", "ellipsis...", "7b", "<|im_end|>", "teapot", "rhubarb", "and", "so",
-)
-# fmt: on
-
-
-def _digest(*parts: object) -> int:
-    data = "\x1f".join(str(part) for part in parts).encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big")
-
-
-def _unit(*parts: object) -> float:
-    return _digest(*parts) / 2.0**64
-
-
-def _score(
-    prompt_text: str, skill: str, seed: int | None, temperature: float, index: int, na_rate: float
-) -> int | str:
-    if na_rate > 0 and _unit("na", prompt_text, skill) < na_rate:
-        return NA
-    u = _unit("score", prompt_text, skill)
-    score = next(value for bound, value in _SCORE_CDF if u < bound)
-    if temperature > 0:
-        score += _digest("sample", prompt_text, skill, seed, index) % 3 - 1
-    return min(5, max(1, score))
-
-
-def expected_scores(
-    prompt_text: str,
-    skills: Sequence[str] | None = None,
-    seed: int | None = None,
-    *,
-    temperature: float = 0.0,
-    index: int = 0,
-    na_rate: float = 0.0,
-) -> dict[str, int | str]:
-    """The scores the server gives, skill -> 1..5 (or "N/A").
-
-    `prompt_text` is the content of the request's last user message; `skills` default to
-    `detect_skills(prompt_text)`. With temperature 0 (or omitted) the score depends only on
-    (prompt_text, skill); with temperature > 0 it moves by -1, 0 or +1 as a function of
-    (prompt_text, skill, seed, index), `index` being the choice index when n > 1. A skill is
-    "N/A" when a hash of (prompt_text, skill) falls under `na_rate`.
-    """
-    if skills is None:
-        skills = detect_skills(prompt_text)
-    temperature = temperature or 0.0
-    names = [canonical_skill(skill) for skill in skills]
-    return {name: _score(prompt_text, name, seed, temperature, index, na_rate) for name in names}
-
-
-def feedback_sentence(skill: str, score: int | str) -> str:
-    return f"The response {_FEEDBACK.get(score, _FEEDBACK[3])}"
-
-
-def _between(text: str, start: str, end: str) -> str:
-    head = text.find(start)
-    tail = text.find(end, head + len(start)) if head >= 0 else -1
-    return text[head + len(start) : tail].strip() if head >= 0 and tail >= 0 else ""
-
-
-def expected_pair_choices(
-    prompt_text: str, skills: Sequence[str], position_bias: float = 0.0
-) -> dict[str, str]:
-    """The verdicts the server gives a pairwise prompt, per skill and Overall: "1", "2" or
-    "tie". They depend on the two response texts as a set (so both orders of a pair agree),
-    except that a hash of the pair under `position_bias` makes a verdict "1" whatever the
-    order: a judge with position bias, for tests of the consistency report."""
-    first = _between(prompt_text, FIRST_MARK, FIRST_END)
-    second = _between(prompt_text, SECOND_MARK, SECOND_END)
-    low, high = sorted((first, second))
-    choices = {}
-    for name in [*skills, PAIR_OVERALL]:
-        if position_bias > 0 and _unit("bias", low, high, name) < position_bias:
-            choices[name] = "1"
-            continue
-        u = _unit("pair", low, high, name)
-        better = None if first == second or u >= 0.9 else (low if u < 0.45 else high)
-        choices[name] = "tie" if better is None else ("1" if better == first else "2")
-    return choices
-
-
-def render_pair_answer(choices: Mapping[str, str], style: str) -> str:
-    body = "\n".join(
-        f"{name}: Response {c} is better here." if c != "tie" else f"{name}: neither is better."
-        for name, c in choices.items()
-    )
-    if style == "lines":
-        return body + "\n\nVerdicts:\n" + "\n".join(f"{n}: {c}" for n, c in choices.items())
-    if style == "python_dict":
-        return f"{body}\n\n{dict(choices)!r}"
-    return json.dumps({"feedback": body, **choices})
-
-
-def render_answer(scores: Mapping[str, int | str], style: str) -> str:
-    """A judge's answer: per-skill feedback, then the scores, in one of `STYLES`."""
-    feedback = {skill: feedback_sentence(skill, score) for skill, score in scores.items()}
-    if style == "json":
-        return json.dumps({"feedback": feedback, "scores": dict(scores)})
-    if not scores:
-        return "I could not find any skills to rate in the request."
-    if style == "python_dict":
-        body = "\n\n".join(f"{skill}: {text}" for skill, text in feedback.items())
-        return f"{body}\n\n{dict(scores)!r}"
-    if style == "lines":
-        body = "\n".join(f"- {skill}: {text}" for skill, text in feedback.items())
-        tail = "\n".join(f"{skill}: {score}" for skill, score in scores.items())
-        return f"Feedback:\n{body}\n\nScores:\n{tail}"
-    raise ValueError(f"unknown style {style!r}")
-
-
-def _garbage(key: str) -> str:
-    words = [_GARBAGE_WORDS[_digest("garbage", key, i) % len(_GARBAGE_WORDS)] for i in range(24)]
-    return "glorp " + " ".join(words)
-
-
-def _wrong_json(scores: Mapping[str, int | str], key: str) -> str:
-    """JSON-looking text that is no valid judge answer: malformed, or without `scores`."""
-    feedback = {skill: feedback_sentence(skill, score) for skill, score in scores.items()}
-    if _digest("wrong_json", key) % 2:
-        return json.dumps({"feedback": feedback, "verdict": "see feedback"})
-    return json.dumps({"feedback": feedback, "scores": dict(scores)})[:-2] + ",}"
-
-
-# --------------------------------------------------------------------------------------------
-# Configuration
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerConfig:
-    """What the server does; replaced as a whole by `FakeOpenAIServer.configure`."""
-
-    style: str = "python_dict"
-    latency: float | tuple[float, float] = 0.0
-    rpm: int | None = None
-    tpm: int | None = None
-    rate_window: float = 60.0
-    faults: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    fault_seed: int = 0
-    fail_first: int = 0
-    fail_first_kind: str = "http_503"
-    hang_seconds: float = 30.0
-    na_rate: float = 0.0
-    position_bias: float = 0.0  # pairwise: share of verdicts that pick Response 1 regardless
-    api_key: str | None = None
-    models: tuple[str, ...] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["latency"] = list(self.latency) if isinstance(self.latency, tuple) else self.latency
-        data["faults"] = dict(self.faults)
-        data["models"] = list(self.models) if self.models is not None else None
-        data["api_key"] = "***" if self.api_key else None
-        return data
-
-
-_CONFIG_KEYS = frozenset(f.name for f in dataclasses.fields(ServerConfig))
-
-
-def _number(value: Any, name: str, low: float = 0.0, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}")
-    return float(value)
-
-
-def _integer(value: Any, name: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}")
-    return value
-
-
-def _limit(value: Any, name: str) -> int | None:
-    return None if value is None or value == 0 else _integer(value, name, 1)
-
-
-def _kind(value: Any, name: str = "fault kind") -> str:
-    if value not in FAULT_KINDS:
-        raise ValueError(f"unknown {name} {value!r}; known: {', '.join(FAULT_KINDS)}")
-    return value
-
-
-def _latency(value: Any) -> float | tuple[float, float]:
-    if isinstance(value, str):
-        parts = value.split(",")
-        value = float(parts[0]) if len(parts) == 1 else [float(p) for p in parts]
-    if isinstance(value, list | tuple):
-        if len(value) != 2:
-            raise ValueError("latency range must be [min, max]")
-        low, high = (_number(v, "latency") for v in value)
-        if low > high:
-            raise ValueError("latency range must be [min, max] with min <= max")
-        return (low, high)
-    return _number(value, "latency")
-
-
-def _faults(value: Any) -> dict[str, float]:
-    if not isinstance(value, Mapping):
-        raise ValueError("faults must be an object {kind: rate}")
-    faults = {_kind(k): _number(v, f"rate of {k}", 0.0, 1.0) for k, v in value.items()}
-    if sum(faults.values()) > 1.0 + 1e-9:
-        raise ValueError("fault rates add up to more than 1")
-    return {kind: rate for kind, rate in faults.items() if rate > 0}
-
-
-def _models(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(m, str) and m for m in value):
-        raise ValueError("models must be a list of model names")
-    return tuple(value)
-
-
-def _api_key(value: Any) -> str | None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ValueError("api_key must be a non-empty string or null")
-    return value
-
-
-def _style(value: Any) -> str:
-    if value not in STYLES:
-        raise ValueError(f"unknown style {value!r}; known: {', '.join(STYLES)}")
-    return value
-
-
-_CHECKS = {
-    "style": _style,
-    "latency": _latency,
-    "rpm": lambda v: _limit(v, "rpm"),
-    "tpm": lambda v: _limit(v, "tpm"),
-    "rate_window": lambda v: _number(v, "rate_window", 1e-3),
-    "faults": _faults,
-    "fault_seed": lambda v: _integer(v, "fault_seed", -(2**63)),
-    "fail_first": lambda v: _integer(v, "fail_first"),
-    "fail_first_kind": lambda v: _kind(v, "fail_first_kind"),
-    "hang_seconds": lambda v: _number(v, "hang_seconds"),
-    "na_rate": lambda v: _number(v, "na_rate", 0.0, 1.0),
-    "position_bias": lambda v: _number(v, "position_bias", 0.0, 1.0),
-    "api_key": _api_key,
-    "models": _models,
-}
-
-
-def updated_config(base: ServerConfig, updates: Mapping[str, Any]) -> ServerConfig:
-    """`base` with `updates` applied and checked (ValueError names the bad key).
-
-    Besides the fields of ServerConfig, `fault_rate` (total) and `fault_kinds` (default: all
-    kinds) set `faults` to that rate spread evenly over those kinds.
-    """
-    updates = dict(updates)
-    fault_rate = updates.pop("fault_rate", None)
-    fault_kinds = updates.pop("fault_kinds", None)
-    unknown = sorted(set(updates) - _CONFIG_KEYS)
-    if unknown:
-        raise ValueError(f"unknown config keys: {', '.join(unknown)}")
-    changes = {key: _CHECKS[key](value) for key, value in updates.items()}
-    if fault_rate is not None or fault_kinds is not None:
-        if "faults" in changes:
-            raise ValueError("give either faults or fault_rate/fault_kinds")
-        if isinstance(fault_kinds, str):
-            fault_kinds = [k.strip() for k in fault_kinds.split(",") if k.strip()]
-        kinds = FAULT_KINDS if fault_kinds is None else tuple(map(_kind, fault_kinds))
-        if not kinds:
-            raise ValueError("fault_kinds is empty")
-        total = sum(base.faults.values()) if fault_rate is None else fault_rate
-        rate = _number(total, "fault_rate", 0.0, 1.0)
-        changes["faults"] = {kind: rate / len(kinds) for kind in kinds} if rate > 0 else {}
-    return dataclasses.replace(base, **changes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -656,7 +158,7 @@ def _parse_chat(payload: Any) -> _ChatRequest:
         if value is None:
             return default
         try:
-            return _number(value, name, low, high)
+            return number_setting(value, name, low, high)
         except ValueError as exc:
             raise ApiError(400, f"Invalid '{name}': {exc}.", "invalid_value", param=name)
 
@@ -1083,9 +585,9 @@ class FakeOpenAIServer:
         for index, (scores, text) in enumerate(samples):
             finish = "stop"
             if fault == "garbage":
-                text = _garbage(f"{key}\x1f{index}")
+                text = garbage_reply(f"{key}\x1f{index}")
             elif fault == "wrong_json":
-                text = _wrong_json(scores, key)
+                text = wrong_json_reply(scores, key)
             elif fault == "empty":
                 text = ""
             elif fault == "truncated":
@@ -1406,140 +908,3 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (ConnectionError, TimeoutError):
             self.close_connection = True
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers for a server in another process
-# --------------------------------------------------------------------------------------------
-
-
-def _admin_url(url: str, endpoint: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme != "http" or parts.hostname not in _LOOPBACK:
-        raise ValueError(f"not a local server URL: {url!r}")
-    return f"http://{parts.netloc}/_admin/{endpoint}"
-
-
-def _admin_call(url: str, endpoint: str, payload: Mapping[str, Any] | None) -> dict[str, Any]:
-    data = None if payload is None else json.dumps(dict(payload)).encode()
-    request = urllib.request.Request(
-        _admin_url(url, endpoint),
-        data=data,
-        method="GET" if payload is None else "POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)
-
-
-def admin_configure(url: str, **updates: Any) -> dict[str, Any]:
-    """`POST /_admin/config` on the local server at `url` (its base or `/v1` URL)."""
-    return _admin_call(url, "config", updates)
-
-
-def admin_stats(url: str) -> dict[str, Any]:
-    """`GET /_admin/stats` on the local server at `url`."""
-    return _admin_call(url, "stats", None)
-
-
-def admin_reset(url: str) -> dict[str, Any]:
-    """`POST /_admin/reset` on the local server at `url`."""
-    return _admin_call(url, "reset", {})
-
-
-# --------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------
-
-
-def _fault_pair(text: str) -> tuple[str, float]:
-    kind, _, rate = text.partition("=")
-    try:
-        return _kind(kind.strip()), float(rate)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: {exc} (expected KIND=RATE)")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m judging.openai_server",
-        description="A local OpenAI-compatible chat server that answers like a FLASK judge. "
-        "Prints its base URL (http://127.0.0.1:PORT/v1) and serves until interrupted.",
-    )
-    parser.add_argument("--port", type=int, default=0, help="TCP port (default 0: a free one)")
-    parser.add_argument("--style", choices=STYLES, default="python_dict")
-    parser.add_argument("--latency", default="0", help="seconds, or MIN,MAX for a range")
-    parser.add_argument("--rpm", type=int, help="requests per window (default: no limit)")
-    parser.add_argument("--tpm", type=int, help="tokens per window (default: no limit)")
-    parser.add_argument("--rate-window", type=float, default=60.0, help="seconds (default 60)")
-    parser.add_argument("--fault-rate", type=float, help="share of requests given a fault")
-    parser.add_argument(
-        "--fault-kinds",
-        help=f"comma-separated kinds for --fault-rate (default all: {','.join(FAULT_KINDS)})",
-    )
-    parser.add_argument(
-        "--fault",
-        type=_fault_pair,
-        action="append",
-        metavar="KIND=RATE",
-        help="a rate per kind; repeatable; instead of --fault-rate",
-    )
-    parser.add_argument("--fault-seed", type=int, default=0)
-    parser.add_argument("--fail-first", type=int, default=0, help="fail the first N requests")
-    parser.add_argument("--fail-first-kind", choices=FAULT_KINDS, default="http_503")
-    parser.add_argument(
-        "--hang-seconds",
-        type=float,
-        default=30.0,
-        help="how long a 'timeout' fault hangs before closing",
-    )
-    parser.add_argument("--na-rate", type=float, default=0.0)
-    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
-    parser.add_argument("--model", action="append", help="accepted model names (default: any)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
-    args = parser.parse_args(argv)
-
-    fault_kinds = args.fault_kinds.split(",") if args.fault_kinds else None
-    try:
-        server = FakeOpenAIServer(
-            args.port,
-            style=args.style,
-            latency=_latency(args.latency),
-            rpm=args.rpm,
-            tpm=args.tpm,
-            rate_window=args.rate_window,
-            faults=dict(args.fault) if args.fault else None,
-            fault_rate=args.fault_rate,
-            fault_kinds=fault_kinds,
-            fault_seed=args.fault_seed,
-            fail_first=args.fail_first,
-            fail_first_kind=args.fail_first_kind,
-            hang_seconds=args.hang_seconds,
-            na_rate=args.na_rate,
-            api_key=args.api_key,
-            models=args.model,
-            log_requests=args.verbose,
-        )
-    except ValueError as exc:
-        parser.error(str(exc))
-
-    done = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: done.set())
-    try:
-        server.start()
-    except OSError as exc:
-        print(f"cannot listen on {HOST}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    print(server.url, flush=True)
-    try:
-        while not done.wait(0.5):
-            pass
-    finally:
-        server.stop()
-        print(json.dumps(server.stats(), sort_keys=True), file=sys.stderr, flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
