@@ -1,23 +1,21 @@
-"""Reads of the analytics app: the rows a report is computed from, and the report itself."""
+"""Reads shared by the analytics features: every human and judge score of a project as
+report rows (the report, the dashboard and the disagreement explorer read the same rows).
+Feature reads live in their packages (report/selectors.py, exports/selectors.py, ...)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analytics.models import ImportedScore, RaterKind, ScoreImport
-from analytics.report import breakdowns, build_report
+from analytics.models import ImportedScore, RaterKind
 from annotation.models import Project
 from annotation.selectors import human_score_rows, item_facets
 from judging.selectors import judge_score_rows
-
-DEFAULT_RESAMPLES = 1000
-MAX_RESAMPLES = 10_000
 
 
 @dataclass(frozen=True)
 class ReportRows:
     """The rows a report is computed from, after the filters: human and judge score rows
-    (analytics.report.Row: response id, item id, system, skill, rater, value or None for
+    (analytics.report.build.Row: response id, item id, system, skill, rater, value or None for
     N/A), each item's facets ({"domains": [...], "difficulty": n}) and the (judge, skill)
     pairs scored on a judge's own scale."""
 
@@ -63,42 +61,8 @@ def report_rows(
     return ReportRows(human, judge, facets, raw_judge_skills(project))
 
 
-def project_report(
-    *,
-    project: Project,
-    skills: list[str] | None = None,
-    judges: list[str] | None = None,
-    systems: list[str] | None = None,
-    domains: list[str] | None = None,
-    difficulties: list[int] | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
-    with_breakdowns: bool = True,
-    rows: ReportRows | None = None,
-) -> dict:
-    """Agreement among the project's annotators and each judge's correlation with them,
-    per skill (analytics/report.py). `skills` and `judges` narrow it down by name. `rows`:
-    the `report_rows` of these filters, when the caller has read them already."""
-    if rows is None:
-        rows = report_rows(
-            project=project,
-            skills=skills,
-            judges=judges,
-            systems=systems,
-            domains=domains,
-            difficulties=difficulties,
-        )
-    report = build_report(
-        rows.human, rows.judge, skills=skills, resamples=resamples, off_scale=rows.off_scale
-    )
-    if with_breakdowns:
-        report["breakdowns"] = breakdowns(
-            rows.human, rows.judge, rows.facets, skills=skills, off_scale=rows.off_scale
-        )
-    return {"project": project.slug, **report}
-
-
 def imported_score_rows(*, project: Project, kind: str) -> list[tuple]:
-    """Imported long-format scores (analytics.imports) as report rows; the rater is the id
+    """Imported long-format scores (analytics.imports.services) as report rows; the rater is the id
     as imported (an annotator's username and an imported rater id that are equal are one
     rater)."""
     return list(
@@ -125,10 +89,3 @@ def raw_judge_skills(project: Project) -> set[tuple[str, str]]:
         .values_list("rater", "skill__name")
         .distinct()
     )
-
-
-def score_import_list(*, project: Project, limit: int = 50):
-    """The project's latest long-format score imports, newest first, with who made them."""
-    return ScoreImport.objects.filter(project=project).select_related("dataset", "created_by")[
-        :limit
-    ]

@@ -19,7 +19,7 @@ def export_run_task(job_id: int) -> None:
     nothing. Not retried: a failed export is recorded on the job row (with the error) and
     asked for again by a new job. Routed to the `imports` queue, off the default queue where
     the per-minute lease expiry runs."""
-    from analytics.exports import export_job_run
+    from analytics.exports.services import export_job_run
 
     if export_job_run(job_id=job_id) is None:
         logger.info("export %s is missing or already claimed; nothing to do", job_id)
@@ -32,7 +32,7 @@ def export_jobs_health_check_task() -> int:
     Idempotent (conditional updates); run by beat every 10 minutes."""
     from django.conf import settings
 
-    from analytics.exports import export_files_expire, export_jobs_fail_stale
+    from analytics.exports.services import export_files_expire, export_jobs_fail_stale
 
     failed = export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
     return failed + export_files_expire(older_than_days=settings.FLASKWEB_EXPORT_RETENTION_DAYS)
@@ -45,7 +45,7 @@ def score_import_task(job_id: int) -> None:
     and returns. Enqueues nothing. Not retried: a failed import is recorded on the job row
     (with the error; nothing written) and asked for again by a new upload. Routed to the
     `imports` queue."""
-    from analytics.import_jobs import score_import_job_run
+    from analytics.imports.jobs import score_import_job_run
 
     if score_import_job_run(job_id=job_id) is None:
         logger.info("score import job %s is missing or already claimed; nothing to do", job_id)
@@ -57,6 +57,6 @@ def score_import_jobs_health_check_task() -> int:
     (their worker died). Idempotent (conditional updates); run by beat every 5 minutes."""
     from django.conf import settings
 
-    from analytics.import_jobs import score_import_jobs_fail_stale
+    from analytics.imports.jobs import score_import_jobs_fail_stale
 
     return score_import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)

@@ -1,24 +1,27 @@
-"""Analytics URLs. Each feature keeps its own module; this file only mounts them.
+"""Analytics URLs. Each feature package keeps its own urls.py; this file only mounts them.
 
 Pages (namespace `analytics`) are included at the site root; `api_urlpatterns` are mounted
 under /api/v1/ by flaskweb/urls.py (namespace `analytics-api`)."""
 
 from django.urls import include, path
 
-from analytics import urls_explorer, urls_exports, urls_imports, urls_pages
+from analytics.explorer import urls as explorer_urls
+from analytics.exports import urls as exports_urls
+from analytics.imports import urls as imports_urls
+from analytics.report import urls as report_urls
 
 app_name = "analytics"
 
 urlpatterns = [
-    path("", include(urls_pages.urlpatterns)),
-    path("", include(urls_exports.urlpatterns)),
-    path("", include(urls_explorer.urlpatterns)),
-    path("", include(urls_imports.urlpatterns)),
+    path("", include(report_urls.urlpatterns)),
+    path("", include(exports_urls.urlpatterns)),
+    path("", include(explorer_urls.urlpatterns)),
+    path("", include(imports_urls.urlpatterns)),
 ]
 
 api_urlpatterns = [
-    path("", include(urls_pages.api_urlpatterns)),
-    path("", include(urls_exports.api_urlpatterns)),
-    path("", include(urls_explorer.api_urlpatterns)),
-    path("", include(urls_imports.api_urlpatterns)),
+    path("", include(report_urls.api_urlpatterns)),
+    path("", include(exports_urls.api_urlpatterns)),
+    path("", include(explorer_urls.api_urlpatterns)),
+    path("", include(imports_urls.api_urlpatterns)),
 ]

@@ -54,7 +54,7 @@ def _rss_mb() -> float:
 
 
 def run_report(responses, resamples, seed, queue):
-    from analytics.report import build_report
+    from analytics.report.build import build_report
 
     human, judge = make_rows(responses, seed)
     before = _rss_mb()

@@ -6,7 +6,7 @@ For each size (MB) it generates, into a temporary directory, a FLASK review file
 invented data, and runs each import in a fresh child process on PostgreSQL:
 
 - `job`: the background path the web and the API now use: a job row pointing at the file,
-  run by the worker's function (judging.output_import_jobs / analytics.import_jobs);
+  run by the worker's function (judging.output_import_jobs / analytics.imports.jobs);
 - `request` (with --old REV): the code of git revision REV, checked out in a temporary
   worktree, called the way its web request did (judge outputs: every file read into
   bytes; scores: the upload stream), for a side-by-side figure.
@@ -238,7 +238,7 @@ def child_judge(impl: str, slug: str, paths: list[str]) -> int:
 
 def child_scores(impl: str, slug: str, paths: list[str]) -> int:
     if impl == "job":
-        from analytics.import_jobs import score_import_job_run
+        from analytics.imports.jobs import score_import_job_run
         from analytics.models import ScoreImportJob
 
         job = ScoreImportJob.objects.create(
@@ -248,7 +248,7 @@ def child_scores(impl: str, slug: str, paths: list[str]) -> int:
         job = score_import_job_run(job_id=job.pk)
         print(job.status, job.error, job.problem_count, job.batch and job.batch.scores_created)
         return 0 if job.status == "succeeded" else 1
-    from analytics.imports import scores_import
+    from analytics.imports.services import scores_import
 
     with open(paths[0], "rb") as stream:  # as the old page and API did: the upload stream
         result = scores_import(

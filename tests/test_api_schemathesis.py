@@ -36,8 +36,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from analytics.exports import export_job_create, export_job_run
-from analytics.imports import scores_import
+from analytics.exports.services import export_job_create, export_job_run
+from analytics.imports.services import scores_import
 from annotation.models import DatasetUpload, Response
 from annotation.services.assignments import (
     ScoreInput,

@@ -39,8 +39,8 @@ from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.authtoken.models import Token
 
-from analytics.exports import export_job_create, export_job_run
-from analytics.imports import scores_import
+from analytics.exports.services import export_job_create, export_job_run
+from analytics.imports.services import scores_import
 from analytics.models import ExportJob, ExportStatus, ImportedScore, ScoreImport, ScoreImportJob
 from annotation.models import (
     AnnotatorExpertise,

@@ -11,10 +11,11 @@ import pytest
 from django.template.defaultfilters import floatformat
 from django.urls import reverse
 
-from analytics import chart_data
-from analytics.imports import scores_import
-from analytics.report import build_report
-from analytics.selectors import ReportRows, project_report
+from analytics.imports.services import scores_import
+from analytics.report import chart_data
+from analytics.report.build import build_report
+from analytics.report.selectors import project_report
+from analytics.selectors import ReportRows
 from annotation.services.projects import project_create
 
 XSS = "<img src=x onerror=alert(1)>"

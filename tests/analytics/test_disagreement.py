@@ -15,9 +15,10 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from analytics.disagreement import DisagreementFilters, disagreement_list, disagreements, exact
-from analytics.imports import scores_import
-from analytics.report import human_means
+from analytics.explorer.disagreement import DisagreementFilters, disagreements, exact
+from analytics.explorer.selectors import disagreement_list
+from analytics.imports.services import scores_import
+from analytics.report.build import human_means
 from annotation.models import (
     CampaignStatus,
     HumanScore,
@@ -36,7 +37,7 @@ from annotation.services.assignments import (
 from annotation.services.campaigns import campaign_activate, campaign_create, campaign_set_status
 from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import project_create
-from judging.openai_server import FakeOpenAIServer
+from devtools.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
 from tests.clients import token_client
 from tests.judging.test_runs import llm_judge, response_ids, running

@@ -21,9 +21,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from analytics import export_selectors
-from analytics.export_selectors import ExportFilters, flask_review_lines
-from analytics.exports import (
+from analytics.exports import selectors as export_selectors
+from analytics.exports.selectors import ExportFilters, flask_review_lines
+from analytics.exports.services import (
     LONG_COLUMNS,
     MAX_ACTIVE_EXPORTS,
     ExportOptionsError,
@@ -35,7 +35,7 @@ from analytics.exports import (
     export_jobs_fail_stale,
     export_options_clean,
 )
-from analytics.imports import scores_import
+from analytics.imports.services import scores_import
 from analytics.models import ExportJob, ExportStatus, ScoreImport
 from analytics.tasks import export_run_task
 from annotation.models import HumanScore, Response, Skill
@@ -46,8 +46,8 @@ from annotation.services.assignments import (
     task_skills,
 )
 from annotation.services.campaigns import campaign_activate, campaign_create
+from devtools.openai_server import FakeOpenAIServer
 from judging.models import JudgeRun, JudgeScore, Judgment, RunStatus
-from judging.openai_server import FakeOpenAIServer
 from judging.output_imports import judge_outputs_import
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
@@ -316,7 +316,7 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_the_importers_na(scored):
 def test_a_long_export_imports_back_as_the_same_scores(scored, fmt):
     """The long format is the importer's: N/A is written as N/A, so an export of a project
     loads into another with import_scores, every score (N/A included) unchanged."""
-    from analytics.imports import scores_import
+    from analytics.imports.services import scores_import
     from analytics.models import ImportedScore
 
     def without_imported(text: str) -> str:

@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 from scipy import stats
 
 from analytics import metrics
-from analytics.report import build_report, human_means, mean_of_means
-from analytics.selectors import project_report
+from analytics.report.build import build_report, human_means, mean_of_means
+from analytics.report.selectors import project_report
 from annotation.services.assignments import (
     ScoreInput,
     assignment_claim_next,
@@ -25,7 +25,7 @@ from annotation.services.assignments import (
     task_skills,
 )
 from annotation.services.campaigns import campaign_activate, campaign_create
-from judging.openai_server import FakeOpenAIServer
+from devtools.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
@@ -214,7 +214,7 @@ def test_the_api_refuses_a_bad_resample_count(scored_project, researcher):
 
 
 def test_imported_long_format_scores_feed_the_report(db):
-    from analytics.imports import scores_import
+    from analytics.imports.services import scores_import
     from annotation.models import Project
 
     rows = ["item,system,rater,rater_kind,skill,score"]
@@ -258,7 +258,7 @@ def test_imported_long_format_scores_feed_the_report(db):
 
 
 def test_the_leaderboard_ranks_systems_by_exact_means():
-    from analytics.report import leaderboard
+    from analytics.report.build import leaderboard
 
     table = leaderboard(HUMAN, JUDGE)
     assert [r["system"] for r in table] == ["a", "b"]
@@ -343,7 +343,7 @@ def test_the_api_filters_like_the_command(scored_project, researcher):
 def test_pairwise_spearman_and_the_leave_one_out_ceiling_by_brute_force():
     from itertools import combinations
 
-    from analytics.report import _loo_ceiling, _mean_pairwise_spearman
+    from analytics.report.build import _loo_ceiling, _mean_pairwise_spearman
 
     rng = np.random.default_rng(21)
     truth = rng.integers(1, 6, 60).astype(float)
@@ -390,7 +390,7 @@ def test_alpha_with_intervals_equals_the_library_on_crowd_data():
 
 
 def test_one_way_icc_for_crowd_designs_uses_each_units_first_k_scores():
-    from analytics.report import _icc
+    from analytics.report.build import _icc
 
     rng = np.random.default_rng(8)
     truth = rng.integers(1, 6, 50).astype(float)

@@ -1,4 +1,4 @@
-"""Intervals for every agreement and correlation figure (analytics.resampled on
+"""Intervals for every agreement and correlation figure (analytics.report.resampled on
 analytics.bootstrap.Resampler). Two checks per statistic: its sums give the report's point
 estimate on the full data, and a resample's value is exactly the statistic recomputed by the
 report's own code on that resample written out (each drawn item copied as often as drawn)."""
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analytics import bootstrap, metrics, resampled
-from analytics.report import (
+from analytics import bootstrap, metrics
+from analytics.report import resampled
+from analytics.report.build import (
     _icc,
     _icc_design,
     _loo_ceiling,

@@ -9,9 +9,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from analytics.imports import DEFAULT_DATASET, ScoreImportRejected, scores_import
+from analytics.imports.parsers import Scale, scale_spec_parse, score_value, scores_parse
+from analytics.imports.services import DEFAULT_DATASET, ScoreImportRejected, scores_import
 from analytics.models import ImportedScore, ScoreImport, SkillScale
-from analytics.score_parsers import Scale, scale_spec_parse, score_value, scores_parse
 from annotation.models import Dataset, Item, Project, Response, Skill
 from annotation.services.catalogue import skill_create
 
@@ -555,8 +555,8 @@ def test_the_command_refuses_an_unknown_project_without_create_project(tmp_path,
 
 def test_without_copy_the_scores_are_written_with_bulk_inserts_in_batches(project, monkeypatch):
     # given: the path SQLite takes, with batches small enough to need several
-    monkeypatch.setattr("analytics.imports.is_postgres", lambda: False)
-    monkeypatch.setattr("analytics.imports.WRITE_BATCH", 2)
+    monkeypatch.setattr("analytics.imports.services.is_postgres", lambda: False)
+    monkeypatch.setattr("analytics.imports.services.WRITE_BATCH", 2)
     data = csv_bytes(*(f"q{n},m,r1,human,Factuality,{n % 5 + 1}" for n in range(5)))
 
     # when

@@ -15,8 +15,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from analytics.import_jobs import score_import_job_run
-from analytics.imports import scores_import
+from analytics.imports.jobs import score_import_job_run
+from analytics.imports.services import scores_import
 from analytics.models import ImportedScore, ScoreImport, ScoreImportJob
 from annotation.models import Dataset, Item, Project, Response
 from annotation.services.projects import project_create

@@ -27,8 +27,13 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from analytics.exports import export_job_create, export_job_run, export_options_clean, export_write
-from analytics.imports import ScoreImportRejected, scores_import
+from analytics.exports.services import (
+    export_job_create,
+    export_job_run,
+    export_options_clean,
+    export_write,
+)
+from analytics.imports.services import ScoreImportRejected, scores_import
 from annotation.models import (
     Assignment,
     Domain,

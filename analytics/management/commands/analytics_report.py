@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
+from analytics.report.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
 from annotation.models import Project
 
 

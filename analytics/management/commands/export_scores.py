@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics.exports import ExportOptionsError, export_options_clean, export_write
+from analytics.exports.services import ExportOptionsError, export_options_clean, export_write
 from analytics.models import ExportFormat, ExportKind, RaterKind
 from annotation.models import Project
 

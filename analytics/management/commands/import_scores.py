@@ -8,7 +8,12 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics.imports import DEFAULT_DATASET, ImportResult, ScoreImportRejected, scores_import
+from analytics.imports.services import (
+    DEFAULT_DATASET,
+    ImportResult,
+    ScoreImportRejected,
+    scores_import,
+)
 
 
 class Command(BaseCommand):

@@ -149,7 +149,7 @@ class Command(BaseCommand):
         pilot raters and an "imported LLM judge" score every response of the demo set on its
         skills, around a per-system quality with some disagreement (fixed seed: the same
         bytes every time, so a second seed imports nothing)."""
-        from analytics.imports import ScoreImportRejected, scores_import
+        from analytics.imports.services import ScoreImportRejected, scores_import
 
         rng = random.Random(20231129)
         lines = ["item,system,rater,rater_kind,skill,score"]

@@ -1,6 +1,6 @@
 """REST API of long-format score imports (the same service as `manage.py import_scores`;
 docs/IMPORT_FORMATS.md). The request stores the files and answers 202 with a job; the
-import runs in the background (analytics.import_jobs) and the job's URL tells its status,
+import runs in the background (analytics.imports.jobs) and the job's URL tells its status,
 problems and result. Project researchers and admins may import into their project;
 creating a missing project (`create_project`) is for site admins. Every 400 has the shape
 of flaskweb.api_errors: {"detail", "code", "problems": [...], "problem_count"}."""
@@ -18,10 +18,10 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.import_jobs import score_import_job_create, score_import_progress_get
-from analytics.imports import DEFAULT_DATASET
+from analytics.imports.jobs import score_import_job_create, score_import_progress_get
+from analytics.imports.selectors import score_import_list
+from analytics.imports.services import DEFAULT_DATASET
 from analytics.models import ScoreImport, ScoreImportJob
-from analytics.selectors import score_import_list
 from annotation.access import is_site_admin, project_exists, project_get_for_staff
 from flaskweb.api_errors import (
     ProblemSerializer,

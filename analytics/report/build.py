@@ -21,7 +21,8 @@ from itertools import combinations
 import numpy as np
 from scipy import stats
 
-from analytics import bootstrap, metrics, resampled
+from analytics import bootstrap, metrics
+from analytics.report import resampled
 
 Row = tuple  # (response id, item id, system, skill, rater, value or None for N/A)
 LIKERT = [1, 2, 3, 4, 5]

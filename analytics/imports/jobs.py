@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from analytics.imports import ScoreImportRejected, scores_import
+from analytics.imports.services import ScoreImportRejected, scores_import
 from analytics.models import ScoreImportJob
 from annotation.models import Project
 from flaskweb.jobs import (

@@ -14,12 +14,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from analytics.export_selectors import (
+from analytics.exports.selectors import (
     export_get_for_staff,
     export_list_for_project,
     judge_names_for_export,
 )
-from analytics.exports import (
+from analytics.exports.services import (
     FILTER_KEYS,
     ExportOptionsError,
     export_file_open,

@@ -1,8 +1,8 @@
-"""Analytics pages URLs (included by analytics/urls.py)."""
+"""Analytics pages URLs (mounted by analytics/urls.py)."""
 
 from django.urls import path
 
-from analytics import views
+from analytics.report import views
 
 urlpatterns: list = [
     path("projects/<slug:slug>/analytics/", views.dashboard, name="dashboard"),

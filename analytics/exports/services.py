@@ -38,7 +38,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from analytics.export_selectors import (
+from analytics.exports.selectors import (
     ExportFilters,
     ReviewLine,
     ScoreRow,

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from analytics.report import human_means, mean_of_means
+from analytics.report.build import human_means, mean_of_means
 
 if TYPE_CHECKING:
     from analytics.selectors import ReportRows

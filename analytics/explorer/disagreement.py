@@ -1,14 +1,15 @@
 """The disagreement explorer: the (response, skill) pairs where people disagree with each
 other or with a judge, ranked (docs/DISAGREEMENTS.md).
 
-`disagreements()` is pure computation: it takes report rows (analytics.report.Row: response
+`disagreements()` is pure computation: it takes report rows (analytics.report.build.Row: response
 id, item id, system, skill, rater, value or None for N/A) and returns ranked rows without
-touching the database. The reads at the bottom feed it from `analytics.selectors.report_rows`,
-so the explorer sees exactly the scores and filters the report does.
+touching the database (no Django). analytics.explorer.selectors feeds it from
+`analytics.selectors.report_rows`, so the explorer sees exactly the scores and filters the
+report does.
 
 Numbers are exact where they decide an order:
 - the human mean is the exact total over the count (N/A left out), rounded once, as in
-  analytics.report.human_means;
+  analytics.report.build.human_means;
 - the spread is the population standard deviation (and the range) of the human scores; the
   variance is computed as a fraction, so equal spreads are equal;
 - the gap is |human mean - judge value| as a fraction. A judge's value is the mean of its k
@@ -25,13 +26,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-
-from analytics.models import ImportedScore, RaterKind
-from analytics.selectors import report_rows
-from annotation.models import Project
-from annotation.response_selectors import project_system_names
-from annotation.selectors import domain_list_for_project, skill_list_for_project
-from judging.selectors import judge_list_for_project
 
 SORTS = ("gap", "spread")
 PAGE_SIZE = 50
@@ -154,66 +148,3 @@ def _row(response_id, skill, scores, values, judge_values) -> Disagreement:
         gap_exact=widest,
         variance_exact=variance,
     )
-
-
-# --- reads: the explorer's rows and choices from the project's scores -------------------------
-
-
-def disagreement_list(*, project: Project, filters: DisagreementFilters) -> list[Disagreement]:
-    """The project's disagreements under `filters`, ranked (every row: page them)."""
-    rows = report_rows(
-        project=project,
-        skills=list(filters.skills) or None,
-        judges=list(filters.judges) or None,
-        systems=list(filters.systems) or None,
-        domains=list(filters.domains) or None,
-        difficulties=list(filters.difficulties) or None,
-    )
-    return disagreements(rows.human, rows.judge, min_human=filters.min_human, sort=filters.sort)
-
-
-def filter_choices(*, project: Project) -> dict[str, list[str]]:
-    """The values the explorer's filters offer: the project's skills, judges (its own and
-    imported ones), systems and domains."""
-    imported = (
-        ImportedScore.objects.filter(project=project, rater_kind=RaterKind.JUDGE)
-        .order_by("rater")
-        .values_list("rater", flat=True)
-        .distinct()
-    )
-    judges = {j.name for j in judge_list_for_project(project=project)} | set(imported)
-    return {
-        "skills": [s.name for s in skill_list_for_project(project=project)],
-        "judges": sorted(judges),
-        "systems": project_system_names(project=project),
-        "domains": [d.name for d in domain_list_for_project(project=project)],
-    }
-
-
-@dataclass(frozen=True)
-class ImportedScoreRow:
-    rater: str
-    rater_kind: str
-    skill: str
-    value: float | None  # None: N/A
-    rationale: str
-    batch_id: int
-    imported_at: object
-
-
-def imported_score_list_for_response(*, project: Project, response_id: int) -> list:
-    """Scores imported for the response (analytics.imports), humans first, by skill, rater."""
-    rows = (
-        ImportedScore.objects.filter(project=project, response_id=response_id)
-        .order_by("rater_kind", "skill__order", "skill__name", "rater")
-        .values_list(
-            "rater",
-            "rater_kind",
-            "skill__name",
-            "value",
-            "rationale",
-            "batch_id",
-            "batch__created_at",
-        )
-    )
-    return [ImportedScoreRow(*row) for row in rows]

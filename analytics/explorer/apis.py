@@ -11,7 +11,8 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.disagreement import PAGE_SIZE, SORTS, DisagreementFilters, disagreement_list
+from analytics.explorer.disagreement import PAGE_SIZE, SORTS, DisagreementFilters
+from analytics.explorer.selectors import disagreement_list
 from annotation.access import project_get_for_staff
 from annotation.response_selectors import campaign_list_for_reannotation
 from annotation.services.reannotation import (

@@ -14,9 +14,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from analytics.disagreement import (
-    PAGE_SIZE,
-    DisagreementFilters,
+from analytics.explorer.disagreement import PAGE_SIZE, DisagreementFilters
+from analytics.explorer.selectors import (
     disagreement_list,
     filter_choices,
     imported_score_list_for_response,

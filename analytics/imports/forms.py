@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from analytics.imports import DEFAULT_DATASET
+from analytics.imports.services import DEFAULT_DATASET
 from annotation.forms import MultipleFileField
 
 

@@ -13,9 +13,9 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.export_selectors import export_get_for_staff, export_list_for_project
-from analytics.export_views import export_file_response
-from analytics.exports import ExportOptionsError, export_job_create
+from analytics.exports.selectors import export_get_for_staff, export_list_for_project
+from analytics.exports.services import ExportOptionsError, export_job_create
+from analytics.exports.views import export_file_response
 from analytics.models import ExportFormat, ExportJob, ExportKind, ExportStatus, RaterKind
 from annotation.access import project_get_for_staff
 from flaskweb.api_errors import ApiPagination, state_conflict

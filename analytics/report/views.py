@@ -13,8 +13,9 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
-from analytics import chart_data
-from analytics.selectors import DEFAULT_RESAMPLES, project_report, report_rows
+from analytics.report import chart_data
+from analytics.report.selectors import DEFAULT_RESAMPLES, project_report
+from analytics.selectors import report_rows
 from annotation.access import project_get_for_staff
 from flaskweb.htmx import HtmxHttpRequest
 

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
+from analytics.report.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
 from annotation.access import project_get_for_staff
 
 

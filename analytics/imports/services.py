@@ -3,7 +3,7 @@ other tools, published ratings. Format and rules: docs/IMPORT_FORMATS.md, "Long-
 scores (analytics)".
 
 Contract
-- Validate, then write. The files are parsed as streams (analytics.score_parsers) and every
+- Validate, then write. The files are parsed as streams (analytics.imports.parsers) and every
   well-formed row is staged in temporary tables; the checks across rows (the same score
   twice, item and response values that differ between rows) and against the project (its
   skills, domains, scales, the dataset's stored texts and the scores stored before) run
@@ -23,7 +23,7 @@ Contract
 Items, responses and texts of the annotation app are written through
 annotation.services.items, skills through annotation's catalogue service, and stored texts
 read through annotation selectors. Web and API imports run as background jobs
-(analytics.import_jobs); the command runs the same import in process.
+(analytics.imports.jobs); the command runs the same import in process.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils.text import slugify
 
-from analytics.models import ImportedScore, RaterKind, ScoreImport, SkillScale
-from analytics.score_parsers import (
+from analytics.imports.parsers import (
     ALL_SKILLS,
     DEFAULT_SCALE,
     Given,
@@ -52,6 +51,7 @@ from analytics.score_parsers import (
     scores_parse,
     skill_key,
 )
+from analytics.models import ImportedScore, RaterKind, ScoreImport, SkillScale
 from annotation.models import Dataset, Difficulty, Project
 from annotation.names import NameRefused, NameScope
 from annotation.selectors import (

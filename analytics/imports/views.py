@@ -11,10 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from analytics.import_forms import ScoreImportForm
-from analytics.import_jobs import score_import_job_create, score_import_progress_get
+from analytics.imports.forms import ScoreImportForm
+from analytics.imports.jobs import score_import_job_create, score_import_progress_get
+from analytics.imports.selectors import score_import_job_list, score_import_list
 from analytics.models import ScoreImportJob
-from analytics.selectors import score_import_list
 from annotation.access import project_get_for_staff
 from flaskweb.htmx import template_for
 
@@ -43,7 +43,7 @@ def score_import(request, slug: str) -> HttpResponse:
         "project": project,
         "form": form,
         "imports": score_import_list(project=project),
-        "jobs": ScoreImportJob.objects.filter(project=project).order_by("-created_at")[:10],
+        "jobs": score_import_job_list(project=project),
     }
     status = 400 if request.method == "POST" else 200
     return render(request, "analytics/score_import.html", context, status=status)

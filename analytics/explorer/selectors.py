@@ -1,0 +1,78 @@
+"""Reads of the disagreement explorer: the project's disagreements under the filters, the
+values the filters offer, and the scores imported for one response."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from analytics.explorer.disagreement import Disagreement, DisagreementFilters, disagreements
+from analytics.models import ImportedScore, RaterKind
+from analytics.selectors import report_rows
+from annotation.models import Project
+from annotation.response_selectors import project_system_names
+from annotation.selectors import domain_list_for_project, skill_list_for_project
+from judging.selectors import judge_list_for_project
+
+
+def disagreement_list(*, project: Project, filters: DisagreementFilters) -> list[Disagreement]:
+    """The project's disagreements under `filters`, ranked (every row: page them)."""
+    rows = report_rows(
+        project=project,
+        skills=list(filters.skills) or None,
+        judges=list(filters.judges) or None,
+        systems=list(filters.systems) or None,
+        domains=list(filters.domains) or None,
+        difficulties=list(filters.difficulties) or None,
+    )
+    return disagreements(rows.human, rows.judge, min_human=filters.min_human, sort=filters.sort)
+
+
+def filter_choices(*, project: Project) -> dict[str, list[str]]:
+    """The values the explorer's filters offer: the project's skills, judges (its own and
+    imported ones), systems and domains."""
+    imported = (
+        ImportedScore.objects.filter(project=project, rater_kind=RaterKind.JUDGE)
+        .order_by("rater")
+        .values_list("rater", flat=True)
+        .distinct()
+    )
+    judges = {j.name for j in judge_list_for_project(project=project)} | set(imported)
+    return {
+        "skills": [s.name for s in skill_list_for_project(project=project)],
+        "judges": sorted(judges),
+        "systems": project_system_names(project=project),
+        "domains": [d.name for d in domain_list_for_project(project=project)],
+    }
+
+
+@dataclass(frozen=True)
+class ImportedScoreRow:
+    rater: str
+    rater_kind: str
+    skill: str
+    value: float | None  # None: N/A
+    rationale: str
+    batch_id: int
+    imported_at: datetime
+
+
+def imported_score_list_for_response(
+    *, project: Project, response_id: int
+) -> list[ImportedScoreRow]:
+    """Scores imported for the response (analytics.imports.services), humans first, by
+    skill, rater."""
+    rows = (
+        ImportedScore.objects.filter(project=project, response_id=response_id)
+        .order_by("rater_kind", "skill__order", "skill__name", "rater")
+        .values_list(
+            "rater",
+            "rater_kind",
+            "skill__name",
+            "value",
+            "rationale",
+            "batch_id",
+            "batch__created_at",
+        )
+    )
+    return [ImportedScoreRow(*row) for row in rows]

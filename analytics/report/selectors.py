@@ -1,0 +1,45 @@
+"""The report read: a project's scores, filtered, computed into the report
+(analytics.report.build) that the command, the API and the dashboard return."""
+
+from __future__ import annotations
+
+from analytics.report.build import breakdowns, build_report
+from analytics.selectors import ReportRows, report_rows
+from annotation.models import Project
+
+DEFAULT_RESAMPLES = 1000
+MAX_RESAMPLES = 10_000
+
+
+def project_report(
+    *,
+    project: Project,
+    skills: list[str] | None = None,
+    judges: list[str] | None = None,
+    systems: list[str] | None = None,
+    domains: list[str] | None = None,
+    difficulties: list[int] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    with_breakdowns: bool = True,
+    rows: ReportRows | None = None,
+) -> dict:
+    """Agreement among the project's annotators and each judge's correlation with them,
+    per skill (analytics/report/build.py). `skills` and `judges` narrow it down by name. `rows`:
+    the `report_rows` of these filters, when the caller has read them already."""
+    if rows is None:
+        rows = report_rows(
+            project=project,
+            skills=skills,
+            judges=judges,
+            systems=systems,
+            domains=domains,
+            difficulties=difficulties,
+        )
+    report = build_report(
+        rows.human, rows.judge, skills=skills, resamples=resamples, off_scale=rows.off_scale
+    )
+    if with_breakdowns:
+        report["breakdowns"] = breakdowns(
+            rows.human, rows.judge, rows.facets, skills=skills, off_scale=rows.off_scale
+        )
+    return {"project": project.slug, **report}
