@@ -1,10 +1,15 @@
-"""Celery tasks of the analytics app: thin adapters that call one service."""
+"""Celery tasks of the analytics app: thin adapters that call one service.
+
+Each task imports its service inside its body: the services import this module at the top
+to enqueue their task on commit, so a top-level import here would be a cycle (STYLE.md,
+point 8)."""
 
 from __future__ import annotations
 
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +35,6 @@ def export_jobs_health_check_task() -> int:
     """Fail exports stuck in `running` for longer than EXPORT_STALE_SECONDS (their worker
     died) and delete the files of exports older than FLASKWEB_EXPORT_RETENTION_DAYS.
     Idempotent (conditional updates); run by beat every 10 minutes."""
-    from django.conf import settings
-
     from analytics.exports.services import export_files_expire, export_jobs_fail_stale
 
     failed = export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
@@ -55,8 +58,6 @@ def score_import_task(job_id: int) -> None:
 def score_import_jobs_health_check_task() -> int:
     """Fail score import jobs stuck in `running` longer than FLASKWEB_IMPORT_STALE_SECONDS
     (their worker died). Idempotent (conditional updates); run by beat every 5 minutes."""
-    from django.conf import settings
-
     from analytics.imports.jobs import score_import_jobs_fail_stale
 
     return score_import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)

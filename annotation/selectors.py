@@ -606,3 +606,22 @@ def human_score_export_annotators(
         campaign_id=campaign_id,
     )
     return sorted(qs.values_list("annotator__username", flat=True).distinct().order_by())
+
+
+# --- projects and campaigns by name (the analytics commands, imports and exports) ---------------
+
+
+def project_get_by_slug(*, slug: str) -> Project | None:
+    return Project.objects.filter(slug=slug).first()
+
+
+def project_lock(*, slug: str) -> Project | None:
+    """The project, locked FOR NO KEY UPDATE until the caller's transaction ends (None if
+    there is none): serialises the writers of one project's analytics (score imports, the
+    export cap) without blocking inserts elsewhere that reference the row (those take FOR
+    KEY SHARE)."""
+    return Project.objects.select_for_update(no_key=True).filter(slug=slug).first()
+
+
+def campaign_get_by_name(*, project: Project, name: str) -> Campaign | None:
+    return Campaign.objects.filter(project=project, name=name).first()

@@ -28,7 +28,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import PurePath
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
@@ -93,7 +93,13 @@ class ImportJob(TimestampedModel):
 # --- transitions ------------------------------------------------------------------------------
 
 
-def job_claim(model: type[ImportJob], job_id: int) -> ImportJob | None:
+#: A job row model: ImportJob's subclasses, or any model with the fields the transitions
+#: write (`status` whose pending, running and failed values are JobStatus's, `started_at`,
+#: `finished_at`, `error`), like analytics' ExportJob.
+J = TypeVar("J", bound=models.Model)
+
+
+def job_claim(model: type[J], job_id: int) -> J | None:
     """pending -> running, by conditional update; None if another worker won or it is done
     (or the row is gone)."""
     won = model.objects.filter(pk=job_id, status=JobStatus.PENDING).update(
@@ -102,7 +108,7 @@ def job_claim(model: type[ImportJob], job_id: int) -> ImportJob | None:
     return model.objects.get(pk=job_id) if won else None
 
 
-def job_finish(model: type[ImportJob], job_id: int, status: str, **fields: Any) -> bool:
+def job_finish(model: type[models.Model], job_id: int, status: str, **fields: Any) -> bool:
     """running -> `status`, by conditional update: a late worker never overwrites an outcome
     already recorded (by the stale-job check, say). Returns whether it was recorded."""
     return bool(
@@ -112,13 +118,17 @@ def job_finish(model: type[ImportJob], job_id: int, status: str, **fields: Any) 
     )
 
 
-def jobs_fail_stale(model: type[ImportJob], *, older_than_seconds: int) -> int:
-    """Mark jobs stuck in running (their worker died) as failed. Returns how many."""
+def jobs_fail_stale(
+    model: type[models.Model],
+    *,
+    older_than_seconds: int,
+    error: str = "the import stopped responding (worker lost) and was marked failed",
+) -> int:
+    """Mark jobs stuck in running (their worker died) as failed with `error`. Returns how
+    many."""
     cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
     return model.objects.filter(status=JobStatus.RUNNING, started_at__lt=cutoff).update(
-        status=JobStatus.FAILED,
-        error="the import stopped responding (worker lost) and was marked failed",
-        finished_at=timezone.now(),
+        status=JobStatus.FAILED, error=error, finished_at=timezone.now()
     )
 
 

@@ -663,3 +663,27 @@ def judgment_score_rows(
             "judgment_id", "skill__name", "score", "is_na"
         )
     )
+
+
+# --- one judge or run by name or id (the analytics exports) ---------------------------------------
+
+
+def judge_get_by_name(*, project: Project, name: str) -> JudgeConfig | None:
+    return JudgeConfig.objects.filter(project=project, name=name).first()
+
+
+def pointwise_run_get(*, project: Project, run_id: int) -> JudgeRun | None:
+    """The project's pointwise run `run_id`, with its judge; None if there is none."""
+    return (
+        JudgeRun.objects.select_related("judge")
+        .filter(pk=run_id, judge__project=project, pairwise_against="")
+        .first()
+    )
+
+
+def pointwise_run_latest(*, judge: JudgeConfig, dataset_id: int | None = None) -> JudgeRun | None:
+    """The judge's latest finished pointwise run (on `dataset_id`, if given)."""
+    runs = JudgeRun.objects.filter(judge=judge, status=RunStatus.DONE, pairwise_against="")
+    if dataset_id is not None:
+        runs = runs.filter(dataset_id=dataset_id)
+    return runs.order_by("-pk").first()

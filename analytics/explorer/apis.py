@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from analytics.explorer.disagreement import PAGE_SIZE, SORTS, DisagreementFilters
 from analytics.explorer.selectors import disagreement_list
 from annotation.access import project_get_for_staff
-from annotation.response_selectors import campaign_list_for_reannotation
+from annotation.selectors import campaign_list_for_reannotation
 from annotation.services.reannotation import (
     MAX_EXTRA,
     MAX_OVERLAP,

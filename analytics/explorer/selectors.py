@@ -10,8 +10,11 @@ from analytics.explorer.disagreement import Disagreement, DisagreementFilters, d
 from analytics.models import ImportedScore, RaterKind
 from analytics.selectors import report_rows
 from annotation.models import Project
-from annotation.response_selectors import project_system_names
-from annotation.selectors import domain_list_for_project, skill_list_for_project
+from annotation.selectors import (
+    domain_list_for_project,
+    project_system_names,
+    skill_list_for_project,
+)
 from judging.selectors import judge_list_for_project
 
 

@@ -22,14 +22,14 @@ from analytics.explorer.selectors import (
 )
 from annotation.access import project_get_for_staff
 from annotation.models import Campaign, Response
-from annotation.response_selectors import (
+from annotation.selectors import (
     campaign_list_for_reannotation,
     campaigns_for_responses,
     human_score_list_for_response,
+    item_facets,
     response_excerpts,
     response_get_for_project,
 )
-from annotation.selectors import item_facets
 from annotation.services.reannotation import (
     MAX_EXTRA,
     MAX_OVERLAP,

@@ -58,10 +58,12 @@ from analytics.models import (
     RaterKind,
 )
 from analytics.tasks import export_run_task
-from annotation.models import Campaign, Dataset, Project, Response
-from annotation.selectors import skill_list_for_project
+from annotation import selectors as annotation_selectors
+from annotation.models import Project
 from flaskweb.db import is_postgres
-from judging.models import JudgeConfig, JudgeRun, RunStatus
+from flaskweb.jobs import job_claim, job_finish, jobs_fail_stale
+from judging import selectors as judging_selectors
+from judging.models import JudgeRun
 
 logger = logging.getLogger(__name__)
 
@@ -228,18 +230,18 @@ def export_options_clean(
     run_id = raw.get("run")
 
     if skills:
-        known = set(skill_list_for_project(project=project).values_list("name", flat=True))
+        known = set(
+            annotation_selectors.skill_list_for_project(project=project).values_list(
+                "name", flat=True
+            )
+        )
         missing = [s for s in skills if s not in known]
         if missing:
             bad("skill", f"not a skill of the project: {', '.join(missing)}")
     if rater_kind not in ("", *RaterKind.values):
         bad("rater_kind", f"{rater_kind!r} is not one of {', '.join(RaterKind.values)}")
     if judges:
-        known = set(
-            JudgeConfig.objects.filter(project=project, name__in=judges).values_list(
-                "name", flat=True
-            )
-        ) | set(
+        known = set(judging_selectors.judge_names_for_project(project=project)) | set(
             ImportedScore.objects.filter(
                 project=project, rater_kind=RaterKind.JUDGE, rater__in=judges
             ).values_list("rater", flat=True)
@@ -250,20 +252,19 @@ def export_options_clean(
 
     campaign = dataset = None
     if campaign_name:
-        campaign = Campaign.objects.filter(project=project, name=campaign_name).first()
+        campaign = annotation_selectors.campaign_get_by_name(project=project, name=campaign_name)
         if campaign is None:
             bad("campaign", f"the project has no campaign {campaign_name!r}")
     if dataset_name:
-        dataset = Dataset.objects.filter(project=project, name=dataset_name).first()
+        dataset = annotation_selectors.dataset_get_by_name(project=project, name=dataset_name)
         if dataset is None:
             bad("dataset", f"the project has no dataset {dataset_name!r}")
     if campaign is not None and dataset is not None and campaign.dataset_id != dataset.pk:
         bad("campaign", f"campaign {campaign.name!r} scores another dataset than {dataset.name!r}")
-    missing = [
-        s
-        for s in systems
-        if not Response.objects.filter(item__dataset__project=project, model_name=s).exists()
-    ]
+    known_systems = (
+        set(annotation_selectors.project_system_names(project=project)) if systems else set()
+    )
+    missing = [s for s in systems if s not in known_systems]
     if missing:
         bad("system", f"no response of the project is by {', '.join(missing)}")
     dataset_id = dataset.pk if dataset is not None else None
@@ -273,10 +274,10 @@ def export_options_clean(
     run = None
     if run_id not in (None, ""):
         try:
-            run = JudgeRun.objects.select_related("judge").get(
-                pk=int(run_id), judge__project=project, pairwise_against=""
-            )
-        except (TypeError, ValueError, JudgeRun.DoesNotExist):
+            run = judging_selectors.pointwise_run_get(project=project, run_id=int(run_id))
+        except (TypeError, ValueError):
+            run = None
+        if run is None:
             bad("run", f"the project has no pointwise judge run {run_id!r}")
         if kind == ExportKind.WIDE:
             bad("run", "a wide table reads each judge's latest finished run; no run is chosen")
@@ -331,7 +332,7 @@ def _review_run(project, judges, run, dataset_id, rater_kind, bad) -> JudgeRun |
         return None
     if rater_kind == RaterKind.HUMAN:
         bad("rater_kind", "a FLASK review file holds judge reviews, not human scores")
-    judge = JudgeConfig.objects.filter(project=project, name=judges[0]).first()
+    judge = judging_selectors.judge_get_by_name(project=project, name=judges[0])
     if judge is None:
         bad(
             "judge",
@@ -343,10 +344,7 @@ def _review_run(project, judges, run, dataset_id, rater_kind, bad) -> JudgeRun |
         if run.judge_id != judge.pk:
             bad("run", f"run {run.pk} is not a run of judge {judge.name!r}")
         return run
-    runs = JudgeRun.objects.filter(judge=judge, status=RunStatus.DONE, pairwise_against="")
-    if dataset_id is not None:
-        runs = runs.filter(dataset_id=dataset_id)
-    latest = runs.order_by("-pk").first()
+    latest = judging_selectors.pointwise_run_latest(judge=judge, dataset_id=dataset_id)
     if latest is None:
         bad(
             "judge",
@@ -563,7 +561,7 @@ def export_job_create(
     enqueued on commit. Raises ExportOptionsError, having created nothing."""
     options = export_options_clean(project=project, kind=kind, fmt=fmt, filters=filters)
     # Counted under a lock on the project row, so two requests cannot both pass the cap.
-    Project.objects.select_for_update(no_key=True).filter(pk=project.pk).first()
+    annotation_selectors.project_lock(slug=project.slug)
     active = ExportJob.objects.filter(
         project=project, status__in=[ExportStatus.PENDING, ExportStatus.RUNNING]
     ).count()
@@ -590,18 +588,12 @@ def export_job_create(
     return job
 
 
-def export_job_claim(*, job_id: int) -> ExportJob | None:
-    """pending -> running, by conditional update; None if another worker won or it is done."""
-    won = ExportJob.objects.filter(pk=job_id, status=ExportStatus.PENDING).update(
-        status=ExportStatus.RUNNING, started_at=timezone.now()
-    )
-    return ExportJob.objects.select_related("project").get(pk=job_id) if won else None
-
-
 def export_job_run(*, job_id: int) -> ExportJob | None:
     """Claim and run an export job to done (its file saved) or failed (with the error).
-    Returns None when the job is missing or was claimed already (a redelivered task)."""
-    job = export_job_claim(job_id=job_id)
+    Returns None when the job is missing or was claimed already (a redelivered task). The
+    transitions are flaskweb.jobs' (ExportStatus shares JobStatus's pending, running and
+    failed values)."""
+    job = job_claim(ExportJob, job_id)
     if job is None:
         return None
     try:
@@ -616,13 +608,9 @@ def export_job_run(*, job_id: int) -> ExportJob | None:
     except Exception as exc:  # a soft time limit included: record why, never leave it running
         logger.exception("export %s failed", job.pk)
         error = str(exc) if isinstance(exc, ExportOptionsError) else f"{type(exc).__name__}: {exc}"
-        ExportJob.objects.filter(pk=job.pk, status=ExportStatus.RUNNING).update(
-            status=ExportStatus.FAILED, error=error[:5000], finished_at=timezone.now()
-        )
+        job_finish(ExportJob, job.pk, ExportStatus.FAILED, error=error[:5000])
     else:
-        won = ExportJob.objects.filter(pk=job.pk, status=ExportStatus.RUNNING).update(
-            status=ExportStatus.DONE, file=job.file.name, rows=rows, finished_at=timezone.now()
-        )
+        won = job_finish(ExportJob, job.pk, ExportStatus.DONE, file=job.file.name, rows=rows)
         if not won:  # failed meanwhile (stale-job check): the file belongs to no job
             job.file.storage.delete(job.file.name)
     job.refresh_from_db()
@@ -631,11 +619,10 @@ def export_job_run(*, job_id: int) -> ExportJob | None:
 
 def export_jobs_fail_stale(*, older_than_seconds: int) -> int:
     """Mark exports stuck in running (their worker died) as failed. Returns how many."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
-    return ExportJob.objects.filter(status=ExportStatus.RUNNING, started_at__lt=cutoff).update(
-        status=ExportStatus.FAILED,
+    return jobs_fail_stale(
+        ExportJob,
+        older_than_seconds=older_than_seconds,
         error="the export stopped responding (worker lost) and was marked failed",
-        finished_at=timezone.now(),
     )
 
 

@@ -1,7 +1,7 @@
 """Score imports as background jobs (ScoreImportJob): the page and the API store the
 uploads and create a pending job; analytics.tasks.score_import_task runs it from the stored
-files on the `imports` queue. The import itself is analytics.imports (the command calls it
-in process). Docs: docs/IMPORT_FORMATS.md, "Long-format scores (analytics)"."""
+files on the `imports` queue. The import itself is analytics.imports.services (the command
+calls it in process). Docs: docs/IMPORT_FORMATS.md, "Long-format scores (analytics)"."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.db import transaction
 
 from analytics.imports.services import ScoreImportRejected, scores_import
 from analytics.models import ScoreImportJob
+from analytics.tasks import score_import_task
 from annotation.models import Project
 from flaskweb.jobs import (
     files_store,
@@ -58,8 +59,6 @@ def score_import_job_create(
         bytes_total=sum(f["bytes"] for f in stored),
         created_by=created_by,
     )
-    from analytics.tasks import score_import_task
-
     transaction.on_commit(lambda: score_import_task.delay(job.pk))
     return job
 

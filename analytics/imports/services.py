@@ -59,6 +59,7 @@ from annotation.selectors import (
     domain_list_for_project,
     item_texts_by_external_id,
     model_names_for_dataset,
+    project_lock,
     response_texts_for_items,
     skill_list_for_project,
 )
@@ -228,13 +229,8 @@ def scores_import(
         progress.set("checking", force=True)
         for ddl in _INDEXES:
             cursor.execute(ddl)
-        # FOR NO KEY UPDATE: serialises score imports into the project without blocking
-        # inserts elsewhere that reference it (those take FOR KEY SHARE)
-        project = (
-            Project.objects.select_for_update(no_key=True)
-            .filter(slug=slugify(project_slug))
-            .first()
-        )
+        # serialises score imports into the project (FOR NO KEY UPDATE)
+        project = project_lock(slug=slugify(project_slug))
         project_created = False
         if project is None and create_project:
             try:

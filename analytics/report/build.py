@@ -244,21 +244,10 @@ def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
 
 def _loo_ceiling(matrix: np.ndarray) -> dict:
     """Each annotator against the mean of the others on the units they share (a human
-    ceiling for judge correlations), averaged over annotators. The others' mean comes from
-    the column sums and counts less the annotator's own score."""
-    present = ~np.isnan(matrix)
-    sums, counts = np.where(present, matrix, 0.0).sum(axis=0), present.sum(axis=0)
-    pearsons, spearmans = [], []
-    for r in range(matrix.shape[0]):
-        mine = present[r] & (counts >= 2)
-        if mine.sum() < 3:
-            continue
-        own = matrix[r, mine]
-        rest = (sums[mine] - own) / (counts[mine] - 1)
-        c = metrics.correlate(own, rest)
-        if c.pearson is not None:
-            pearsons.append(c.pearson)
-            spearmans.append(c.spearman)
+    ceiling for judge correlations), averaged over the annotators of `resampled.loo_sides`."""
+    found = [metrics.correlate(side.own, side.rest) for side in resampled.loo_sides(matrix)]
+    pearsons = [c.pearson for c in found if c.pearson is not None]
+    spearmans = [c.spearman for c in found if c.pearson is not None]
     return {
         "pearson": float(np.mean(pearsons)) if pearsons else None,
         "spearman": float(np.mean(spearmans)) if spearmans else None,

@@ -4,7 +4,7 @@ units, so that analytics.bootstrap.Resampler gives it an item-resampling interva
 
 Each `*_register` function adds one statistic to a Resampler and names where its interval
 goes (`sink[key]`, filled by `Resampler.run()`). The sums reproduce the point estimates of
-analytics.report and analytics.metrics: tests/analytics/test_resampled.py checks each
+analytics.report.build and analytics.metrics: tests/analytics/test_resampled.py checks each
 interval's estimate against them, and a resample against the statistic recomputed on the
 explicitly expanded resample.
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import warnings
 from itertools import combinations
+from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse, stats
@@ -239,7 +240,7 @@ def _table_spearman_mean(
 
 
 def pairwise_spearman_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
-    """The mean pairwise Spearman (report._mean_pairwise_spearman) over the annotator pairs
+    """The mean pairwise Spearman (build._mean_pairwise_spearman) over the annotator pairs
     sharing at least three units with variation on both sides; returns how many pairs."""
     pid, x, y, unit = rater_pairs(matrix)
     kept_pairs: np.ndarray = np.array([], dtype=np.int64)
@@ -275,12 +276,24 @@ def pairwise_spearman_register(rs: Resampler, matrix, unit_items, *, sink, key) 
     return int(kept_pairs.size)
 
 
-def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
-    """The leave-one-out ceiling (report._loo_ceiling) over the annotators with at least
-    three units shared with others and variation on both sides; returns how many."""
+class LooSide(NamedTuple):
+    """One annotator in the leave-one-out ceiling: their scores, the mean of the others'
+    scores on the same units, and those units' indexes."""
+
+    own: np.ndarray
+    rest: np.ndarray
+    units: np.ndarray
+
+
+def loo_sides(matrix: np.ndarray) -> list[LooSide]:
+    """The leave-one-out ceiling's rule, its one source (report.build._loo_ceiling and
+    `loo_register` both read it): each annotator against the mean of the others on the units
+    they share, for the annotators with at least three such units and variation on both
+    sides (elsewhere the correlation is undefined). The others' mean comes from the column
+    sums and counts less the annotator's own score."""
     present = ~np.isnan(matrix)
     sums, counts = np.where(present, matrix, 0.0).sum(axis=0), present.sum(axis=0)
-    own_parts, rest_parts, groups, units = [], [], [], []
+    sides = []
     for r in range(matrix.shape[0]):
         mine = present[r] & (counts >= 2)
         if mine.sum() < 3:
@@ -288,31 +301,37 @@ def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
         own = matrix[r, mine]
         rest = (sums[mine] - own) / (counts[mine] - 1)
         if np.ptp(own) == 0 or np.ptp(rest) == 0:
-            continue  # undefined on the full data: not in the estimate, not in resamples
-        own_parts.append(own)
-        rest_parts.append(rest)
-        groups.append(np.full(own.size, len(groups)))
-        units.append(np.flatnonzero(mine))
-    if not groups:
+            continue
+        sides.append(LooSide(own, rest, np.flatnonzero(mine)))
+    return sides
+
+
+def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
+    """The leave-one-out ceiling (`loo_sides`) with its interval; returns how many
+    annotators it averages over."""
+    sides = loo_sides(matrix)
+    if not sides:
         sink[key] = {"pearson": _none(), "spearman": _none()}
         return 0
-    own, rest = np.concatenate(own_parts), np.concatenate(rest_parts)
+    own = np.concatenate([side.own for side in sides])
+    rest = np.concatenate([side.rest for side in sides])
+    groups = np.concatenate([np.full(side.own.size, g) for g, side in enumerate(sides)])
     vx, cx = _codes(own)
     vy, cy = _codes(rest)
     _table_spearman_mean(
         rs,
         cx,
         cy,
-        np.concatenate(groups),
-        len(groups),
+        groups,
+        len(sides),
         vx,
         vy,
-        np.asarray(unit_items)[np.concatenate(units)],
+        np.asarray(unit_items)[np.concatenate([side.units for side in sides])],
         [("pearson", "pearson"), ("spearman", "spearman")],
         sink=sink,
         key=key,
     )
-    return len(groups)
+    return len(sides)
 
 
 # --- human-judge correlation -----------------------------------------------------------------

@@ -38,6 +38,7 @@ from analytics.exports.services import (
 from analytics.imports.services import scores_import
 from analytics.models import ExportJob, ExportStatus, ScoreImport
 from analytics.tasks import export_run_task
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import HumanScore, Response, Skill
 from annotation.services.assignments import (
     ScoreInput,
@@ -45,10 +46,10 @@ from annotation.services.assignments import (
     human_score_submit,
     task_skills,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create
 from devtools.openai_server import FakeOpenAIServer
+from flaskweb.jobs import JobStatus
 from judging.models import JudgeRun, JudgeScore, Judgment, RunStatus
-from judging.output_imports import judge_outputs_import
+from judging.output_imports.services import judge_outputs_import
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
@@ -674,6 +675,12 @@ def test_a_missing_job_is_a_no_op_and_stale_running_jobs_fail(scored):
     assert export_jobs_fail_stale(older_than_seconds=60) == 1
     job.refresh_from_db()
     assert job.status == ExportStatus.FAILED and "worker lost" in job.error
+
+
+def test_exports_share_the_job_statuses_the_flaskweb_transitions_write():
+    # export jobs are claimed, finished and failed by flaskweb.jobs, which write JobStatus
+    for status in ("PENDING", "RUNNING", "FAILED"):
+        assert ExportStatus[status].value == JobStatus[status].value
 
 
 def test_export_files_are_deleted_after_their_retention(scored):

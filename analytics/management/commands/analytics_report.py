@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from analytics.report.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
-from annotation.models import Project
+from annotation.selectors import project_get_by_slug
 
 
 class Command(BaseCommand):
@@ -32,10 +32,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        try:
-            project = Project.objects.get(slug=options["project"])
-        except Project.DoesNotExist:
-            raise CommandError(f"no project {options['project']!r}") from None
+        project = project_get_by_slug(slug=options["project"])
+        if project is None:
+            raise CommandError(f"no project {options['project']!r}")
         if not 0 <= options["resamples"] <= MAX_RESAMPLES:
             raise CommandError(f"--resamples must be 0 to {MAX_RESAMPLES}")
         report = project_report(

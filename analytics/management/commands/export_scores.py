@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analytics.exports.services import ExportOptionsError, export_options_clean, export_write
 from analytics.models import ExportFormat, ExportKind, RaterKind
-from annotation.models import Project
+from annotation.selectors import project_get_by_slug
 
 
 class Command(BaseCommand):
@@ -45,10 +45,9 @@ class Command(BaseCommand):
         parser.add_argument("--output", "-o", help="file to write (default: standard output)")
 
     def handle(self, *args, **options):
-        try:
-            project = Project.objects.get(slug=options["project"])
-        except Project.DoesNotExist:
-            raise CommandError(f"no project {options['project']!r}") from None
+        project = project_get_by_slug(slug=options["project"])
+        if project is None:
+            raise CommandError(f"no project {options['project']!r}")
         filters = {
             "skill": options["skill"],
             "rater_kind": options["rater_kind"],
