@@ -5,7 +5,7 @@
 
 Synthetic data of the shape the issue names: R responses (R/4 items x 4 systems), 3 skills,
 3 human scores per response and skill from a crowd of 30 annotators, and one judge: about
-1.2 M rows at R = 100,000. It times `analytics.report.build_report` (the report the command
+1.2 M rows at R = 100,000. It times `analytics.report.build.build_report` (the report the command
 and the API return, with bootstrap intervals) and, side by side in the same run, a
 straightforward pandas groupby + scipy loop computing the same correlations and a
 resampling loop for their intervals, each in its own process so that peak memory (RSS) is

@@ -3,7 +3,7 @@
  * The report section arrives by htmx; its data is in <script id="dashboard-charts"
  * type="application/json"> (Django's json_script, never executed) and every
  * <canvas data-chart="KIND" data-index="N"> draws entry N of data[KIND]
- * (analytics/chart_data.py builds them). Labels are drawn on the canvas as text, so
+ * (analytics/report/chart_data.py builds them). Labels are drawn on the canvas as text, so
  * names from the data are never parsed as HTML. The tables of the page carry the same
  * numbers for readers who cannot see the charts.
  */
