@@ -6,7 +6,7 @@ For each size (MB) it generates, into a temporary directory, a FLASK review file
 invented data, and runs each import in a fresh child process on PostgreSQL:
 
 - `job`: the background path the web and the API now use: a job row pointing at the file,
-  run by the worker's function (judging.output_import_jobs / analytics.imports.jobs);
+  run by the worker's function (judging.output_imports.jobs / analytics.imports.jobs);
 - `request` (with --old REV): the code of git revision REV, checked out in a temporary
   worktree, called the way its web request did (judge outputs: every file read into
   bytes; scores: the upload stream), for a side-by-side figure.
@@ -212,7 +212,7 @@ def child_judge(impl: str, slug: str, paths: list[str]) -> int:
     dataset = Dataset.objects.get(project=project, name="Bench")
     if impl == "job":
         from judging.models import JudgeOutputImportJob
-        from judging.output_import_jobs import judge_output_import_job_run
+        from judging.output_imports.jobs import judge_output_import_job_run
 
         job = JudgeOutputImportJob.objects.create(
             project=project,
@@ -223,7 +223,7 @@ def child_judge(impl: str, slug: str, paths: list[str]) -> int:
         job = judge_output_import_job_run(job_id=job.pk)
         print(job.status, job.error, job.problem_count, job.result.get("runs"))
         return 0 if job.status == "succeeded" else 1
-    from judging.output_imports import judge_outputs_import
+    from judging.output_imports.services import judge_outputs_import
 
     # as the old API did: every upload read into bytes in the request
     result = judge_outputs_import(

@@ -20,6 +20,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
+from annotation.access import project_get_for_staff
 from annotation.models import Project
 from annotation.selectors import dataset_list_for_project
 from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error, state_conflict
@@ -187,7 +188,7 @@ class ProviderListApi(APIView):
 
     @extend_schema(responses=ProviderOutputSerializer(many=True))
     def get(self, request, slug: str):
-        project = access.project_get_for_staff(request.user, slug)
+        project = project_get_for_staff(request.user, slug)
         providers = selectors.provider_choices_for_project(project=project)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(providers, request, view=self)
@@ -202,7 +203,7 @@ class JudgeListApi(APIView):
 
     @extend_schema(responses=JudgeOutputSerializer(many=True))
     def get(self, request, slug: str):
-        project = access.project_get_for_staff(request.user, slug)
+        project = project_get_for_staff(request.user, slug)
         judges = selectors.judge_list_for_project(project=project)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(judges, request, view=self)
@@ -325,7 +326,7 @@ class JudgeCreateApi(APIView):
         ],
     )
     def post(self, request, slug: str):
-        project = access.project_get_for_staff(request.user, slug)
+        project = project_get_for_staff(request.user, slug)
         serializer = self.InputSerializer(data=request.data, context={"project": project})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

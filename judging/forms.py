@@ -318,7 +318,7 @@ class PromptTemplateForm(forms.Form):
         if "user_template" in data:
             data["user_template"] = _lf(data["user_template"])
             try:
-                prompts.PromptTemplate.from_text(
+                prompts.TemplateText.from_text(
                     data["user_template"], key=data["key"], system_prompt=data["system_prompt"]
                 )
             except prompts.TemplateError as exc:

@@ -303,7 +303,7 @@ class LLMCacheEntry(models.Model):
     """A stored answer to an exact request (rendered prompt, model, parameters, sample
     index) of one project to one provider with one credential: identical requests are
     answered from here, so re-runs cost nothing. The key hashes the provider, the key's
-    fingerprint and the project with the request (judging.services._cache_key), so one
+    fingerprint and the project with the request (judging.services.calls.cache_key), so one
     project never gets another's paid answers unless the provider shares its cache."""
 
     key = models.CharField(max_length=64, unique=True)
@@ -374,8 +374,8 @@ class PairJudgment(TimestampedModel):
 
 class JudgeOutputImportJob(ImportJob):
     """The job row of one import of judge outputs started from the API
-    (judging/output_import_jobs.py): the uploads are stored, then a worker claims the row
-    pending -> running and runs judging.output_imports.judge_outputs_import from the stored
+    (judging/output_imports/jobs.py): the uploads are stored, then a worker claims the row
+    pending -> running and runs judging.output_imports.services.judge_outputs_import from the stored
     files. It ends succeeded (`result` names the runs), rejected (with its problems; nothing
     written) or failed (with the error)."""
 

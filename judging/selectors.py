@@ -17,7 +17,7 @@ from annotation.selectors import (
     scores_narrowed,
     skills_for_response,
 )
-from judging import pairwise, prompts
+from judging import prompts
 from judging.models import (
     JudgeConfig,
     JudgeRun,
@@ -29,6 +29,7 @@ from judging.models import (
     Provider,
     RunStatus,
 )
+from judging.prompts import pairwise
 
 # --- judges and runs ------------------------------------------------------------------------------
 
@@ -244,8 +245,8 @@ def provider_choices_for_project(*, project: Project) -> QuerySet[Provider]:
     )
 
 
-def prompt_of(template: PromptTemplate) -> prompts.PromptTemplate:
-    return prompts.PromptTemplate(
+def prompt_of(template: PromptTemplate) -> prompts.TemplateText:
+    return prompts.TemplateText(
         key=template.key,
         version=str(template.version),
         system_prompt=template.system_prompt,

@@ -1,4 +1,7 @@
-"""Celery tasks of the judging app (queue `judging`): thin adapters over judging.services."""
+"""Celery tasks of the judging app (queue `judging`): thin adapters over judging.services.
+
+Each task imports its service inside its body: the services import this module at their top
+(to enqueue after commit), so importing them here at module level would be a cycle."""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+
+from judging.models import JudgeRun
 
 logger = logging.getLogger(__name__)
 
@@ -16,7 +21,6 @@ def judge_run_dispatch_task(run_id: int, after_id: int, missing_only: bool = Fal
     then re-enqueue itself with the new cursor. Idempotent: enqueuing a response twice is
     harmless (judgments are unique per run, response and sample), so it acks late: if its
     worker dies mid-batch the message comes back instead of the rest of the run being lost."""
-    from judging.models import JudgeRun
     from judging.services import judge_run_dispatch
 
     try:
@@ -41,7 +45,6 @@ def judge_response_task(self, run_id: int, response_id: int, attempt: int = 1) -
     judgments only), so it acks late and is redelivered if its worker dies. Retryable API
     errors re-queue it after the server's Retry-After or a jittered backoff; the service
     records a failure once the judge's max_attempts are used."""
-    from judging.models import JudgeRun
     from judging.services import RetryLater, judge_response
 
     try:
@@ -82,7 +85,7 @@ def judge_output_import_task(job_id: int) -> None:
     claimed and returns. Enqueues nothing. Not retried: a failed import is recorded on the
     job row (with the error; nothing written). Routed to the `imports` queue, not to the
     judging queue of LLM calls."""
-    from judging.output_import_jobs import judge_output_import_job_run
+    from judging.output_imports.jobs import judge_output_import_job_run
 
     if judge_output_import_job_run(job_id=job_id) is None:
         logger.info("judge output import %s is missing or already claimed", job_id)
@@ -92,7 +95,7 @@ def judge_output_import_task(job_id: int) -> None:
 def judge_output_import_jobs_health_check_task() -> int:
     """Fail judge output imports stuck in `running` longer than
     FLASKWEB_IMPORT_STALE_SECONDS (their worker died). Idempotent; beat, every 5 minutes."""
-    from judging.output_import_jobs import judge_output_import_jobs_fail_stale
+    from judging.output_imports.jobs import judge_output_import_jobs_fail_stale
 
     return judge_output_import_jobs_fail_stale(
         older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS

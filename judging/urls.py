@@ -1,6 +1,7 @@
 from django.urls import path
 
-from judging import apis, output_import_apis, views
+from judging import apis, views
+from judging.output_imports import apis as output_import_apis
 
 app_name = "judging"
 

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
+from annotation.access import project_get_for_staff
 from flaskweb.htmx import HtmxHttpRequest, template_for
 from judging import access, prompts, selectors, services
 from judging.forms import (
@@ -62,7 +63,7 @@ def _add_errors(form: Form, exc: ValidationError) -> None:
 @require_GET
 @login_required
 def judge_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    project = access.project_get_for_staff(request.user, slug)
+    project = project_get_for_staff(request.user, slug)
     context = {
         "project": project,
         "judges": selectors.judge_list_for_project(project=project),
@@ -74,7 +75,7 @@ def judge_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    project = access.project_get_for_staff(request.user, slug)
+    project = project_get_for_staff(request.user, slug)
     form = JudgeConfigForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         try:
@@ -268,7 +269,7 @@ def _builtin_templates() -> None:
 @require_GET
 @login_required
 def template_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    project = access.project_get_for_staff(request.user, slug)
+    project = project_get_for_staff(request.user, slug)
     _builtin_templates()
     context = {
         "project": project,
@@ -280,7 +281,7 @@ def template_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def template_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    project = access.project_get_for_staff(request.user, slug)
+    project = project_get_for_staff(request.user, slug)
     form = PromptTemplateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -307,7 +308,7 @@ def template_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def template_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    project = access.project_get_for_staff(request.user, slug)
+    project = project_get_for_staff(request.user, slug)
     form = PromptImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:

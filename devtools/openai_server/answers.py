@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from judging.pairwise import FIRST_END, FIRST_MARK, SECOND_END, SECOND_MARK
-from judging.pairwise import OVERALL as PAIR_OVERALL
+from judging.prompts.pairwise import FIRST_END, FIRST_MARK, SECOND_END, SECOND_MARK
+from judging.prompts.pairwise import OVERALL as PAIR_OVERALL
 
 NA = "N/A"
 FLASK_SKILLS: tuple[str, ...] = (

@@ -42,7 +42,7 @@ from devtools.openai_server.config import (
     number_setting,
     updated_config,
 )
-from judging.pairwise import FIRST_MARK, SECOND_MARK
+from judging.prompts.pairwise import FIRST_MARK, SECOND_MARK
 
 HOST = "127.0.0.1"
 DEFAULT_MODEL = "fake-flask-judge"

@@ -12,8 +12,8 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import Response
-from annotation.services.campaigns import campaign_activate, campaign_create
 from devtools.openai_server import FakeOpenAIServer
 from judging.models import JudgeConfig, JudgeRun, JudgmentStatus, RunStatus
 from judging.services import judge_response, judge_run_create

@@ -15,10 +15,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import ProjectRole, Response, UploadSource, UploadStatus
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set, project_create
-from judging import output_imports
 from judging.models import (
     JudgeConfig,
     JudgeKind,
@@ -29,8 +28,9 @@ from judging.models import (
     JudgmentStatus,
     RunStatus,
 )
-from judging.output_import_jobs import judge_output_import_job_run
-from judging.output_imports import (
+from judging.output_imports import services as output_imports
+from judging.output_imports.jobs import judge_output_import_job_run
+from judging.output_imports.services import (
     FLASK_REVIEW,
     LONG,
     JudgeOutputImportRejected,

@@ -11,8 +11,8 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from devtools.openai_server import FakeOpenAIServer, expected_pair_choices
-from judging import pairwise
 from judging.models import JudgeKind, JudgeRun, JudgmentStatus, PairJudgment, RunStatus
+from judging.prompts import pairwise
 from judging.selectors import pairwise_report, run_problem_list
 from judging.services import judge_config_create, judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset

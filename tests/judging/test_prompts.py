@@ -17,8 +17,8 @@ from judging.prompts import (
     JudgeSkill,
     PromptError,
     PromptFileError,
-    PromptTemplate,
     TemplateError,
+    TemplateText,
     builtin_template,
     estimate_tokens,
     import_flask_prompt_file,
@@ -193,14 +193,14 @@ def test_builtin_templates_state_the_output_contract():
 
 def test_content_hash_follows_the_text_not_the_name():
     base = builtin_template(with_reference=False)
-    same = PromptTemplate(
+    same = TemplateText(
         key="other",
         version="9",
         system_prompt=base.system_prompt,
         user_template=base.user_template,
         with_reference=False,
     )
-    changed = PromptTemplate.from_text(base.user_template + " ", key="flask")
+    changed = TemplateText.from_text(base.user_template + " ", key="flask")
     assert same.content_hash == base.content_hash
     assert changed.content_hash != base.content_hash
     assert builtin_template(with_reference=True).content_hash != base.content_hash
@@ -211,14 +211,14 @@ def test_content_hash_follows_the_text_not_the_name():
 
 
 def test_from_text_infers_the_reference_flag_and_renders_doubled_braces():
-    template = PromptTemplate.from_text(
+    template = TemplateText.from_text(
         '{skills}\nQ: {instruction}\nA: {response}\nRef: {reference}\nReply {{"x": 1}}',
         key="mine",
     )
     assert template.with_reference is True
     text = user_text(render(template, "q", "a", THREE_SKILLS, reference="r"))
     assert text.endswith('Q: q\nA: a\nRef: r\nReply {"x": 1}')
-    plain = PromptTemplate.from_text("{skills} {instruction} {response}", key="plain")
+    plain = TemplateText.from_text("{skills} {instruction} {response}", key="plain")
     assert plain.with_reference is False
 
 
@@ -238,14 +238,14 @@ def test_from_text_infers_the_reference_flag_and_renders_doubled_braces():
 )
 def test_custom_template_errors_are_clear(template, message):
     with pytest.raises(TemplateError, match=message):
-        PromptTemplate.from_text(template, key="bad")
+        TemplateText.from_text(template, key="bad")
 
 
 def test_reference_flag_must_match_the_template():
     with pytest.raises(TemplateError, match="with_reference is set"):
-        PromptTemplate.from_text("{skills} {instruction} {response}", key="x", with_reference=True)
+        TemplateText.from_text("{skills} {instruction} {response}", key="x", with_reference=True)
     with pytest.raises(TemplateError, match="with_reference is not set"):
-        PromptTemplate(
+        TemplateText(
             key="x",
             version="1",
             system_prompt="",
@@ -256,7 +256,7 @@ def test_reference_flag_must_match_the_template():
 
 def test_system_prompt_takes_no_placeholders():
     with pytest.raises(TemplateError, match="system prompt.*unknown placeholder"):
-        PromptTemplate.from_text(
+        TemplateText.from_text(
             "{skills} {instruction} {response}", key="x", system_prompt="Judge {skills}"
         )
 
@@ -743,3 +743,16 @@ def test_module_imports_neither_django_nor_another_app():
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
     assert imported.isdisjoint({"django", "annotation", "judging", "analytics", "flaskweb"})
+
+
+def test_every_module_of_the_package_is_pure():
+    package = Path(prompts.__file__).parent
+    for path in sorted(package.glob("*.py")):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported.add((node.module or "").split(".")[0])
+        forbidden = {"django", "annotation", "judging", "analytics", "flaskweb", "devtools"}
+        assert imported.isdisjoint(forbidden), path.name

@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.selectors import skills_for_response
-from annotation.services.campaigns import campaign_activate, campaign_create
 from devtools.openai_server import FakeOpenAIServer, expected_scores
 from judging import prompts
 from judging.models import JudgeKind, JudgeRun, JudgeScore, Judgment, JudgmentStatus, RunStatus

@@ -14,9 +14,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from annotation.campaigns.services import campaign_activate, campaign_create
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import Response, UploadSource, UploadStatus
-from annotation.services.campaigns import campaign_activate, campaign_create
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from judging import prompts
 from judging.models import (
     JudgeConfig,
@@ -413,7 +413,7 @@ def test_a_custom_template_is_saved_as_a_version_and_unchanged_text_adds_none(
     assert v1.source == TemplateSource.CUSTOM and "\r" not in v1.user_template
     assert (
         v1.content_hash
-        == prompts.PromptTemplate.from_text(
+        == prompts.TemplateText.from_text(
             v1.user_template, key="x", system_prompt=v1.system_prompt
         ).content_hash
     )

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
 from annotation.selectors import dataset_list_for_project
-from judging.output_imports import (
+from judging.output_imports.services import (
     FLASK_REVIEW,
     FORMATS,
     JudgeOutputImportRejected,

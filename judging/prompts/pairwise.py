@@ -15,15 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from judging.prompts import (
-    PromptError,
-    _brace_spans,
-    _load,
-    _norm,
-    _SkillMatcher,
-    _substitute,
-    render_skills_block,
-)
+from .errors import PromptError
+from .names import SkillMatcher, name_key
+from .parse import brace_spans, load_object
+from .skills import render_skills_block
+from .templates import substitute
 
 OVERALL = "Overall"
 FIRST_MARK, FIRST_END = "[Response 1]", "[End of response 1]"
@@ -120,7 +116,7 @@ def render_pair(
     }
     return [
         {"role": "system", "content": template.system_prompt},
-        {"role": "user", "content": _substitute(template.user_template, values)},
+        {"role": "user", "content": substitute(template.user_template, values)},
     ]
 
 
@@ -139,7 +135,7 @@ def _choice(value: Any) -> Choice | None:
         return "tie" if value == 0 else ("1" if value == 1 else "2")
     if not isinstance(value, str):
         return None
-    key = _norm(value)
+    key = name_key(value)
     if key in _FIRST_WORDS:
         return "1"
     if key in _SECOND_WORDS:
@@ -167,13 +163,13 @@ def parse_pair(text: str, skills: Sequence[str]) -> PairReading:
     """The verdicts of a pairwise reply: the last JSON (or Python-dict) object naming the
     skills, else `Skill: 1` lines. A verdict that is not 1, 2 or a tie word is not read."""
     names = [*skills, OVERALL]
-    match = _SkillMatcher(names)
+    match = SkillMatcher(names)
     if not isinstance(text, str) or not text.strip():
         return PairReading("parse_failed", {}, error="empty reply", missing=tuple(names))
     found: dict[str, Choice] = {}
     method = ""
-    for start, end in sorted(_brace_spans(text), key=lambda s: (-s[1], s[0]))[:200]:
-        loaded = _load(text[start:end])
+    for start, end in sorted(brace_spans(text), key=lambda s: (-s[1], s[0]))[:200]:
+        loaded = load_object(text[start:end])
         if loaded is None or not isinstance(loaded[0], Mapping):
             continue
         read = {}

@@ -1,6 +1,6 @@
 """Imports of judge outputs as background jobs (JudgeOutputImportJob): the API stores the
 uploads and creates a pending job; judging.tasks.judge_output_import_task runs it from the
-stored files on the `imports` queue. The import itself is judging.output_imports (the
+stored files on the `imports` queue. The import itself is judging.output_imports.services (the
 command calls it in process). Docs: docs/JUDGE_OUTPUT_IMPORTS.md."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from flaskweb.jobs import (
     progress_get,
 )
 from judging.models import JudgeOutputImportJob
-from judging.output_imports import JudgeOutputImportRejected, judge_outputs_import
+from judging.output_imports.services import JudgeOutputImportRejected, judge_outputs_import
+from judging.tasks import judge_output_import_task
 
 
 def progress_key(job_id: int) -> str:
@@ -52,8 +53,6 @@ def judge_output_import_job_create(
         bytes_total=sum(f["bytes"] for f in stored),
         created_by=created_by,
     )
-    from judging.tasks import judge_output_import_task
-
     transaction.on_commit(lambda: judge_output_import_task.delay(job.pk))
     return job
 

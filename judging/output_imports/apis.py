@@ -16,6 +16,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
+from annotation.access import project_get_for_staff
 from annotation.selectors import dataset_list_for_project
 from flaskweb.api_errors import (
     ProblemSerializer,
@@ -27,8 +28,8 @@ from flaskweb.jobs import JobStatus
 from judging import access
 from judging.apis import RunOutputSerializer
 from judging.models import JudgeOutputImportJob, JudgeRun
-from judging.output_import_jobs import judge_output_import_job_create, output_import_progress_get
-from judging.output_imports import FORMATS
+from judging.output_imports.jobs import judge_output_import_job_create, output_import_progress_get
+from judging.output_imports.services import FORMATS
 
 
 class ImportedRunSerializer(serializers.Serializer):
@@ -163,7 +164,7 @@ class JudgeOutputImportApi(APIView):
         responses={202: JudgeOutputImportJobSerializer, 400: ProblemsErrorSerializer},
     )
     def post(self, request, slug: str):
-        project = access.project_get_for_staff(request.user, slug)
+        project = project_get_for_staff(request.user, slug)
         data = request.data.dict() if hasattr(request.data, "dict") else dict(request.data)
         serializer = self.InputSerializer(data={**data, "files": request.FILES.getlist("files")})
         if not serializer.is_valid():

@@ -17,7 +17,7 @@ Contract
 - Idempotent: a run records the SHA-256 of its input. The same bytes imported again as the
   same judge into the same dataset find that run and write nothing.
 
-Web and API imports run as background jobs (judging.output_import_jobs); the command runs
+Web and API imports run as background jobs (judging.output_imports.jobs); the command runs
 the same import in process.
 
 The first half of this module is pure (streams in, rows out, no database): the parsers.
