@@ -17,15 +17,18 @@ NaN where a rater did not rate a unit (Krippendorff's layout). Category codes ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, cast
 
 import krippendorff
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
-ALPHA_LEVELS = ("nominal", "ordinal", "interval", "ratio")
+AlphaLevel = Literal["nominal", "ordinal", "interval", "ratio"]
+ALPHA_LEVELS: tuple[AlphaLevel, ...] = ("nominal", "ordinal", "interval", "ratio")
 
 
-def _matrix(reliability) -> np.ndarray:
+def _matrix(reliability: ArrayLike) -> np.ndarray:
     data = np.asarray(reliability, dtype=float)
     if data.ndim != 2:
         raise ValueError("a reliability matrix has one row per rater and one column per unit")
@@ -37,7 +40,7 @@ def _pairable(data: np.ndarray) -> np.ndarray:
     return data[:, np.sum(~np.isnan(data), axis=0) >= 2]
 
 
-def krippendorff_alpha(reliability, level: str) -> float | None:
+def krippendorff_alpha(reliability: ArrayLike, level: str) -> float | None:
     """Krippendorff's alpha at one level of measurement; None when undefined (fewer than
     two pairable values, or no variation at all)."""
     if level not in ALPHA_LEVELS:
@@ -48,11 +51,17 @@ def krippendorff_alpha(reliability, level: str) -> float | None:
         return None
     domain = np.unique(values)
     return float(
-        krippendorff.alpha(reliability_data=data, level_of_measurement=level, value_domain=domain)
+        krippendorff.alpha(
+            reliability_data=data,
+            level_of_measurement=cast(AlphaLevel, level),
+            value_domain=domain,
+        )
     )
 
 
-def category_counts(reliability, categories=None) -> tuple[np.ndarray, np.ndarray]:
+def category_counts(
+    reliability: ArrayLike, categories: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(units x categories) counts of the ratings each unit got, and the categories."""
     data = _matrix(reliability)
     values = data[~np.isnan(data)]
@@ -77,7 +86,7 @@ def _unit_agreement(table: np.ndarray) -> tuple[float, np.ndarray] | None:
     return p_a, pi
 
 
-def fleiss_kappa(counts) -> float | None:
+def fleiss_kappa(counts: ArrayLike) -> float | None:
     """Fleiss' kappa from a (units x categories) table of rating counts, generalised to
     units with different numbers of raters as in Gwet (2014): P_e = sum_k pi_k^2 with the
     pi_k of `_unit_agreement`. With the same number of raters on every unit this is Fleiss
@@ -93,7 +102,7 @@ def fleiss_kappa(counts) -> float | None:
     return (p_a - p_e) / (1 - p_e)
 
 
-def gwet_ac1(counts, n_categories: int | None = None) -> float | None:
+def gwet_ac1(counts: ArrayLike, n_categories: int | None = None) -> float | None:
     """Gwet's AC1 (Gwet 2008; 2014 for missing ratings) from a (units x categories) table:
     P_e = sum_k pi_k (1 - pi_k) / (q - 1), q the number of categories raters could use
     (`n_categories`; default: the table's columns). None when undefined."""
@@ -112,7 +121,12 @@ def gwet_ac1(counts, n_categories: int | None = None) -> float | None:
 KAPPA_WEIGHTS = ("unweighted", "linear", "quadratic")
 
 
-def cohen_kappa(first, second, weights: str = "unweighted", categories=None) -> float | None:
+def cohen_kappa(
+    first: ArrayLike,
+    second: ArrayLike,
+    weights: str = "unweighted",
+    categories: ArrayLike | None = None,
+) -> float | None:
     """Cohen's kappa of two raters over the units both rated (NaN = not rated): unweighted
     (Cohen 1960) or weighted (Cohen 1968) with linear |i - j| or quadratic (i - j)^2
     disagreement weights over the ordered categories (`categories`, default: the values
@@ -159,7 +173,7 @@ class ICC:
     k: int
 
 
-def icc(ratings) -> ICC | None:
+def icc(ratings: ArrayLike) -> ICC | None:
     """From a complete (targets x judges) matrix (no missing values); None with fewer than
     two targets or judges, or when the targets do not vary at all."""
     x = np.asarray(ratings, dtype=float)
@@ -202,7 +216,7 @@ class Correlation:
     within_one: float | None  # share of |x - y| <= 1
 
 
-def correlate(x, y) -> Correlation:
+def correlate(x: ArrayLike, y: ArrayLike) -> Correlation:
     """Pearson, Spearman and Kendall's tau-b (scipy) and the agreement figures of paired
     scores (pairs with a missing side are left out). A coefficient is None when undefined
     (fewer than two pairs, or a constant side)."""
@@ -227,7 +241,7 @@ def correlate(x, y) -> Correlation:
     )
 
 
-def grouped_correlations(x, y, groups) -> dict[str, np.ndarray]:
+def grouped_correlations(x: ArrayLike, y: ArrayLike, groups: ArrayLike) -> dict[str, np.ndarray]:
     """Pearson, Spearman and Kendall's tau-b within each group (e.g. the systems' responses
     to one item), vectorised over groups of equal size; NaN where undefined (fewer than two
     pairs or a constant side). Returns arrays aligned with `np.unique(groups)`. Equal to
@@ -259,7 +273,7 @@ def row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = num / den
     r[(np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0)] = np.nan
-    return r
+    return np.asarray(r, dtype=float)
 
 
 def row_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -270,4 +284,4 @@ def row_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         tau = s / np.sqrt((sa != 0).sum(axis=1) * (sb != 0).sum(axis=1))
     tau[((sa != 0).sum(axis=1) == 0) | ((sb != 0).sum(axis=1) == 0)] = np.nan
-    return tau
+    return np.asarray(tau, dtype=float)

@@ -1,28 +1,15 @@
 """Reads shared by the analytics features: every human and judge score of a project as
-report rows (the report, the dashboard and the disagreement explorer read the same rows).
+report rows (analytics.rows; the report, the dashboard and the disagreement explorer read
+the same rows).
 Feature reads live in their packages (report/selectors.py, exports/selectors.py, ...)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from analytics.models import ImportedScore, RaterKind
+from analytics.rows import ReportRows, Row
 from annotation.models import Project
 from annotation.selectors import human_score_rows, item_facets
 from judging.selectors import judge_score_rows
-
-
-@dataclass(frozen=True)
-class ReportRows:
-    """The rows a report is computed from, after the filters: human and judge score rows
-    (analytics.report.build.Row: response id, item id, system, skill, rater, value or None for
-    N/A), each item's facets ({"domains": [...], "difficulty": n}) and the (judge, skill)
-    pairs scored on a judge's own scale."""
-
-    human: list[tuple]
-    judge: list[tuple]
-    facets: dict[int, dict]
-    off_scale: set[tuple[str, str]]
 
 
 def report_rows(
@@ -61,10 +48,10 @@ def report_rows(
     return ReportRows(human, judge, facets, raw_judge_skills(project))
 
 
-def imported_score_rows(*, project: Project, kind: str) -> list[tuple]:
-    """Imported long-format scores (analytics.imports.services) as report rows; the rater is the id
-    as imported (an annotator's username and an imported rater id that are equal are one
-    rater)."""
+def imported_score_rows(*, project: Project, kind: str) -> list[Row]:
+    """Imported long-format scores (analytics.imports.services) as report rows; the rater is
+    the id as imported (an annotator's username and an imported rater id that are equal are
+    one rater)."""
     return list(
         ImportedScore.objects.filter(project=project, rater_kind=kind)
         .order_by("response_id", "skill_id", "rater")

@@ -1,7 +1,7 @@
 """The disagreement explorer: the (response, skill) pairs where people disagree with each
 other or with a judge, ranked (docs/DISAGREEMENTS.md).
 
-`disagreements()` is pure computation: it takes report rows (analytics.report.build.Row: response
+`disagreements()` is pure computation: it takes report rows (analytics.rows.Row: response
 id, item id, system, skill, rater, value or None for N/A) and returns ranked rows without
 touching the database (no Django). analytics.explorer.selectors feeds it from
 `analytics.selectors.report_rows`, so the explorer sees exactly the scores and filters the
@@ -26,6 +26,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
+
+from analytics.rows import Row
 
 SORTS = ("gap", "spread")
 PAGE_SIZE = 50
@@ -72,10 +74,10 @@ class Disagreement:
     variance_exact: Fraction = field(default=Fraction(0), repr=False, compare=False)
 
 
-def exact(value) -> int | Fraction:
+def exact(value: float) -> int | Fraction:
     """A score as an exact number: ints stay ints; a float is the fraction with denominator
     <= SNAP_DENOMINATOR that rounds to it, if there is one, else its own exact value."""
-    if value.__class__ is int:
+    if isinstance(value, int) and value.__class__ is int:
         return value
     value = float(value)
     if value.is_integer():
@@ -86,7 +88,7 @@ def exact(value) -> int | Fraction:
 
 
 def disagreements(
-    human: Iterable[tuple], judges: Iterable[tuple], *, min_human: int = 1, sort: str = "gap"
+    human: Iterable[Row], judges: Iterable[Row], *, min_human: int = 1, sort: str = "gap"
 ) -> list[Disagreement]:
     """One row per (response, skill) with at least max(1, min_human) human scores that are
     not N/A, with every judge's value and gap; ranked by `sort`, largest first:
@@ -97,10 +99,10 @@ def disagreements(
     Ties (and the rows without a gap) go by response id, then skill."""
     if sort not in SORTS:
         raise ValueError(f"sort is one of {', '.join(SORTS)}")
-    people: dict[tuple[int, str], list[tuple]] = defaultdict(list)
+    people: dict[tuple[int, str], list[Row]] = defaultdict(list)
     for row in human:
         people[(row[0], row[3])].append(row)
-    judged: dict[tuple[int, str], dict[str, object]] = defaultdict(dict)
+    judged: dict[tuple[int, str], dict[str, float | None]] = defaultdict(dict)
     for response_id, _item, _system, skill, judge, value in judges:
         judged[(response_id, skill)][judge] = value
     least = max(1, min_human)
@@ -117,10 +119,16 @@ def disagreements(
     return rows
 
 
-def _row(response_id, skill, scores, values, judge_values) -> Disagreement:
+def _row(
+    response_id: int,
+    skill: str,
+    scores: list[Row],
+    values: list[int | Fraction],
+    judge_values: dict[str, float | None],
+) -> Disagreement:
     n = len(values)
     mean = Fraction(sum(values)) / n
-    variance = sum((Fraction(v) - mean) ** 2 for v in values) / n
+    variance = sum(((Fraction(v) - mean) ** 2 for v in values), Fraction(0)) / n
     gaps = []
     widest: Fraction | None = None
     for judge in sorted(judge_values):

@@ -17,18 +17,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from fractions import Fraction
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from analytics import bootstrap, metrics
 from analytics.report import resampled
+from analytics.rows import Row
 
-Row = tuple  # (response id, item id, system, skill, rater, value or None for N/A)
+#: A response's exact human total: an int for whole scores, else a Fraction.
+Total = int | Fraction
+#: `human_means`' values: (item id, system, mean, exact total, count).
+HumanMean = tuple[int, str, float, Total, int]
+#: The report and its parts: JSON-ready dicts keyed by figure, skill, judge or system.
+Json = dict[str, Any]
+
 LIKERT = [1, 2, 3, 4, 5]
 
 
-def _clean(value):
+def _clean(value: Any) -> Any:
     """JSON-safe: NaN and infinities become None; numpy scalars become Python numbers."""
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
@@ -60,7 +68,7 @@ def _by_skill(rows: Iterable[Row]) -> dict[str, list[Row]]:
 
 def agreement(
     rows: Sequence[Row], *, resamples: int = 0, resampler: bootstrap.Resampler | None = None
-) -> dict:
+) -> Json:
     """Agreement of the human scores of one skill (rows of that skill only). With
     `resamples` (or a shared `resampler`, whose `run()` the caller owns), item-resampling
     intervals for every figure (`*_ci` keys)."""
@@ -200,7 +208,7 @@ def _icc_design(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | Non
     return slots, units, False
 
 
-def _icc(matrix: np.ndarray, design=False) -> dict | None:
+def _icc(matrix: np.ndarray, design=False) -> Json | None:
     """The six ICCs on a complete design; ICC1 and ICC1k (raters interchangeable) on a
     one-way design (see `_icc_design`; `design` when already found)."""
     if design is False:
@@ -226,7 +234,7 @@ def _icc(matrix: np.ndarray, design=False) -> dict | None:
     }
 
 
-def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
+def _mean_pairwise_spearman(matrix: np.ndarray) -> Json:
     """Spearman of every two annotators over the units both scored (at least three, with
     variation on both sides), averaged (pairs from `resampled.rater_pairs`)."""
     ids, x, y, _units = resampled.rater_pairs(matrix)
@@ -242,7 +250,7 @@ def _mean_pairwise_spearman(matrix: np.ndarray) -> dict:
     return {"value": float(np.mean(values)) if values else None, "pairs": len(values)}
 
 
-def _loo_ceiling(matrix: np.ndarray) -> dict:
+def _loo_ceiling(matrix: np.ndarray) -> Json:
     """Each annotator against the mean of the others on the units they share (a human
     ceiling for judge correlations), averaged over the annotators of `resampled.loo_sides`."""
     found = [metrics.correlate(side.own, side.rest) for side in resampled.loo_sides(matrix)]
@@ -258,14 +266,14 @@ def _loo_ceiling(matrix: np.ndarray) -> dict:
 # --- human-judge correlation ----------------------------------------------------------------
 
 
-def _exact(value):
+def _exact(value: float) -> Total:
     """A score as an exact number: an int when it is whole (Likert scores, k-sample means
     that happen to be whole), else a Fraction of its float value."""
     value = float(value)
     return int(value) if value.is_integer() else Fraction(value)
 
 
-def human_means(rows: Sequence[Row]) -> dict[int, tuple]:
+def human_means(rows: Sequence[Row]) -> dict[int, HumanMean]:
     """response id -> (item id, system, mean, total, count): the mean of its human scores
     (N/A left out) as a float, from the exact total and count (ints for whole scores), so
     equal means are equal floats. Whole scores take a numpy path (totals are sums of small
@@ -301,7 +309,7 @@ def human_means(rows: Sequence[Row]) -> dict[int, tuple]:
     )
 
 
-def _human_means_exact(rows: Sequence[Row]) -> dict[int, tuple]:
+def _human_means_exact(rows: Sequence[Row]) -> dict[int, HumanMean]:
     acc: dict[int, list] = {}
     for response_id, item_id, system, _skill, _rater, value in rows:
         entry = acc.get(response_id)
@@ -323,7 +331,7 @@ def _human_means_exact(rows: Sequence[Row]) -> dict[int, tuple]:
     }
 
 
-def mean_of_means(parts: Sequence[tuple]) -> float | None:
+def mean_of_means(parts: Sequence[tuple[Total, int]]) -> float | None:
     """The exact mean of ratios total/count, as a correctly rounded float. With whole
     totals it stays in integers (over the least common multiple of the counts); otherwise
     it sums Fractions."""
@@ -340,7 +348,7 @@ def mean_of_means(parts: Sequence[tuple]) -> float | None:
     return float(sum(Fraction(total) / count for total, count in parts) / len(parts))
 
 
-def group_means(groups: Sequence, totals: Sequence, counts: Sequence | None = None) -> dict:
+def group_means(groups: Sequence, totals: Sequence, counts: Sequence | None = None) -> Json:
     """Per group, the exact mean of totals[i]/counts[i] (counts default to 1), as
     `mean_of_means` gives it. Whole totals take a numpy path: numerators over the least
     common multiple of the counts, summed as integers (exact in float64 below 2**53) and
@@ -371,7 +379,7 @@ def group_means(groups: Sequence, totals: Sequence, counts: Sequence | None = No
     return {g: int(sums[k]) / (common * int(sizes[k])) for g, k in codes.items()}
 
 
-def _corr_dict(c: metrics.Correlation) -> dict:
+def _corr_dict(c: metrics.Correlation) -> Json:
     return {k: v for k, v in asdict(c).items()}
 
 
@@ -383,7 +391,7 @@ def correlation(
     means=None,
     resampler: bootstrap.Resampler | None = None,
     off_scale: bool = False,
-) -> dict:
+) -> Json:
     """One judge against the people on one skill, at the instance, item and system levels.
     With `resamples` (or a shared `resampler`, whose `run()` the caller owns), item-resampling
     intervals for every figure of each level (`ci`). `off_scale`: the judge's values are not
@@ -452,7 +460,7 @@ def build_report(
     skills: Sequence[str] | None = None,
     resamples: int = 0,
     off_scale: set[tuple[str, str]] | frozenset = frozenset(),
-) -> dict:
+) -> Json:
     """The report from plain rows (see Row). `judges` rows carry the judge name as rater.
     With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, a paired
     comparison of every two judges. `off_scale`: (judge, skill) pairs whose values are not on
@@ -519,7 +527,7 @@ def breakdowns(
     *,
     skills: Sequence[str] | None = None,
     off_scale=frozenset(),
-) -> dict:
+) -> Json:
     """The report (without intervals) per domain, per difficulty and per system: FLASK's
     per-skill views by domain and difficulty, and how each judge does on each model."""
 
@@ -595,7 +603,7 @@ def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None
     return table
 
 
-def _scale_aware(levels: dict, off_scale: bool) -> dict:
+def _scale_aware(levels: dict, off_scale: bool) -> Json:
     if off_scale:
         for figures in levels.values():
             for key in ("mae", "exact", "within_one"):
@@ -604,7 +612,7 @@ def _scale_aware(levels: dict, off_scale: bool) -> dict:
     return levels
 
 
-def _compare_judges(means, judge_skills, names, resamples) -> dict:
+def _compare_judges(means, judge_skills, names, resamples) -> Json:
     """Per skill and pair of judges (A before B by name): Pearson(human, A) - Pearson(human, B)
     on the responses both scored, with its interval and one-sided bootstrap p-value."""
     out: dict = {}

@@ -21,12 +21,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
-from analytics.report.build import human_means, mean_of_means
-
-if TYPE_CHECKING:
-    from analytics.selectors import ReportRows
+from analytics.report.build import Total, human_means, mean_of_means
+from analytics.rows import ReportRows, Row
 
 HUMANS = "Humans"
 NONE = "(none)"
@@ -41,12 +39,12 @@ HEAT_STEPS = 10
 MAX_BINS = 41
 
 
-def judge_names(report: dict) -> list[str]:
+def judge_names(report: dict[str, Any]) -> list[str]:
     """Every judge with scores in the report (the report keys each one in `correlation`)."""
     return sorted(report.get("correlation", {}))
 
 
-def report_skills(report: dict) -> list[str]:
+def report_skills(report: dict[str, Any]) -> list[str]:
     """Skills in the report's order: those with a leaderboard (human or judge scores)."""
     skills = list(report.get("leaderboard", {}))
     return skills + [s for s in report.get("agreement", {}) if s not in skills]
@@ -55,7 +53,7 @@ def report_skills(report: dict) -> list[str]:
 # --- tables ---------------------------------------------------------------------------------
 
 
-def report_tables(report: dict) -> dict:
+def report_tables(report: dict[str, Any]) -> dict[str, Any]:
     """The report as lists for the dashboard's tables (values as in the report; each
     figure's interval beside it where the report has one, else None)."""
     judges = judge_names(report)
@@ -146,7 +144,7 @@ def report_tables(report: dict) -> dict:
 # --- charts ---------------------------------------------------------------------------------
 
 
-def dashboard_charts(report: dict, rows: ReportRows) -> dict:
+def dashboard_charts(report: dict[str, Any], rows: ReportRows) -> dict[str, Any]:
     """Everything the dashboard's canvases draw, in one JSON-ready dict."""
     skills, judges = report_skills(report), judge_names(report)
     return {
@@ -159,7 +157,7 @@ def dashboard_charts(report: dict, rows: ReportRows) -> dict:
     }
 
 
-def _scale_hint(datasets: list[dict]) -> dict:
+def _scale_hint(datasets: list[dict[str, Any]]) -> dict[str, Any]:
     """Suggested axis bounds: the 1-5 scale when every value is on it, else the data's."""
     values = [v for d in datasets for v in d["data"] if v is not None]
     if values and min(values) >= 1 and max(values) <= 5:
@@ -167,7 +165,9 @@ def _scale_hint(datasets: list[dict]) -> dict:
     return {}
 
 
-def radar_charts(report: dict, *, off_scale: Iterable[tuple[str, str]] = ()) -> list[dict]:
+def radar_charts(
+    report: dict[str, Any], *, off_scale: Iterable[tuple[str, str]] = ()
+) -> list[dict[str, Any]]:
     """One chart per system: the mean score per skill of the humans and of each judge, from
     the leaderboards. A radar needs three axes; with fewer skills it is a bar chart. A judge's
     values on its own scale (off_scale) are left out: they do not share the axis."""
@@ -178,7 +178,7 @@ def radar_charts(report: dict, *, off_scale: Iterable[tuple[str, str]] = ()) -> 
     systems = sorted({row["system"] for rows in leaderboard.values() for row in rows})
     charts = []
     for system in systems:
-        by_skill = {
+        by_skill: dict[str, dict[str, Any]] = {
             skill: next((row for row in rows if row["system"] == system), {})
             for skill, rows in leaderboard.items()
         }
@@ -207,7 +207,7 @@ def radar_charts(report: dict, *, off_scale: Iterable[tuple[str, str]] = ()) -> 
     return charts
 
 
-def _facet_keys(facets: dict[int, dict], item_id: int, facet: str) -> list[str]:
+def _facet_keys(facets: dict[int, dict[str, Any]], item_id: int, facet: str) -> list[str]:
     """The facet values an item counts under, as the report's breakdowns key them."""
     found = facets.get(item_id, {})
     if facet == "domain":
@@ -223,22 +223,24 @@ def _facet_order(values: Iterable[str]) -> list[str]:
 
 def facet_bars(
     rows: ReportRows, facet: str, *, skills: Sequence[str], judges: Sequence[str]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Per skill, one bar chart: for each domain (facet="domain") or difficulty level
     ("difficulty"), the mean human score and each judge's mean score over the responses of
     that group (FLASK's per-domain and per-difficulty views). An item with several domains
     counts in each. `n` counts the responses with a human score per group."""
-    human_by_skill: dict[str, list[tuple]] = defaultdict(list)
+    human_by_skill: dict[str, list[Row]] = defaultdict(list)
     for row in rows.human:
         human_by_skill[row[3]].append(row)
-    judge_values: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    judge_values: dict[tuple[str, str], dict[str, list[tuple[float, int]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for _rid, item_id, _system, skill, judge, value in rows.judge:
         if value is not None and (judge, skill) not in rows.off_scale:
             for key in _facet_keys(rows.facets, item_id, facet):
                 judge_values[(judge, skill)][key].append((value, 1))
     charts = []
     for skill in skills:
-        human_parts: dict[str, list] = defaultdict(list)
+        human_parts: dict[str, list[tuple[Total, int]]] = defaultdict(list)
         for item_id, _system, _mean, total, count in human_means(human_by_skill[skill]).values():
             for key in _facet_keys(rows.facets, item_id, facet):
                 human_parts[key].append((total, count))
@@ -277,7 +279,7 @@ def facet_bars(
     return charts
 
 
-def correlation_bars(report: dict, measure: str) -> dict | None:
+def correlation_bars(report: dict[str, Any], measure: str) -> dict[str, Any] | None:
     """Instance-level correlation (`measure`: pearson or spearman) of each judge with the
     people, per skill, with its 95 % bootstrap interval where the report has one (`errors`:
     [low, high] per bar, None without), and the leave-one-out human ceiling beside them."""
@@ -324,13 +326,15 @@ def _bins(values: Iterable[float]) -> list[float]:
     return [low + i / 2 for i in range(int(round((high - low) * 2)) + 1)]
 
 
-def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) -> list[dict]:
+def heatmaps(
+    rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]
+) -> list[dict[str, Any]]:
     """Per judge and skill: how many responses have each (human mean, judge score) pair,
     both rounded to the nearest 0.5, on the responses both sides scored. Rows run from the
     highest human score down, columns from the lowest judge score up; `agree` marks the
     diagonal and `level` (0-10) shades a cell by its count relative to the largest. Judges
     on their own scale (off_scale) and axes longer than MAX_BINS are left out."""
-    human_by_skill: dict[str, list[tuple]] = defaultdict(list)
+    human_by_skill: dict[str, list[Row]] = defaultdict(list)
     for row in rows.human:
         human_by_skill[row[3]].append(row)
     judge_scores: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
@@ -387,7 +391,7 @@ def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) 
 # --- filters --------------------------------------------------------------------------------
 
 
-def filter_options(rows: ReportRows) -> dict[str, list]:
+def filter_options(rows: ReportRows) -> dict[str, list[Any]]:
     """The values present in the rows, for the filter form: skills, judges, systems, domains
     (of the scored items) and difficulty levels."""
     scored = [*rows.human, *rows.judge]

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from analytics.report.build import breakdowns, build_report
-from analytics.selectors import ReportRows, report_rows
+from analytics.rows import ReportRows
+from analytics.selectors import report_rows
 from annotation.models import Project
 
 DEFAULT_RESAMPLES = 1000

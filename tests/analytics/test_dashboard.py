@@ -15,7 +15,7 @@ from analytics.imports.services import scores_import
 from analytics.report import chart_data
 from analytics.report.build import build_report
 from analytics.report.selectors import project_report
-from analytics.selectors import ReportRows
+from analytics.rows import ReportRows
 from annotation.services.projects import project_create
 
 XSS = "<img src=x onerror=alert(1)>"
