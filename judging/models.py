@@ -74,7 +74,7 @@ class Provider(TimestampedModel):
     - `api_key_env` / `api_key_file`: the NAME of the workers' environment variable (or
       NAME_FILE) that holds the key, or the path of a secret file; both blank = a server
       that needs no key (a local vLLM, Ollama or llama.cpp server).
-    - `is_local`: calls may reach loopback and private addresses (judging.outbound refuses
+    - `is_local`: calls may reach loopback and private addresses (judging.llm.outbound refuses
       them otherwise, at connect time).
     - `approved`: no call goes out before a site admin approves the provider (the providers
       made from older judges by migration 0003 start unapproved).
@@ -303,7 +303,7 @@ class LLMCacheEntry(models.Model):
     """A stored answer to an exact request (rendered prompt, model, parameters, sample
     index) of one project to one provider with one credential: identical requests are
     answered from here, so re-runs cost nothing. The key hashes the provider, the key's
-    fingerprint and the project with the request (judging.services.calls.cache_key), so one
+    fingerprint and the project with the request (judging.services.calls._cache_key), so one
     project never gets another's paid answers unless the provider shares its cache."""
 
     key = models.CharField(max_length=64, unique=True)

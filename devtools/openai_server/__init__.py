@@ -2,7 +2,7 @@
 
 Tests and benchmarks of the model judges drive it over real HTTP on 127.0.0.1, with latency,
 rate limits and faults injected on demand, instead of mocking the client in-process. Standard
-library only (plus the pure pair-prompt markers of judging.pairwise), no Django. The
+library only (plus the pure pair-prompt markers of judging.prompts.pairwise), no Django. The
 conventions (skill detection, scores, fault kinds) are described in docs/OPENAI_SERVER.md.
 
     with FakeOpenAIServer(style="json", latency=0.05) as server:

@@ -1,6 +1,6 @@
 """REST API: import judge outputs made elsewhere as named judges of a project
 (docs/JUDGE_OUTPUT_IMPORTS.md). The request stores the files and answers 202 with a job;
-the import runs in the background (judging.output_import_jobs) with the same service as the
+the import runs in the background (judging.output_imports.jobs) with the same service as the
 `import_judge_outputs` command, and the job's URL tells its status, problems and runs. Same
 access rules as the other judging APIs (admins and researchers; annotators 403, non-members
 404). Every 400 has one shape: {"detail", "code", "problems": [{file, line, field, code,

@@ -16,10 +16,11 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from judging import outbound, prompts
-from judging.clients import ChatRequest, JudgeError, OpenAICompatibleClient
+from judging import prompts
+from judging.llm import outbound
+from judging.llm.clients import ChatRequest, JudgeError, OpenAICompatibleClient
+from judging.llm.ratelimit import RateLimiter, key_fingerprint
 from judging.models import JudgeConfig, LLMCacheEntry, Provider
-from judging.ratelimit import RateLimiter, key_fingerprint
 from judging.services.providers import provider_api_key, provider_usable_problem
 from judging.services.templates import json_digest
 

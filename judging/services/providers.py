@@ -10,8 +10,8 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 
-from judging import outbound
-from judging.clients import JudgeError
+from judging.llm import outbound
+from judging.llm.clients import JudgeError
 from judging.models import Provider
 
 ENV_VAR_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -28,7 +28,7 @@ def provider_problems(
 ) -> dict[str, str]:
     """What is wrong with a provider's settings, per field (the admin form, the command and
     provider_save alike). Base URLs of a provider that is not local must resolve to public
-    addresses now (and are checked again at every connection: judging.outbound)."""
+    addresses now (and are checked again at every connection: judging.llm.outbound)."""
     errors: dict[str, str] = {}
     if (
         not isinstance(base_urls, list)

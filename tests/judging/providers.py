@@ -1,6 +1,6 @@
 """Providers for tests: what a site admin declares before a researcher can make an LLM
 judge. The project's local OpenAI-compatible server listens on 127.0.0.1, so the providers
-made here are marked local (judging.outbound refuses loopback addresses otherwise)."""
+made here are marked local (judging.llm.outbound refuses loopback addresses otherwise)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where judge calls may go (judging.outbound, judging.clients): public addresses only
+"""Where judge calls may go (judging.llm.outbound, judging.llm.clients): public addresses only
 unless a site admin marks the provider as local, checked when the socket opens; no
 redirect to another origin; error bodies read and stored up to 2 KB. Driven through real
 HTTP servers on 127.0.0.1."""
@@ -13,8 +13,8 @@ import httpcore
 import pytest
 
 from devtools.openai_server import FakeOpenAIServer, admin_stats
-from judging import outbound
-from judging.clients import (
+from judging.llm import outbound
+from judging.llm.clients import (
     MAX_ERROR_BODY_BYTES,
     ChatRequest,
     JudgeError,

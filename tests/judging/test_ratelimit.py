@@ -18,7 +18,7 @@ import uuid
 import pytest
 import redis
 
-from judging.ratelimit import (
+from judging.llm.ratelimit import (
     SCRIPT_SHA,
     LimiterState,
     RateLimiter,

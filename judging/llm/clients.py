@@ -10,7 +10,7 @@ failure classified:
   retrying cannot help, so they are recorded, not retried.
 
 The API key is passed per request and never appears in errors, logs or `request_body`.
-Where a call may go is judging.outbound's business: the default client connects only to
+Where a call may go is judging.llm.outbound's business: the default client connects only to
 public addresses (`guarded=True`), reads no proxy settings from the environment, follows
 no redirect to another origin, and reads at most `MAX_ERROR_BODY_BYTES` of an error answer
 (stored in the error text, never echoed whole) and `MAX_RESPONSE_BYTES` of a success.
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from judging.outbound import GuardedTransport, same_origin
+from judging.llm.outbound import GuardedTransport, same_origin
 
 PERMANENT_STATUSES = {400, 401, 403, 404, 405, 413, 422}
 RETRYABLE_STATUSES = {408, 409, 425, 429}
@@ -125,7 +125,7 @@ def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
 class OpenAICompatibleClient:
     """Thread-safe; reuse one per process (it pools connections). `guarded=False` lets
     calls reach loopback and private addresses: only for providers a site admin marked as
-    local (judging.outbound)."""
+    local (judging.llm.outbound)."""
 
     def __init__(
         self, *, transport: httpx.BaseTransport | None = None, guarded: bool = True
