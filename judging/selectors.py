@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
@@ -688,3 +689,48 @@ def pointwise_run_latest(*, judge: JudgeConfig, dataset_id: int | None = None) -
     if dataset_id is not None:
         runs = runs.filter(dataset_id=dataset_id)
     return runs.order_by("-pk").first()
+
+
+# --- analytics: one response's judge scores (the researchers' response page) -------------------
+
+
+@dataclass(frozen=True)
+class JudgeScoreRow:
+    judge: str
+    run_id: int
+    run_status: str
+    judgment_id: int
+    sample_index: int
+    skill: str
+    score: int | None  # None: N/A (or a baseline that gave no score)
+    raw_value: float | None  # a baseline metric's own value
+    feedback: str  # the judge's rationale
+    created_at: datetime
+
+
+def judge_score_list_for_response(*, project: Project, response_id: int) -> list[JudgeScoreRow]:
+    """Every judge score of the response by the project's judges: by judge, newest run
+    first, then sample and skill order. One query."""
+    rows = (
+        JudgeScore.objects.filter(response_id=response_id, run__judge__project=project)
+        .order_by(
+            "run__judge__name",
+            "-run_id",
+            "judgment__sample_index",
+            "skill__order",
+            "skill__name",
+        )
+        .values_list(
+            "run__judge__name",
+            "run_id",
+            "run__status",
+            "judgment_id",
+            "judgment__sample_index",
+            "skill__name",
+            "score",
+            "raw_value",
+            "feedback",
+            "judgment__created_at",
+        )
+    )
+    return [JudgeScoreRow(*row) for row in rows]

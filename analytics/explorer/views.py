@@ -40,7 +40,7 @@ from annotation.services.reannotation import (
     responses_reannotate,
 )
 from flaskweb.htmx import HtmxHttpRequest, template_for
-from judging.response_selectors import judge_score_list_for_response
+from judging.selectors import judge_score_list_for_response
 
 PAGE = "analytics/disagreements.html"
 RESULT = "analytics/_disagreement_result.html"
