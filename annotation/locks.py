@@ -8,10 +8,11 @@ Invariants these locks protect (all also backed by CHECK/UNIQUE constraints):
 - an annotator holds at most one active lease per campaign (partial UNIQUE index).
 
 Lock order: an Assignment row before its Task row. The claim (fixed SQL in
-services/assignments.py) locks a single Task with SKIP LOCKED and never waits for a row;
-its new lease may wait on the one-lease index for the same annotator's other claim, which
-holds no lock the first one needs. Submit (also fixed SQL there) and expire lock an
-assignment, then its task.
+services/hot_path_postgres.py) locks a single Task, first with SKIP LOCKED; only when that
+finds nothing does it wait for the rows other requests hold, and it holds no row lock while
+it waits. Its new lease may wait on the one-lease index for the same annotator's other
+claim, which holds no lock the first one needs. Submit (one statement there too: it takes
+the assignment, then counts the task), skip and expire lock an assignment, then its task.
 """
 
 from __future__ import annotations

@@ -25,17 +25,19 @@ def is_postgres(conn=None) -> bool:
 #
 # Building a query with the ORM costs about 0.4 ms of Python per statement on the 2-core
 # development machine (a raw statement: about 0.07 ms). The annotation hot path (claim and
-# submit, a few hundred per second) therefore runs fixed SQL through these helpers; every
-# such statement is written to run on PostgreSQL and SQLite alike, with `for_update()` as
-# the only vendor-specific clause.
+# submit, a few hundred per second) therefore runs fixed SQL through these helpers. Where
+# the two databases need different SQL, each vendor's statements live in a module of their
+# own (annotation/services/hot_path_postgres.py and hot_path_sqlite.py).
 
 
 def _cursor():
-    """A cursor for fixed SQL. On PostgreSQL (unless DATABASE_PREPARED_STATEMENTS is off)
-    it binds parameters on the server, so psycopg prepares each statement on a connection
-    after its fifth run and PostgreSQL stops parsing and planning it (measured with
-    pgbench: claim state 0.36 -> 0.13 ms, slot + lease 0.41 -> 0.24 ms). Wrapped like
-    Django's own cursors: errors, query logging and the health check behave the same."""
+    """A cursor for fixed SQL. On PostgreSQL with DATABASE_PREPARED_STATEMENTS (the one
+    prepared-statement setting, on by default) it binds parameters on the server, so psycopg
+    prepares each statement on a connection after its fifth run and PostgreSQL stops parsing
+    and planning it (measured with pgbench: claim state 0.36 -> 0.13 ms, slot + lease 0.41 ->
+    0.24 ms); with it off, the same statements run with Django's client-side binding, as the
+    ORM's always do. Wrapped like Django's own cursors: errors, query logging and the health
+    check behave the same."""
     if not (is_postgres() and settings.DATABASE_PREPARED_STATEMENTS):
         return connection.cursor()
     connection.close_if_health_check_failed()
@@ -65,19 +67,6 @@ def execute(sql: str, params=()) -> int:
     with _cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
-
-
-def for_update(*, of: str = "", skip_locked: bool = False) -> str:
-    """`FOR UPDATE [OF alias] [SKIP LOCKED]` on PostgreSQL; nothing on SQLite, which
-    serialises write transactions as a whole."""
-    if not is_postgres():
-        return ""
-    clause = " FOR UPDATE"
-    if of:
-        clause += f" OF {of}"
-    if skip_locked:
-        clause += " SKIP LOCKED"
-    return clause
 
 
 def db_datetime(value):

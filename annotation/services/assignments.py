@@ -1,22 +1,24 @@
 """The annotator workflow: claim the next task, submit scores, skip, flag, edit, expire.
 
 See annotation/ASSIGNMENT.md for the selection policy and annotation/locks.py for the lock
-order. Every function here is one short transaction.
+order. The claim and the submission are policy here, in Python, written once; the SQL that
+carries them out is one backend per database vendor behind one seam
+(annotation/services/hot_path.py: `hot_path_postgres`, `hot_path_sqlite`).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
+from types import ModuleType
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from annotation import locks
-from annotation.annotator_selectors import IN_POOL_SQL
 from annotation.models import (
-    AnnotatorExpertise,
     Assignment,
     AssignmentKind,
     AssignmentStatus,
@@ -24,28 +26,27 @@ from annotation.models import (
     CampaignStatus,
     HumanScore,
     HumanScoreRevision,
-    ItemDomain,
-    Response,
     Task,
     TaskKind,
 )
 from annotation.parsers import ScoreRefused, score_read
 from annotation.selectors import (
     TaskSkill,
-    item_skills_sql,
     pins_cache_clear,
     skills_for_item,
     task_skills,
 )
-from flaskweb.db import (
-    aware,
-    db_datetime,
-    execute,
-    fetch_one,
-    for_update,
-    instance_from,
-    is_postgres,
+from annotation.services import hot_path_postgres, hot_path_sqlite
+from annotation.services.hot_path import (
+    A,
+    ClaimState,
+    HotPath,
+    NewLease,
+    Submission,
+    T,
+    submit_read_sql,
 )
+from flaskweb.db import aware, fetch_one, instance_from
 
 MAX_RATIONALE = 2000
 REPEAT_MIN_GAP = 5
@@ -59,228 +60,100 @@ class AssignmentError(Exception):
         self.code = code
 
 
-# --- pool ---------------------------------------------------------------------------------------
+_HOT_PATHS: dict[str, ModuleType] = {"postgresql": hot_path_postgres, "sqlite": hot_path_sqlite}
+
+
+def _hot_path() -> HotPath:
+    """The claim and submit SQL of the connection's database (one module per vendor)."""
+    return _HOT_PATHS[connection.vendor]  # type: ignore[return-value]
 
 
 # --- claim ----------------------------------------------------------------------------------------
 
 
-_A = Assignment._meta.db_table
-_T = Task._meta.db_table
-_C = Campaign._meta.db_table
-
-# The campaign's claim settings, whether the annotator is in its pool (directly or through a
-# group) and the annotator's current lease, in one statement. Params: user, user, campaign,
-# user, now, campaign.
-_CLAIM_STATE = f"""
-SELECT c.status, c.quota_per_annotator, c.lease_seconds, c.gold_rate, c.repeat_rate,
-       c.overlap, c.route_by_domain, {IN_POOL_SQL}, a.id, a.expires_at
-FROM {_C} c
-LEFT JOIN {_A} a ON a.campaign_id = c.id AND a.annotator_id = %s AND a.status = 'active'
-WHERE c.id = %s
-"""
 _ASSIGNMENT_FIELDS = ("id", "task_id", "kind", "status", "expires_at")
-_ASSIGNMENT_GET = f"SELECT {', '.join(_ASSIGNMENT_FIELDS)} FROM {_A} WHERE id = %s"
+_ASSIGNMENT_GET = f"SELECT {', '.join(_ASSIGNMENT_FIELDS)} FROM {A} WHERE id = %s"
 _SUBMITTED_NORMAL = f"""
-SELECT COUNT(*) FROM {_A} a JOIN {_T} t ON t.id = a.task_id
+SELECT COUNT(*) FROM {A} a JOIN {T} t ON t.id = a.task_id
 WHERE a.campaign_id = %s AND a.annotator_id = %s AND a.status = 'submitted'
   AND a.kind = 'normal' AND t.kind = 'normal'
 """
-_SERVED = f"SELECT COUNT(*) FROM {_A} WHERE campaign_id = %s AND annotator_id = %s"
-_ROUTING = f"""
-  AND (NOT EXISTS (SELECT 1 FROM {AnnotatorExpertise._meta.db_table} e WHERE e.user_id = %s)
-       OR EXISTS (SELECT 1 FROM {Response._meta.db_table} r
-                  JOIN {ItemDomain._meta.db_table} d ON d.item_id = r.item_id
-                  JOIN {AnnotatorExpertise._meta.db_table} e
-                    ON e.domain_id = d.domain_id AND e.user_id = %s
-                  WHERE r.id = t.response_id))"""
-# Take a slot of the open normal task to fill first (most covered, then oldest) that this
-# annotator never had, skipping rows other claims hold. `t.assigned < %s` repeats
-# `assigned < overlap` with the campaign's K (no task's overlap exceeds it: activation sets
-# both, and re-annotation raises K with any task it raises above it) so
-# that the scan of the task_claim_order index starts below K instead of walking every
-# complete task first: with 9,000 of 10,000 tasks complete, 0.64 ms -> 0.015 ms per claim.
-# `OFFSET 0` (PostgreSQL) keeps NOT EXISTS a per-row probe of the (task, annotator, kind)
-# index: pulled up into an anti-join, the planner may materialise all of the annotator's
-# assignments and compare each candidate with each (seen: 49 ms instead of 2.8 ms when the
-# statistics predated the annotator's work).
-_PICK_NORMAL = f"""
-  SELECT t.id FROM {_T} t
-  WHERE t.campaign_id = %s AND t.kind = 'normal' AND t.assigned < t.overlap AND t.assigned < %s
-    AND NOT EXISTS (SELECT 1 FROM {_A} u
-                    WHERE u.task_id = t.id AND u.annotator_id = %s AND u.kind = 'normal'{{fence}})
-    {{routing}}
-  ORDER BY t.assigned DESC, t.id LIMIT 1{{lock}}"""
-_TAKE_SLOT = f"UPDATE {_T} SET assigned = assigned + 1 WHERE id = ({_PICK_NORMAL}) RETURNING id"
-_LEASE_COLUMNS = """task_id, campaign_id, annotator_id, kind, status, expires_at, submitted_at,
-                    active_ms, skip_reason, flagged, flag_reason, created_at, updated_at"""
-_LEASE_VALUES = "%s, %s, 'normal', 'active', %s, NULL, NULL, '', %s, '', %s, %s"
-_INSERT_ASSIGNMENT = (
-    f"INSERT INTO {_A} ({_LEASE_COLUMNS}) VALUES (%s, {_LEASE_VALUES}) RETURNING id, task_id"
-)
-# PostgreSQL: slot and lease in one statement (a data-modifying CTE; SQLite has none).
-_CLAIM_NORMAL_PG = f"""
-WITH picked AS ({_TAKE_SLOT})
-INSERT INTO {_A} ({_LEASE_COLUMNS}) SELECT picked.id, {_LEASE_VALUES} FROM picked
-RETURNING id, task_id
-"""
-
-# PostgreSQL, the common case in ONE statement run on its own (no BEGIN/COMMIT round trips):
-# read the claim state and, when nothing special applies (in the pool, no lease held,
-# campaign active, no quota, gold, repeats or routing), take a slot and write the lease.
-# Otherwise it writes nothing and returns the state, and the transactional path takes over.
-# Params: user, user, user, campaign, campaign, user, campaign, user, now, now, now.
-_CLAIM_ONE_STATEMENT = f"""
-WITH st AS (
-  SELECT c.status, c.quota_per_annotator, c.lease_seconds, c.gold_rate, c.repeat_rate,
-         c.overlap, c.route_by_domain, {IN_POOL_SQL} AS in_pool, a.id AS lease_id,
-         a.expires_at AS lease_expires_at
-  FROM {_C} c
-  LEFT JOIN {_A} a ON a.campaign_id = c.id AND a.annotator_id = %s AND a.status = 'active'
-  WHERE c.id = %s
-), go AS (
-  SELECT overlap, lease_seconds FROM st
-  WHERE in_pool AND lease_id IS NULL AND status = 'active' AND quota_per_annotator IS NULL
-    AND gold_rate <= 0 AND repeat_rate <= 0 AND NOT route_by_domain
-), picked AS (
-  UPDATE {_T} SET assigned = assigned + 1
-  WHERE id = ({_PICK_NORMAL.replace("t.assigned < %s", "t.assigned < (SELECT overlap FROM go)")})
-  RETURNING id
-), lease AS (
-  INSERT INTO {_A} ({_LEASE_COLUMNS})
-  SELECT picked.id, %s, %s, 'normal', 'active',
-         %s::timestamptz + make_interval(secs => go.lease_seconds),
-         NULL, NULL, '', false, '', %s::timestamptz, %s::timestamptz
-  FROM picked, go
-  RETURNING id, task_id, expires_at
-)
-SELECT st.*, lease.id, lease.task_id, lease.expires_at FROM st LEFT JOIN lease ON true
-""".format(routing="", fence=" OFFSET 0", lock=" FOR UPDATE OF t SKIP LOCKED")
-
-
-@dataclass(frozen=True)
-class _ClaimState:
-    status: str
-    quota: int | None
-    lease_seconds: int
-    gold_rate: float
-    repeat_rate: float
-    overlap: int
-    route_by_domain: bool
-    in_pool: bool
-    lease_id: int | None  # the annotator's active lease here, if any (at most one)
-    lease_expires_at: object
+_SERVED = f"SELECT COUNT(*) FROM {A} WHERE campaign_id = %s AND annotator_id = %s"
 
 
 def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None:
     """The annotator's current or next task as an active lease; None when there is none.
 
-    Policy: annotation/ASSIGNMENT.md. Concurrency: the normal-task pick locks one Task row
-    with SKIP LOCKED; the slot and the lease are written in the same transaction. The
-    campaign's status and pool are read here, inside the claim, whatever `campaign` holds.
+    Policy: annotation/ASSIGNMENT.md. The campaign's status and pool are read here, inside
+    the claim, whatever `campaign` holds. None means that no task is open to this annotator
+    once the requests holding candidate rows have finished: a row passed over because
+    another claim or submission held it is waited for before answering None (the backend's
+    contract, annotation/services/hot_path.py).
 
     An annotator holds at most one active lease per campaign (a partial UNIQUE index).
     Two tabs claiming at the same instant both find none and both claim; the second one's
     lease waits on the index for the first to commit, then fails, and that claim is run
     again: it resumes the first tab's task. No lock is taken for the common case.
 
-    On PostgreSQL the common case is one statement (`_CLAIM_ONE_STATEMENT`); resuming a
-    lease, gold, repeats, quotas, routing and SQLite take the transactional path.
+    The common case (no quota, gold, repeats or routing; no lease held) is settled by the
+    backend's claim alone: one statement on PostgreSQL. The rest is decided here first.
     """
-    if is_postgres():
-        try:
-            done, claimed = _claim_in_one_statement(campaign, annotator)
-        except IntegrityError:
-            done, claimed = False, None  # another tab's lease won: resume it below
-        if done:
-            return claimed
     try:
         return _claim(campaign, annotator)
     except IntegrityError:
-        return _claim(campaign, annotator)
+        return _claim(campaign, annotator)  # another tab's lease won: this resumes it
 
 
-def _claim_in_one_statement(campaign: Campaign, annotator) -> tuple[bool, Assignment | None]:
-    """(True, lease or None) when the one statement settled the claim; (False, None) when
-    the transactional path must decide. Run on its own in autocommit; inside a caller's
-    transaction it gets a savepoint, so a lost race does not spoil that transaction."""
-    now = timezone.now()
-    params = [
-        annotator.pk,
-        annotator.pk,
-        annotator.pk,
-        campaign.pk,
-        campaign.pk,
-        annotator.pk,
-        campaign.pk,
-        annotator.pk,
-        now,
-        now,
-        now,
-    ]
-    if connection.in_atomic_block:
-        with transaction.atomic():
-            row = fetch_one(_CLAIM_ONE_STATEMENT, params)
-    else:
-        row = fetch_one(_CLAIM_ONE_STATEMENT, params)
-    if row is None:
-        return True, None  # no such campaign
-    state = _ClaimState(
-        *row[:7], in_pool=bool(row[7]), lease_id=row[8], lease_expires_at=aware(row[9])
-    )
-    lease_id, task_id, expires_at = row[10:]
-    if lease_id is not None:
-        lease = _new_lease(lease_id, task_id, campaign.pk, annotator.pk, aware(expires_at), now)
-        return True, lease
-    if not state.in_pool:
-        return True, None
-    plain = (
-        state.lease_id is None
-        and state.status == CampaignStatus.ACTIVE
-        and state.quota is None
-        and state.gold_rate <= 0
-        and state.repeat_rate <= 0
-        and not state.route_by_domain
-    )
-    return (True, None) if plain else (False, None)  # plain: no open task for this annotator
-
-
-@transaction.atomic
 def _claim(campaign: Campaign, annotator) -> Assignment | None:
     now = timezone.now()
-    row = fetch_one(_CLAIM_STATE, [annotator.pk, annotator.pk, annotator.pk, campaign.pk])
-    if row is None:
-        return None
-    state = _ClaimState(
-        *row[:7], in_pool=bool(row[7]), lease_id=row[8], lease_expires_at=aware(row[9])
+    state, lease = _hot_path().claim(
+        campaign_id=campaign.pk, annotator_id=annotator.pk, now=now, decided=False, routing=False
     )
-    if not state.in_pool:
-        return None
+    if lease is not None:
+        return _new_lease(lease, campaign.pk, annotator.pk, now)
+    if state is None or not state.in_pool or state.may_claim:
+        return None  # no such campaign; not in its pool; or nothing open for this annotator
     if state.lease_id is not None:
         if state.lease_expires_at > now:
             return _assignment_stub(state.lease_id, campaign.pk, annotator.pk)
-        # Lapsed but not yet swept: expire it now, so it frees its slot and the new lease.
+        # Lapsed but not yet swept: expire it, which frees its slot and the one-lease index,
+        # then claim afresh. Its own transaction (unless the caller has one), so that the
+        # claim after it holds no row lock if it has to wait for a task row.
         _expire_one(state.lease_id)
+        return _claim(campaign, annotator)
+    return _claim_by_policy(campaign, annotator, state, now)
+
+
+@transaction.atomic
+def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> Assignment | None:
+    """Status, quota, gold and repeats decided in Python; then the backend's normal claim."""
     if state.status != CampaignStatus.ACTIVE:
         return None
     if state.quota is not None:
         (done,) = fetch_one(_SUBMITTED_NORMAL, [campaign.pk, annotator.pk])
         if done >= state.quota:
             return None
-    lease = now + timedelta(seconds=state.lease_seconds)
+    expires_at = now + timedelta(seconds=state.lease_seconds)
     # Counted only when a rate needs it: most campaigns have neither gold nor repeats.
     served = 0
     if state.gold_rate > 0 or state.repeat_rate > 0:
         (served,) = fetch_one(_SERVED, [campaign.pk, annotator.pk])
     if _every(state.gold_rate, served):
-        gold = _claim_gold(campaign, annotator, lease)
+        gold = _claim_gold(campaign, annotator, expires_at)
         if gold is not None:
             return gold
     if _every(state.repeat_rate, served):
-        repeat = _claim_repeat(campaign, annotator, lease)
+        repeat = _claim_repeat(campaign, annotator, expires_at)
         if repeat is not None:
             return repeat
-    return _claim_normal(campaign.pk, annotator.pk, state, now, lease)
+    _, lease = _hot_path().claim(
+        campaign_id=campaign.pk,
+        annotator_id=annotator.pk,
+        now=now,
+        decided=True,
+        routing=state.route_by_domain,
+    )
+    return None if lease is None else _new_lease(lease, campaign.pk, annotator.pk, now)
 
 
 def _assignment_stub(assignment_id: int, campaign_id: int, annotator_id: int) -> Assignment:
@@ -304,40 +177,16 @@ def _not_mine(annotator, kind: str = AssignmentKind.NORMAL):
     return ~Exists(Assignment.objects.filter(task=OuterRef("pk"), annotator=annotator, kind=kind))
 
 
-def _claim_normal(
-    campaign_id: int, annotator_id: int, state: _ClaimState, now, lease
-) -> Assignment | None:
-    pick = [campaign_id, state.overlap, annotator_id]
-    routing = ""
-    if state.route_by_domain:
-        routing = _ROUTING
-        pick += [annotator_id, annotator_id]
-    stamp = db_datetime(now)
-    lease_values = [campaign_id, annotator_id, db_datetime(lease), False, stamp, stamp]
-    if is_postgres():
-        sql = _CLAIM_NORMAL_PG.format(
-            routing=routing, fence=" OFFSET 0", lock=" FOR UPDATE OF t SKIP LOCKED"
-        )
-        row = fetch_one(sql, pick + lease_values)
-    else:
-        taken = fetch_one(_TAKE_SLOT.format(routing=routing, fence="", lock=""), pick)
-        row = None if taken is None else fetch_one(_INSERT_ASSIGNMENT, [*taken, *lease_values])
-    if row is None:
-        return None
-    assignment_id, task_id = row
-    return _new_lease(assignment_id, task_id, campaign_id, annotator_id, lease, now)
-
-
-def _new_lease(assignment_id, task_id, campaign_id, annotator_id, expires_at, now) -> Assignment:
+def _new_lease(lease: NewLease, campaign_id: int, annotator_id: int, now) -> Assignment:
     """The Assignment a claim just wrote, without reading it back."""
     fields = {
-        "id": assignment_id,
-        "task_id": task_id,
+        "id": lease.assignment_id,
+        "task_id": lease.task_id,
         "campaign_id": campaign_id,
         "annotator_id": annotator_id,
         "kind": AssignmentKind.NORMAL,
         "status": AssignmentStatus.ACTIVE,
-        "expires_at": expires_at,
+        "expires_at": lease.expires_at,
         "submitted_at": None,
         "active_ms": None,
         "skip_reason": "",
@@ -418,8 +267,6 @@ def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     return assignment_claim_next(campaign=campaign, annotator=annotator)
 
 
-# --- what a task asks for: a read, in annotation.selectors --------------------------------------
-
 # --- submit ---------------------------------------------------------------------------------------
 
 
@@ -438,75 +285,11 @@ class SubmitResult:
     late: bool = False
 
 
-# Lock order (annotation/locks.py): the assignment, then its task.
-_LOCK_ASSIGNMENT = f"""
-SELECT a.annotator_id, a.status, a.kind, a.expires_at, a.task_id, a.campaign_id,
-       c.updated_at, c.skill_mode
-FROM {_A} a JOIN {_C} c ON c.id = a.campaign_id
-WHERE a.id = %s{{lock}}
-"""
-_LOCK_TASK = f"""
-SELECT t.kind, t.overlap, t.assigned, t.submitted, t.response_id, r.item_id, {{skills}}
-FROM {_T} t JOIN {Response._meta.db_table} r ON r.id = t.response_id
-WHERE t.id = %s{{lock}}
-"""
-_TASK_COUNTS = f"UPDATE {_T} SET assigned = %s, submitted = %s WHERE id = %s AND %s"
-_ASSIGNMENT_SUBMITTED = f"""
-UPDATE {_A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s
-WHERE id = %s
-"""
-_SCORE_COLUMNS = (
-    "assignment_id",
-    "campaign_id",
-    "response_id",
-    "annotator_id",
-    "skill_id",
-    "rubric_id",
-    "score",
-    "is_na",
-    "rationale",
-    "time_ms",
-    "created_at",
-    "updated_at",
-)
-_INSERT_SCORES = f"INSERT INTO {HumanScore._meta.db_table} ({', '.join(_SCORE_COLUMNS)}) VALUES "
-_SCORE_ROW = "(" + ", ".join(["%s"] * len(_SCORE_COLUMNS)) + ")"
-# PostgreSQL: the three writes of a submission in one statement.
-_RECORD_PG = f"""
-WITH counts AS ({_TASK_COUNTS}), submitted AS ({_ASSIGNMENT_SUBMITTED})
-{_INSERT_SCORES}"""
-
-
-# PostgreSQL, a submission on a live lease in two statements run on their own: a plain read
-# (assignment, campaign, task, item skills), then, once the scores are checked against the
-# skills asked, one statement whose first step takes the lease (`status = 'active' AND
-# expires_at > now`, so a concurrent expiry or duplicate makes it write nothing) and only
-# then counts the task and inserts the scores. Lock order as everywhere: assignment, task.
-_SUBMIT_READ = f"""
-SELECT a.annotator_id, a.status, a.kind, a.expires_at, a.task_id, a.campaign_id,
-       c.updated_at, c.skill_mode, t.kind, t.response_id, r.item_id, {{skills}}
-FROM {_A} a JOIN {_C} c ON c.id = a.campaign_id JOIN {_T} t ON t.id = a.task_id
-JOIN {Response._meta.db_table} r ON r.id = t.response_id
-WHERE a.id = %s
-"""
-_SUBMIT_ONE_STATEMENT = f"""
-WITH taken AS (
-  UPDATE {_A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s
-  WHERE id = %s AND annotator_id = %s AND status = 'active' AND expires_at > %s
-  RETURNING id
-), counted AS (
-  UPDATE {_T} SET submitted = submitted + 1
-  WHERE id = %s AND %s AND EXISTS (SELECT 1 FROM taken)
-), scored AS (
-  INSERT INTO {{scores_table}} ({{score_columns}})
-  SELECT v.* FROM (VALUES {{rows}}) AS v WHERE EXISTS (SELECT 1 FROM taken)
-)
-SELECT count(*) FROM taken
-"""
-_SCORE_ROW_TYPED = (
-    "(%s::bigint, %s::bigint, %s::bigint, %s::integer, %s::bigint, %s::bigint, %s::smallint,"
-    " %s::boolean, %s::text, %s::integer, %s::timestamptz, %s::timestamptz)"
-)
+#: Each round of a submission reads, decides and writes only if the lease is still as read.
+#: A round writes nothing only when another request moved the lease on in between, and a
+#: lease moves on at most three times (live -> lapsed or cut short by a revocation ->
+#: expired -> submitted by another tab), so the fourth round always settles it.
+_SUBMIT_ROUNDS = 4
 
 
 def human_score_submit(
@@ -520,96 +303,28 @@ def human_score_submit(
 
     Idempotent: a second submission of the same assignment changes nothing and returns
     created=False. A late submission on an expired lease is accepted only while the task
-    still has a free slot. Raises AssignmentError with a clear message otherwise.
+    still has a free slot. Raises AssignmentError with a clear message otherwise. Refused
+    inside a caller's transaction (durable).
 
-    On PostgreSQL a live lease is recorded by `_SUBMIT_ONE_STATEMENT`; everything else
-    (repeats, late, skipped, SQLite) by the transactional `_submit_locked`.
+    A read without locks (assignment, campaign, task, item skills), the checks, then one
+    gated write by the backend (one statement on PostgreSQL: a live lease needs no
+    BEGIN/COMMIT); the write does nothing if a concurrent expiry, skip or duplicate moved
+    the lease on since the read, and the next round reads again.
     """
-    if is_postgres():
-        result = _submit_in_one_statement(assignment_id, annotator, scores, active_ms)
+    for _ in range(_SUBMIT_ROUNDS):
+        result = _submit_round(assignment_id, annotator, scores, active_ms)
         if result is not None:
             return result
-    return _submit_locked(
-        assignment_id=assignment_id, annotator=annotator, scores=scores, active_ms=active_ms
-    )
+    raise RuntimeError(f"assignment {assignment_id} kept changing during its submission")
 
 
-def _submit_in_one_statement(assignment_id, annotator, scores, active_ms) -> SubmitResult | None:
-    row = fetch_one(_SUBMIT_READ.format(skills=item_skills_sql("r.item_id")), [assignment_id])
+def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult | None:
+    """The submission as the assignment stands now; None when it changed before the write."""
+    row = fetch_one(submit_read_sql(), [assignment_id])
     if row is None or row[0] != annotator.pk:
         raise AssignmentError("no such task", code="not_found")
-    _, status, kind, expires_at, task_id, campaign_id, updated_at, skill_mode = row[:8]
+    _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row[:8]
     task_kind, response_id, item_id, item_skills = row[8:]
-    now = timezone.now()
-    if status != AssignmentStatus.ACTIVE or aware(expires_at) <= now:
-        return None
-    campaign = instance_from(
-        Campaign, {"id": campaign_id, "updated_at": aware(updated_at), "skill_mode": skill_mode}
-    )
-    asked = skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills)
-    rows = _validate_scores(asked, scores)
-    if not rows:
-        return None  # a task that asks nothing: the general path records it
-    counts = task_kind == TaskKind.NORMAL and kind == AssignmentKind.NORMAL
-    values = []
-    for skill, value in rows:
-        values += [
-            assignment_id,
-            campaign_id,
-            response_id,
-            annotator.pk,
-            skill.skill_id,
-            skill.rubric_id,
-            value.score,
-            value.score is None,
-            value.rationale,
-            value.time_ms,
-            now,
-            now,
-        ]
-    sql = _SUBMIT_ONE_STATEMENT.format(
-        scores_table=HumanScore._meta.db_table,
-        score_columns=", ".join(_SCORE_COLUMNS),
-        rows=", ".join([_SCORE_ROW_TYPED] * len(rows)),
-    )
-    params = [now, active_ms, now, assignment_id, annotator.pk, now, task_id, counts, *values]
-    if connection.in_atomic_block:
-        with transaction.atomic(durable=True):  # refused inside a caller's transaction
-            (taken,) = fetch_one(sql, params)
-    else:
-        (taken,) = fetch_one(sql, params)
-    if not taken:
-        return None  # expired, repeated or skipped meanwhile: the general path says which
-    fields = {
-        "id": assignment_id,
-        "annotator_id": annotator.pk,
-        "status": AssignmentStatus.SUBMITTED,
-        "kind": kind,
-        "expires_at": aware(expires_at),
-        "task_id": task_id,
-        "campaign_id": campaign_id,
-        "submitted_at": now,
-        "active_ms": active_ms,
-        "updated_at": now,
-    }
-    return SubmitResult(_assignment(fields), created=True, late=False)
-
-
-@transaction.atomic(durable=True)
-def _submit_locked(
-    *,
-    assignment_id: int,
-    annotator,
-    scores: list[ScoreInput],
-    active_ms: int | None = None,
-) -> SubmitResult:
-    """The general submit, in a transaction that locks the assignment, then its task:
-    BEGIN, the two locks (the second brings the item's skills), one statement for the
-    three writes on PostgreSQL, COMMIT."""
-    row = fetch_one(_LOCK_ASSIGNMENT.format(lock=for_update(of="a")), [assignment_id])
-    if row is None or row[0] != annotator.pk:
-        raise AssignmentError("no such task", code="not_found")
-    _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row
     expires_at = aware(expires_at)
     fields = {
         "id": assignment_id,
@@ -624,10 +339,6 @@ def _submit_locked(
         return SubmitResult(_assignment(fields), created=False)
     if status == AssignmentStatus.SKIPPED:
         raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
-    # Locked before the skills are read so the task row is fetched once.
-    task_kind, overlap, assigned, submitted, response_id, item_id, item_skills = fetch_one(
-        _LOCK_TASK.format(skills=item_skills_sql("r.item_id"), lock=for_update(of="t")), [task_id]
-    )
     campaign = instance_from(
         Campaign,
         {"id": campaign_id, "updated_at": aware(campaign_updated_at), "skill_mode": skill_mode},
@@ -637,42 +348,52 @@ def _submit_locked(
     now = timezone.now()
     late = status == AssignmentStatus.EXPIRED or expires_at <= now
     counts = task_kind == TaskKind.NORMAL and kind == AssignmentKind.NORMAL
-    if status == AssignmentStatus.EXPIRED and counts:
-        # The slot went back to the pool at expiry; take it back if it is still free.
-        if assigned >= overlap:
-            raise AssignmentError(
-                "your time on this task ran out and other annotators have completed it; "
-                "this submission was not recorded",
-                code="lease_lost",
+    submission = Submission(
+        assignment_id=assignment_id,
+        annotator_id=annotator.pk,
+        task_id=task_id,
+        status_seen=status,
+        late=late,
+        counts=counts,
+        # The slot went back to the pool at expiry; it is taken back if still free.
+        retake_slot=status == AssignmentStatus.EXPIRED and counts,
+        active_ms=active_ms,
+        now=now,
+        score_rows=[
+            (
+                assignment_id,
+                campaign_id,
+                response_id,
+                annotator.pk,
+                skill.skill_id,
+                skill.rubric_id,
+                value.score,
+                value.score is None,
+                value.rationale,
+                value.time_ms,
+                now,
+                now,
             )
-        assigned += 1
-    stamp = db_datetime(now)
-    task_update = [assigned, submitted + (1 if counts else 0), task_id, counts]
-    assignment_update = [stamp, active_ms, stamp, assignment_id]
-    values_sql = ", ".join([_SCORE_ROW] * len(rows))
-    score_values = []
-    for skill, value in rows:
-        score_values += [
-            assignment_id,
-            campaign_id,
-            response_id,
-            annotator.pk,
-            skill.skill_id,
-            skill.rubric_id,
-            value.score,
-            value.score is None,
-            value.rationale,
-            value.time_ms,
-            stamp,
-            stamp,
-        ]
-    if rows and is_postgres():
-        execute(_RECORD_PG + values_sql, task_update + assignment_update + score_values)
+            for skill, value in rows
+        ],
+    )
+    # The write is durable: refused inside a caller's transaction, whose later failure would
+    # undo scores the annotator was told are saved. Outside one, a live lease is recorded by
+    # one statement in autocommit; a late one in a transaction, rolled back if no slot is free.
+    if late:
+        with transaction.atomic(durable=True):
+            taken, counted = _hot_path().submission_record(submission)
+            if taken and counts and not counted:
+                raise AssignmentError(
+                    "your time on this task ran out and other annotators have completed it; "
+                    "this submission was not recorded",
+                    code="lease_lost",
+                )
     else:
-        execute(_TASK_COUNTS, task_update)
-        execute(_ASSIGNMENT_SUBMITTED, assignment_update)
-        if rows:  # a task whose item has no pinned skill asks nothing
-            execute(_INSERT_SCORES + values_sql, score_values)
+        with transaction.atomic(durable=True) if connection.in_atomic_block else nullcontext():
+            taken, _ = _hot_path().submission_record(submission)
+    if not taken:
+        return None
     fields.update(
         status=AssignmentStatus.SUBMITTED, submitted_at=now, active_ms=active_ms, updated_at=now
     )

@@ -19,11 +19,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.db import connection
 from django.db.models import Count, Exists, F, OuterRef, Q
 
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import (
     Assignment,
     AssignmentKind,
@@ -42,7 +44,6 @@ from annotation.services.assignments import (
     human_score_submit,
     task_skills,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create
 from tests.annotation.test_annotate_api import make_dataset
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -300,3 +301,101 @@ def test_one_annotator_claiming_from_several_tabs_at_once_gets_one_lease(project
     assert len({a.pk for a in results}) == 1
     assert Assignment.objects.filter(campaign=campaign, annotator=person).count() == 1
     assert sum(Task.objects.filter(campaign=campaign).values_list("assigned", flat=True)) == 1
+
+
+class RowLocker:
+    """Another session holding row locks in an open transaction, as a claim or a submit in
+    flight holds its task row for the length of its statement. `commit_once_someone_waits`
+    ends the transaction as soon as another session waits for one of those rows (or after
+    `patience` seconds, when nobody did) and tells which it was."""
+
+    def __init__(self, sql: str, params: list[Any]) -> None:
+        self.conn = connection.get_new_connection(connection.get_connection_params())
+        self.cursor = self.conn.cursor()
+        self.cursor.execute(sql, params)  # not autocommit: the transaction stays open
+
+    def commit_once_someone_waits(self, patience: float = 2.0) -> bool:
+        # pg_locks is read live (pg_stat_activity would be a snapshot cached per transaction)
+        blocking_me = (
+            "SELECT count(*) FROM pg_locks WHERE NOT granted AND %s = ANY(pg_blocking_pids(pid))"
+        )
+        deadline = time.monotonic() + patience
+        waited = False
+        while not waited and time.monotonic() < deadline:
+            self.cursor.execute(blocking_me, [self.conn.info.backend_pid])
+            waited = self.cursor.fetchone()[0] > 0
+            time.sleep(0.005)
+        self.conn.commit()
+        self.conn.close()
+        return waited
+
+
+def _lock_tasks(campaign, statement: str) -> RowLocker:
+    return RowLocker(statement.format(table=Task._meta.db_table), [campaign.pk])
+
+
+def test_a_claim_waits_for_open_tasks_that_other_requests_hold_locked(project, tmp_path, crowd):
+    # given an annotator whose open tasks (two, K = 1) are all locked at this instant by
+    # other requests, as claims and submits in flight hold their task rows
+    (person,) = crowd(1, prefix="patient")
+    campaign = make_campaign(project, tmp_path, [person], items=1, overlap=1)
+    assert Task.objects.filter(campaign=campaign).count() == 2
+    locker = _lock_tasks(campaign, "SELECT id FROM {table} WHERE campaign_id = %s FOR UPDATE")
+    # when the annotator claims, the locks going once the claim waits for them
+    claimed, waited = run_together(
+        [
+            lambda: assignment_claim_next(campaign=campaign, annotator=person),
+            locker.commit_once_someone_waits,
+        ]
+    )
+    # then the claim waited and got a task: skipping locked rows may not end in "no task"
+    assert claimed is not None, "a claim answered no task while both tasks were open"
+    assert waited
+    assert_invariants(campaign, [])
+
+
+def test_a_claim_that_waited_for_locked_tasks_respects_what_their_holders_wrote(
+    project, tmp_path, crowd
+):
+    # given the open tasks are locked by requests that fill their last slots
+    (person,) = crowd(1, prefix="late")
+    campaign = make_campaign(project, tmp_path, [person], items=1, overlap=1)
+    locker = _lock_tasks(campaign, "UPDATE {table} SET assigned = overlap WHERE campaign_id = %s")
+    # when the annotator claims meanwhile
+    claimed, _ = run_together(
+        [
+            lambda: assignment_claim_next(campaign=campaign, annotator=person),
+            locker.commit_once_someone_waits,
+        ]
+    )
+    # then there is no task for them, and no slot was taken beyond K
+    assert claimed is None
+    assert not Assignment.objects.filter(campaign=campaign).exists()
+    assert set(Task.objects.filter(campaign=campaign).values_list("assigned", flat=True)) == {1}
+
+
+def test_with_k_equal_to_the_crowd_nobody_is_told_no_task_before_doing_every_task(
+    project, tmp_path, crowd
+):
+    # given 8 annotators and K = 8: every task stays open to each annotator until they had it
+    people = crowd(8, prefix="all")
+    campaign = make_campaign(project, tmp_path, people, items=6, overlap=8)
+    tasks = Task.objects.filter(campaign=campaign).count()
+    accepted: list[int] = []
+
+    def annotate_until_told_no_task(person) -> int:
+        done = 0
+        while (lease := assignment_claim_next(campaign=campaign, annotator=person)) is not None:
+            result = human_score_submit(
+                assignment_id=lease.pk, annotator=person, scores=scores_for(lease)
+            )
+            assert result.created
+            accepted.append(lease.pk)
+            done += 1
+        return done
+
+    # when they all work at once until a claim answers "no task"
+    done = run_together([lambda p=p: annotate_until_told_no_task(p) for p in people])
+    # then nobody was told so before they had done every task
+    assert done == [tasks] * len(people)
+    assert_invariants(campaign, accepted)

@@ -1,0 +1,163 @@
+"""The claim and the submission on PostgreSQL: one statement each (annotation/services/hot_path.py
+states the contracts).
+
+A single statement is its own transaction in autocommit, so the common claim and a live
+submission cost no BEGIN/COMMIT round trips. The statements bind their parameters on the
+server (flaskweb/db.py, DATABASE_PREPARED_STATEMENTS), so psycopg prepares each one per
+connection after its fifth run; with the setting off they run the same, unprepared.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from annotation.services.hot_path import (
+    CLAIM_STATE,
+    LEASE_COLUMNS,
+    PICK_NORMAL,
+    ROUTING,
+    SCORE_COLUMNS,
+    SCORES_TABLE,
+    A,
+    ClaimState,
+    NewLease,
+    Submission,
+    T,
+    on_its_own,
+)
+from flaskweb.db import aware, fetch_one
+
+# Claim state, slot and lease in one statement (data-modifying CTEs). `claiming` is empty
+# unless CLAIM_STATE's may_claim holds; then the pick, the slot (assigned + 1) and the lease
+# are written together. Params: CLAIM_STATE's, campaign, user[, user, user], campaign, user,
+# now, now, now.
+_CLAIM = f"""
+WITH st AS ({CLAIM_STATE}
+), claiming AS (
+  SELECT overlap, lease_seconds FROM st WHERE may_claim
+), picked AS (
+  UPDATE {T} SET assigned = assigned + 1
+  WHERE id = ({{pick}})
+  RETURNING id
+), lease AS (
+  INSERT INTO {A} ({LEASE_COLUMNS})
+  SELECT picked.id, %s, %s, 'normal', 'active',
+         %s::timestamptz + make_interval(secs => claiming.lease_seconds),
+         NULL, NULL, '', false, '', %s::timestamptz, %s::timestamptz
+  FROM picked, claiming
+  RETURNING id, task_id, expires_at
+)
+SELECT st.*, lease.id, lease.task_id, lease.expires_at FROM st LEFT JOIN lease ON true
+"""
+# SKIP LOCKED lets concurrent claims take different rows without queueing behind each other.
+# But every row it passes over is one that another claim or a submission holds for the
+# length of its statement, and when those are all that is left for this annotator (the end
+# of a campaign, or K as large as the crowd, where everyone chases the same most-covered
+# tasks) an empty pick does not mean "no task": the waiting variant runs next. It waits for
+# each holder, rechecks the row as the holder left it (READ COMMITTED re-evaluates the
+# WHERE on the new version) and moves on if it no longer qualifies, so it answers "none"
+# only when nothing is open. It holds no row lock while it waits (the state reads lock
+# nothing), so it cannot deadlock.
+_SKIP = " FOR UPDATE OF t SKIP LOCKED"
+_WAIT = " FOR UPDATE OF t"
+_CLAIMS = {
+    (routing, lock): _CLAIM.format(
+        pick=PICK_NORMAL.format(
+            k="(SELECT overlap FROM claiming)",
+            fence=" OFFSET 0",
+            routing=ROUTING if routing else "",
+            lock=lock,
+        )
+    )
+    for routing in (False, True)
+    for lock in (_SKIP, _WAIT)
+}
+
+
+def claim(
+    *, campaign_id: int, annotator_id: int, now: datetime, decided: bool, routing: bool
+) -> tuple[ClaimState | None, NewLease | None]:
+    pick = [campaign_id, annotator_id] + ([annotator_id, annotator_id] if routing else [])
+    params = [
+        decided,
+        annotator_id,
+        annotator_id,
+        annotator_id,
+        campaign_id,
+        *pick,
+        campaign_id,
+        annotator_id,
+        now,
+        now,
+        now,
+    ]
+    state, lease = _claim_run(_CLAIMS[routing, _SKIP], params)
+    if state is not None and state.may_claim and lease is None:
+        state, lease = _claim_run(_CLAIMS[routing, _WAIT], params)
+    return state, lease
+
+
+def _claim_run(sql: str, params: list) -> tuple[ClaimState | None, NewLease | None]:
+    with on_its_own():
+        row = fetch_one(sql, params)
+    if row is None:
+        return None, None
+    state = ClaimState.from_row(row)
+    lease_id, task_id, expires_at = row[-3:]
+    if lease_id is None:
+        return state, None
+    return state, NewLease(lease_id, task_id, aware(expires_at))
+
+
+# The three writes of a submission in one statement. Its first step takes the assignment
+# (only if it still has the status the caller read and, for a live lease, has not lapsed),
+# and only then does it count the task and insert the scores: a concurrent expiry, skip or
+# duplicate makes it write nothing. Lock order as everywhere (annotation/locks.py):
+# assignment, then task. Params: now, active_ms, now, assignment, user, status, late, now,
+# retake, task, counts, retake, then the score rows.
+_RECORD = f"""
+WITH taken AS (
+  UPDATE {A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s
+  WHERE id = %s AND annotator_id = %s AND status = %s AND (%s OR expires_at > %s)
+  RETURNING id
+), counted AS (
+  UPDATE {T} SET submitted = submitted + 1, assigned = assigned + %s
+  WHERE id = %s AND %s AND assigned + %s <= overlap AND EXISTS (SELECT 1 FROM taken)
+  RETURNING id
+){{scored}}
+SELECT (SELECT count(*) FROM taken), (SELECT count(*) FROM counted)
+"""
+_SCORED = f""", scored AS (
+  INSERT INTO {SCORES_TABLE} ({", ".join(SCORE_COLUMNS)})
+  SELECT v.* FROM (VALUES {{rows}}) AS v WHERE EXISTS (SELECT 1 FROM taken)
+)"""
+# Typed, because server-side binding leaves a VALUES list's parameters untyped.
+_SCORE_ROW = (
+    "(%s::bigint, %s::bigint, %s::bigint, %s::integer, %s::bigint, %s::bigint, %s::smallint,"
+    " %s::boolean, %s::text, %s::integer, %s::timestamptz, %s::timestamptz)"
+)
+
+
+def submission_record(submission: Submission) -> tuple[bool, bool]:
+    s = submission
+    scored = _SCORED.format(rows=", ".join([_SCORE_ROW] * len(s.score_rows)))
+    sql = _RECORD.format(scored=scored if s.score_rows else "")
+    retake = 1 if s.retake_slot else 0
+    params = [
+        s.now,
+        s.active_ms,
+        s.now,
+        s.assignment_id,
+        s.annotator_id,
+        s.status_seen,
+        s.late,
+        s.now,
+        retake,
+        s.task_id,
+        s.counts,
+        retake,
+    ]
+    for row in s.score_rows:
+        params += row
+    taken, counted = fetch_one(sql, params)
+    return bool(taken), bool(counted)
