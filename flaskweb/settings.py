@@ -124,17 +124,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "timeout": 30,
     }
 else:
-    # Server-side parameter binding lets psycopg prepare the statements a worker repeats
-    # (claim, submit): PostgreSQL CPU per annotation submission 4.6 -> 2.6 ms (bench/).
-    # Opt-in until it has run in production: never behind PgBouncer transaction pooling.
-    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env_bool(
-        "DATABASE_SERVER_SIDE_BINDING", False
-    )
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# The annotation hot path's fixed SQL (flaskweb/db.py) is prepared on the server. Turn this
-# off behind a pooler that cannot keep prepared statements (PgBouncer in transaction mode
-# before 1.21, or without max_prepared_statements).
+# Prepared statements (PostgreSQL), the one switch: the fixed SQL of the annotation hot path
+# (flaskweb/db.py) binds its parameters on the server, so psycopg prepares each statement on
+# a connection after its fifth run and PostgreSQL stops planning it. ORM queries keep
+# Django's client-side binding: preparing them too gained nothing measurable
+# (bench/README.md). Turn it off behind a pooler that cannot keep prepared statements
+# (PgBouncer in transaction mode before 1.21, or without max_prepared_statements).
 DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -342,7 +339,7 @@ SPECTACULAR_SETTINGS = {
         "JudgmentStatusEnum": "judging.models.JudgmentStatus",
         "ExportStatusEnum": "analytics.models.ExportStatus",
         "CampaignStatusEnum": "annotation.models.CampaignStatus",
-        "CampaignStatusChangeEnum": "annotation.campaign_apis.STATUS_CHANGES",
+        "CampaignStatusChangeEnum": "annotation.campaigns.apis.STATUS_CHANGES",
         "ProjectRoleEnum": "annotation.models.ProjectRole",
         "ImportJobStatusEnum": "flaskweb.jobs.JobStatus",
     },
