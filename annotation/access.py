@@ -1,9 +1,13 @@
-"""View access helpers: fetch an object and enforce who may see it (404 for objects the
-user may not know about, 403 for a known object and a wrong role)."""
+"""Who may see what: fetch an object and enforce who may see it (404 for objects the
+user may not know about, 403 for a known object and a wrong role), and the one rule of who
+is in a campaign's annotator pool (the claim, the annotator's pages and API, the campaign
+page and re-annotation all read it from here)."""
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
@@ -16,6 +20,8 @@ from annotation.models import (
     ProjectMembership,
     ProjectRole,
 )
+from annotation.selectors import item_get
+from flaskweb.db import fetch_one
 
 STAFF_ROLES = {ProjectRole.ADMIN, ProjectRole.RESEARCHER}
 
@@ -69,8 +75,6 @@ def dataset_get_for_user(user, dataset_id: int) -> tuple[Dataset, str]:
 
 
 def item_get_for_user(user, item_id: int) -> Item:
-    from annotation.selectors import item_get
-
     try:
         item = item_get(item_id=item_id)
     except Item.DoesNotExist:
@@ -91,3 +95,62 @@ def campaign_get_for_staff(user, pk: int) -> Campaign:
     campaign = get_object_or_404(Campaign.objects.select_related("project", "dataset"), pk=pk)
     project_require_role(user, campaign.project, what="campaign")
     return campaign
+
+
+# --- a campaign's annotator pool -----------------------------------------------------------
+
+_POOL_USERS = Campaign.annotators.through._meta.db_table
+_POOL_GROUPS = Campaign.groups.through._meta.db_table
+_USER_GROUPS = get_user_model().groups.through._meta.db_table
+
+_MEMBERS = ProjectMembership._meta.db_table
+
+#: SQL for "the pool of campaign `c` holds the user": named in its annotator list, or a
+#: member of one of its groups who holds a role in the project (a group is site-wide; it
+#: admits no one from outside the project). For the raw statements of the hot path; takes
+#: the user id twice as parameters.
+IN_POOL_SQL = f"""(
+ EXISTS (SELECT 1 FROM {_POOL_USERS} p WHERE p.campaign_id = c.id AND p.user_id = %s)
+ OR EXISTS (SELECT 1 FROM {_POOL_GROUPS} g JOIN {_USER_GROUPS} ug ON ug.group_id = g.group_id
+            JOIN {_MEMBERS} m ON m.user_id = ug.user_id AND m.project_id = c.project_id
+            WHERE g.campaign_id = c.id AND ug.user_id = %s))"""
+
+
+def campaign_pool_for_user(*, user) -> QuerySet[Campaign]:
+    """Campaigns whose pool holds the user, directly or through a group (the rule of
+    IN_POOL_SQL below, as one query without duplicate rows).
+    A project role alone does not put anyone in a pool."""
+    direct = Campaign.annotators.through.objects.filter(campaign_id=OuterRef("pk"), user_id=user.pk)
+    via_group = Campaign.groups.through.objects.filter(
+        campaign_id=OuterRef("pk"), group__user=user.pk
+    )
+    member = ProjectMembership.objects.filter(project_id=OuterRef("project_id"), user_id=user.pk)
+    return Campaign.objects.filter(Q(Exists(direct)) | (Q(Exists(via_group)) & Q(Exists(member))))
+
+
+def campaign_get_for_annotator(*, user, campaign_id: int) -> Campaign:
+    """The campaign if the user is in its pool; raises Campaign.DoesNotExist otherwise."""
+    return campaign_pool_for_user(user=user).get(pk=campaign_id)
+
+
+_IN_POOL = f"SELECT c.id FROM {Campaign._meta.db_table} c WHERE c.id = %s AND {IN_POOL_SQL}"
+
+
+def campaign_in_pool(*, user, campaign_id: int) -> bool:
+    """Whether the campaign exists and its pool holds the user (one raw statement: this
+    guards every API claim)."""
+    return fetch_one(_IN_POOL, [campaign_id, user.pk, user.pk]) is not None
+
+
+def campaign_pool_list(*, campaign: Campaign) -> list[tuple[int, str]]:
+    """(user id, username) of everyone in the pool: named annotators, and the members of
+    its groups who hold a role in the project (the rule of IN_POOL_SQL)."""
+    via_group = Q(groups__campaigns=campaign, memberships__project_id=campaign.project_id)
+    users = (
+        get_user_model()
+        .objects.filter(Q(campaigns=campaign) | via_group)
+        .order_by("username")
+        .values_list("pk", "username")
+        .distinct()
+    )
+    return list(users)

@@ -7,6 +7,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
+from annotation.campaigns.services import CAMPAIGN_STRUCTURE
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -32,7 +33,6 @@ from annotation.models import (
     Skill,
     Task,
 )
-from annotation.services.campaigns import CAMPAIGN_STRUCTURE
 from annotation.services.projects import membership_remove, project_name_check
 
 

@@ -607,8 +607,52 @@ class AssignmentKind(models.TextChoices):
     REPEAT = "repeat", "Hidden repeat (test-retest)"
 
 
+# --- what counts as data ----------------------------------------------------------------------
+#
+# A human score counts (in the report, the exports, quotas, the campaign page's throughput)
+# when its assignment was submitted, is a normal assignment (not a hidden repeat) and is of
+# a normal task (not gold or an attention check): the rest is quality control. This is the
+# one place that says so; every read goes through one of the three forms below.
+
+
+def accepted_assignment_q(*, path: str = "") -> Q:
+    """The rule as a Q over assignments; `path` leads from the model filtered to the
+    assignment: "" on Assignment, "assignment__" on HumanScore, "assignments__" on a user
+    or a campaign (in a Count's filter)."""
+    return Q(
+        **{
+            f"{path}status": AssignmentStatus.SUBMITTED,
+            f"{path}kind": AssignmentKind.NORMAL,
+            f"{path}task__kind": TaskKind.NORMAL,
+        }
+    )
+
+
+def assignment_is_accepted(*, status: str, kind: str, task_kind: str) -> bool:
+    """The rule on values already read (a row of plain values)."""
+    return (
+        status == AssignmentStatus.SUBMITTED
+        and kind == AssignmentKind.NORMAL
+        and task_kind == TaskKind.NORMAL
+    )
+
+
+class AssignmentQuerySet(models.QuerySet):
+    def accepted(self) -> AssignmentQuerySet:
+        """Submitted normal assignments of normal tasks (accepted_assignment_q)."""
+        return self.filter(accepted_assignment_q())
+
+
+class HumanScoreQuerySet(models.QuerySet):
+    def accepted(self) -> HumanScoreQuerySet:
+        """The scores that count as data (accepted_assignment_q)."""
+        return self.filter(accepted_assignment_q(path="assignment__"))
+
+
 class Assignment(TimestampedModel):
     """A lease of a task to one annotator."""
+
+    objects = AssignmentQuerySet.as_manager()
 
     # Written on every claim and submit, so only the indexes reads need: task_id leads
     # assignment_once_per_annotator, campaign_id leads assignment_mine.
@@ -667,6 +711,8 @@ class Assignment(TimestampedModel):
 
 class HumanScore(TimestampedModel):
     """One annotator's score of one response on one skill (1-5 or N/A)."""
+
+    objects = HumanScoreQuerySet.as_manager()
 
     # Three rows per submission: only the indexes reads need. assignment_id leads
     # humanscore_unique; skills and rubrics are append-only (their PROTECT check may scan).

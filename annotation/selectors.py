@@ -1,38 +1,41 @@
-"""Public read API of the annotation app. Downstream apps (judging, analytics) read
-annotation data only through these functions."""
+"""Public read API of the annotation app, and the reads shared by its features.
+
+Downstream apps (judging, analytics) read annotation data only through these functions.
+A read used by one feature only lives in that feature's selectors.py
+(annotation/<feature>/selectors.py); one used by several features, by the app-wide
+services, or by another app lives here.
+"""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db.models import Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models.functions import Substr
 
 from annotation.models import (
     Assignment,
-    AssignmentKind,
-    AssignmentStatus,
     Campaign,
     CampaignRubric,
+    CampaignStatus,
     Dataset,
-    DatasetUpload,
     Domain,
     HumanScore,
     Item,
     ItemDomain,
     ItemSkill,
-    MembershipChange,
     Project,
-    ProjectMembership,
-    ProjectRole,
     Response,
     Rubric,
     Skill,
     SkillMode,
     Task,
     TaskKind,
+    assignment_is_accepted,
 )
 from flaskweb.db import fetch_all, fetch_one, is_postgres, json_value
 
@@ -52,16 +55,6 @@ def domain_list_for_project(*, project: Project | None) -> QuerySet[Domain]:
     return Domain.objects.filter(scope).order_by("order", "name")
 
 
-def rubric_current(*, skill: Skill, project: Project | None) -> Rubric | None:
-    """The rubric in force for a skill in a project: the project's latest version if it has
-    one, else the latest built-in version."""
-    if project is not None:
-        own = Rubric.objects.filter(skill=skill, project=project).order_by("-version").first()
-        if own is not None:
-            return own
-    return Rubric.objects.filter(skill=skill, project__isnull=True).order_by("-version").first()
-
-
 def rubrics_current_for_project(*, project: Project | None) -> dict[int, Rubric]:
     """skill id -> rubric in force, in two queries."""
     result: dict[int, Rubric] = {}
@@ -73,28 +66,10 @@ def rubrics_current_for_project(*, project: Project | None) -> dict[int, Rubric]
     return result
 
 
-def rubric_versions(*, skill: Skill, project: Project | None) -> QuerySet[Rubric]:
-    scope = Q(project__isnull=True)
-    if project is not None:
-        scope |= Q(project=project)
-    return Rubric.objects.filter(scope, skill=skill).order_by("-created_at", "-version")
-
-
 def project_list_for_user(*, user) -> QuerySet[Project]:
     if user.is_superuser or user.is_staff:
         return Project.objects.all()
     return Project.objects.filter(memberships__user=user).distinct()
-
-
-def member_list_for_project(*, project: Project) -> QuerySet[ProjectMembership]:
-    """The project's members, admins first, then researchers and annotators, by username."""
-    order = {ProjectRole.ADMIN: 0, ProjectRole.RESEARCHER: 1, ProjectRole.ANNOTATOR: 2}
-    rank = Case(*(When(role=r, then=Value(n)) for r, n in order.items()), default=Value(3))
-    return (
-        ProjectMembership.objects.filter(project=project)
-        .select_related("user")
-        .order_by(rank, "user__username")
-    )
 
 
 def user_addable_get(*, username: str):
@@ -103,82 +78,10 @@ def user_addable_get(*, username: str):
     return get_user_model().objects.filter(username=username, is_active=True).first()
 
 
-def membership_get(*, project: Project, username: str) -> ProjectMembership | None:
-    """The member of the project with this username (user pre-joined), or None."""
-    return (
-        ProjectMembership.objects.select_related("user")
-        .filter(project=project, user__username=username)
-        .first()
-    )
-
-
-def membership_change_list(*, project: Project, limit: int = 20) -> list[MembershipChange]:
-    """The project's latest membership changes, newest first."""
-    return list(
-        MembershipChange.objects.filter(project=project)
-        .select_related("changed_by")
-        .order_by("-changed_at", "-id")[:limit]
-    )
-
-
 def dataset_list_for_project(*, project: Project) -> QuerySet[Dataset]:
     return project.datasets.annotate(
         item_count=Count("items", distinct=True),
     ).order_by("name")
-
-
-def dataset_stats(*, dataset: Dataset) -> dict:
-    items = Item.objects.filter(dataset=dataset)
-    responses = Response.objects.filter(item__dataset=dataset)
-    return {
-        "items": items.count(),
-        "responses": responses.count(),
-        "models": list(
-            responses.values("model_name").annotate(n=Count("id")).order_by("model_name")
-        ),
-        "difficulty": list(
-            items.values("difficulty").annotate(n=Count("id")).order_by("difficulty")
-        ),
-        "skills": list(
-            ItemSkill.objects.filter(item__dataset=dataset)
-            .values("skill__name")
-            .annotate(n=Count("id"))
-            .order_by("-n", "skill__name")
-        ),
-        "domains": list(
-            Domain.objects.filter(item_domains__item__dataset=dataset)
-            .annotate(n=Count("item_domains"))
-            .values("name", "n")
-            .order_by("-n", "name")
-        ),
-    }
-
-
-def item_list_for_dataset(
-    *,
-    dataset: Dataset,
-    skill_id: int | None = None,
-    domain_id: int | None = None,
-    difficulty: int | None = None,
-    search: str = "",
-) -> QuerySet[Item]:
-    qs = Item.objects.filter(dataset=dataset)
-    if skill_id:
-        qs = qs.filter(item_skills__skill_id=skill_id)
-    if domain_id:
-        qs = qs.filter(item_domains__domain_id=domain_id)
-    if difficulty:
-        qs = qs.filter(difficulty=difficulty)
-    if search:
-        qs = qs.filter(Q(instruction__icontains=search) | Q(external_id=search))
-    return (
-        qs.annotate(response_count=Count("responses", distinct=True))
-        .prefetch_related(
-            Prefetch("item_skills", queryset=ItemSkill.objects.select_related("skill")),
-            "domains",
-        )
-        .order_by("id")
-    )
 
 
 def item_texts_by_external_id(
@@ -225,10 +128,6 @@ def item_ids_for_dataset(*, dataset_id: int, after_id: int = 0, limit: int = 500
         .order_by("pk")
         .values_list("pk", flat=True)[:limit]
     )
-
-
-def upload_list_for_project(*, project: Project) -> QuerySet[DatasetUpload]:
-    return project.uploads.select_related("created_by").order_by("-created_at")
 
 
 # --- the skills a response is scored on (the human form and the judge prompt alike) ----------
@@ -480,12 +379,7 @@ def human_scores_accepted(*, project: Project) -> QuerySet[HumanScore]:
     """The project's campaign scores that count as data: of normal tasks and normal
     assignments, submitted (gold, attention checks and hidden repeats are quality control).
     The report (human_score_rows) and the exports read these."""
-    return HumanScore.objects.filter(
-        campaign__project=project,
-        assignment__kind=AssignmentKind.NORMAL,
-        assignment__task__kind=TaskKind.NORMAL,
-        assignment__status=AssignmentStatus.SUBMITTED,
-    )
+    return HumanScore.objects.filter(campaign__project=project).accepted()
 
 
 def human_score_rows(*, project: Project) -> list[tuple]:
@@ -606,6 +500,141 @@ def human_score_export_annotators(
         campaign_id=campaign_id,
     )
     return sorted(qs.values_list("annotator__username", flat=True).distinct().order_by())
+
+
+# --- analytics: single responses for the researchers' pages ----------------------------------
+#
+# The disagreement explorer and the response page in analytics: a response with its item,
+# every human score of it, short excerpts of many responses' instructions, and which
+# campaigns score which responses. Plain rows (dataclasses, dicts), never lazy model
+# relations, except the one Response the response page shows.
+
+#: Characters of an instruction shown in a list (the database cuts it: instructions can
+#: be long, and a page lists fifty).
+EXCERPT_CHARS = 160
+
+
+def response_get_for_project(*, project: Project, response_id: int) -> Response:
+    """The response with its item and dataset, if it belongs to one of the project's
+    datasets; raises Response.DoesNotExist otherwise."""
+    return Response.objects.select_related("item__dataset").get(
+        pk=response_id, item__dataset__project=project
+    )
+
+
+@dataclass(frozen=True)
+class HumanScoreRow:
+    annotator: str
+    skill: str
+    score: int | None  # None: N/A
+    rationale: str
+    time_ms: int | None  # time on this skill, as the scoring page measured it
+    active_ms: int | None  # focused time on the whole task (all its skills)
+    campaign_id: int
+    campaign: str
+    task_kind: str  # normal, gold, attention
+    assignment_kind: str  # normal, repeat
+    status: str  # of the assignment: submitted (or expired/skipped for a late edit)
+    submitted_at: datetime | None
+    created_at: datetime
+
+    @property
+    def active_seconds(self) -> float | None:
+        return None if self.active_ms is None else self.active_ms / 1000
+
+    @property
+    def time_seconds(self) -> float | None:
+        return None if self.time_ms is None else self.time_ms / 1000
+
+    @property
+    def counted(self) -> bool:
+        """Whether analytics counts it (normal task, normal submitted assignment)."""
+        return assignment_is_accepted(
+            status=self.status, kind=self.assignment_kind, task_kind=self.task_kind
+        )
+
+
+def human_score_list_for_response(*, response_id: int) -> list[HumanScoreRow]:
+    """Every human score of the response, in every campaign (gold, attention checks and
+    hidden repeats included, marked), by skill order, then time. One query."""
+    rows = (
+        HumanScore.objects.filter(response_id=response_id)
+        .order_by("skill__order", "skill__name", "created_at", "pk")
+        .values_list(
+            "annotator__username",
+            "skill__name",
+            "score",
+            "rationale",
+            "time_ms",
+            "assignment__active_ms",
+            "campaign_id",
+            "campaign__name",
+            "assignment__task__kind",
+            "assignment__kind",
+            "assignment__status",
+            "assignment__submitted_at",
+            "created_at",
+        )
+    )
+    return [HumanScoreRow(*row) for row in rows]
+
+
+def response_excerpts(*, response_ids: Iterable[int]) -> dict[int, dict]:
+    """response id -> {"item_external_id", "instruction"} (the first EXCERPT_CHARS
+    characters of the item's instruction, and whether it was cut). One query."""
+    rows = (
+        Response.objects.filter(pk__in=list(response_ids))
+        .annotate(excerpt=Substr("item__instruction", 1, EXCERPT_CHARS + 1))
+        .values_list("pk", "item__external_id", "excerpt")
+    )
+    return {
+        pk: {
+            "item_external_id": external_id,
+            "instruction": excerpt[:EXCERPT_CHARS],
+            "cut": len(excerpt) > EXCERPT_CHARS,
+        }
+        for pk, external_id, excerpt in rows
+    }
+
+
+def campaigns_for_responses(
+    *, project: Project, response_ids: Iterable[int]
+) -> dict[int, list[tuple[int, str]]]:
+    """response id -> [(campaign id, name)] of the project's started campaigns (not drafts)
+    that have a normal task for it, by campaign name. One query."""
+    rows = (
+        Task.objects.filter(
+            campaign__project=project,
+            kind=TaskKind.NORMAL,
+            response_id__in=list(response_ids),
+        )
+        .exclude(campaign__status=CampaignStatus.DRAFT)
+        .order_by("campaign__name", "campaign_id")
+        .values_list("response_id", "campaign_id", "campaign__name")
+    )
+    found: dict[int, list[tuple[int, str]]] = {}
+    for response_id, campaign_id, name in rows:
+        found.setdefault(response_id, []).append((campaign_id, name))
+    return found
+
+
+def campaign_list_for_reannotation(*, project: Project) -> QuerySet[Campaign]:
+    """The project's campaigns that have tasks (every status but draft), by name."""
+    return (
+        Campaign.objects.filter(project=project)
+        .exclude(status=CampaignStatus.DRAFT)
+        .order_by("name", "pk")
+    )
+
+
+def project_system_names(*, project: Project) -> list[str]:
+    """The systems (model names) that answered items of the project's datasets, by name."""
+    return list(
+        Response.objects.filter(item__dataset__project=project)
+        .order_by("model_name")
+        .values_list("model_name", flat=True)
+        .distinct()
+    )
 
 
 # --- projects and campaigns by name (the analytics commands, imports and exports) ---------------

@@ -16,7 +16,7 @@ def dataset_import_task(upload_id: int) -> None:
     conditional update, so a redelivered message finds it claimed and returns. Not
     retried: a failed import is recorded on the job row and re-run by a new upload.
     Routed to the `imports` queue."""
-    from annotation.services.imports import dataset_import
+    from annotation.datasets.services import dataset_import
 
     if dataset_import(upload_id=upload_id) is None:
         logger.info("upload %s is missing or already claimed; nothing to do", upload_id)
@@ -26,7 +26,7 @@ def dataset_import_task(upload_id: int) -> None:
 def uploads_health_check_task() -> int:
     """Fail imports stuck in `running` longer than FLASKWEB_IMPORT_STALE_SECONDS (their
     worker died). Idempotent; run by beat every 5 minutes."""
-    from annotation.services.imports import uploads_fail_stale
+    from annotation.datasets.services import uploads_fail_stale
 
     return uploads_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)
 

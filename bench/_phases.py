@@ -49,8 +49,8 @@ def _install() -> None:
     import django
 
     django.setup()
+    from annotation.datasets import services as imports
     from annotation.management.commands import import_dataset
-    from annotation.services import imports
 
     _timed(imports, "_stage_rows", "stage_rows")
     _timed(imports._Stager, "flush", "copy")

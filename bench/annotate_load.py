@@ -243,8 +243,8 @@ def campaign_setup(annotators: int, overlap: int):
     from django.db import connection
     from rest_framework.authtoken.models import Token
 
+    from annotation.campaigns.services import campaign_activate, campaign_create
     from annotation.models import Campaign, CampaignStatus, Dataset
-    from annotation.services.campaigns import campaign_activate, campaign_create
 
     dataset = Dataset.objects.select_related("project").get(project__slug=PROJECT, name=DATASET)
     Campaign.objects.filter(project=dataset.project, status=CampaignStatus.ACTIVE).update(

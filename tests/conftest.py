@@ -171,8 +171,8 @@ def celery_worker_process(transactional_db, settings):
 def _ensure_catalogue() -> None:
     """transactional_db truncates every table after a test, the built-in catalogue seeded by
     a data migration included; put it back for the tests that come after."""
+    from annotation.catalogue.services import catalogue_sync_builtins
     from annotation.models import Skill
-    from annotation.services.catalogue import catalogue_sync_builtins
 
     if not Skill.objects.filter(project__isnull=True).exists():
         catalogue_sync_builtins()

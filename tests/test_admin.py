@@ -20,9 +20,9 @@ def test_a_membership_deleted_in_the_admin_ends_pools_and_leases(
     admin_client, project, annotator, tmp_path
 ):
     """The admin's inline runs the members page's removal, not a bare row delete."""
+    from annotation.campaigns.services import campaign_activate, campaign_create
     from annotation.models import AssignmentStatus, ProjectMembership
     from annotation.services.assignments import assignment_claim_next
-    from annotation.services.campaigns import campaign_activate, campaign_create
     from tests.annotation.test_campaign_selectors import make_dataset
 
     dataset = make_dataset(project, tmp_path)

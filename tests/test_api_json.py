@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import HumanScore
 from annotation.parsers import MAX_JSON_DEPTH, JsonRefused, json_depth_exceeds, json_loads_strict
-from annotation.services.campaigns import campaign_activate, campaign_create
 from tests.annotation.test_annotate_api import claim, make_dataset, scores_for, submit_url
 from tests.clients import token_client
 

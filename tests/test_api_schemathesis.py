@@ -38,6 +38,7 @@ from schemathesis.specs.openapi.checks import (
 
 from analytics.exports.services import export_job_create, export_job_run
 from analytics.imports.services import scores_import
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import DatasetUpload, Response
 from annotation.services.assignments import (
     ScoreInput,
@@ -45,7 +46,6 @@ from annotation.services.assignments import (
     human_score_submit,
     task_skills,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create
 from devtools.openai_server import FakeOpenAIServer
 from judging.models import RunStatus
 from judging.services import judge_response, judge_run_create
@@ -358,7 +358,7 @@ def test_an_unexpected_error_is_a_json_500_without_a_traceback(researcher, monke
     def broken(**kwargs):
         raise RuntimeError("internal detail")
 
-    monkeypatch.setattr("annotation.apis.selectors.project_list_for_user", broken)
+    monkeypatch.setattr("annotation.projects.apis.selectors.project_list_for_user", broken)
     response = _api(researcher, raise_request_exception=False).get("/api/v1/annotation/projects/")
     assert response.status_code == 500
     assert response.json() == {

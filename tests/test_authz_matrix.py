@@ -42,6 +42,8 @@ from rest_framework.authtoken.models import Token
 from analytics.exports.services import export_job_create, export_job_run
 from analytics.imports.services import scores_import
 from analytics.models import ExportJob, ExportStatus, ImportedScore, ScoreImport, ScoreImportJob
+from annotation.campaigns.services import campaign_activate, campaign_create
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -69,9 +71,7 @@ from annotation.services.assignments import (
     assignment_claim_next,
     human_score_submit,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create
 from annotation.services.catalogue import skill_create
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set, project_create
 from annotation.services.reannotation import responses_reannotate
 from judging.models import (

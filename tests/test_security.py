@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from annotation.audit import actor_set
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import Campaign, HumanScore, HumanScoreDeletion, HumanScoreRevision
 from annotation.services.assignments import human_score_edit
-from annotation.services.campaigns import campaign_activate, campaign_create
 from flaskweb.security import CONTENT_SECURITY_POLICY
 from tests.annotation.test_assignments import make_dataset
 from tests.annotation.test_reannotation import annotate_all

@@ -40,9 +40,9 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from analytics.models import ScoreImportJob
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import DatasetUpload, ImportProblem, UploadFile, UploadSource, UploadStatus
 from annotation.parsers import PROBLEM_CLASSES
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from judging.models import JudgeOutputImportJob
 from tests.clients import token_client
 from tests.jobs import import_jobs_fixture  # noqa: F401 - the import_jobs fixture

@@ -7,8 +7,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from annotation.datasets.services import upload_progress_get
 from annotation.models import DatasetUpload, Item, Response, UploadStatus
-from annotation.services.imports import upload_progress_get
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.slow

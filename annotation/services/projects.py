@@ -165,7 +165,7 @@ def membership_update(*, membership: ProjectMembership, role: str, actor=None) -
 def membership_remove(*, membership: ProjectMembership, actor=None) -> int:
     """End a membership: the user leaves the annotator lists of the project's campaigns
     (and, with no role, no group admits them to its pools any more: see
-    annotation.annotator_selectors.IN_POOL_SQL). Their scores stay; an open lease runs
+    annotation.access.IN_POOL_SQL). Their scores stay; an open lease runs
     is ended at once and its slot returns to the pool. Returns how many campaign pools
     they left."""
     membership = (

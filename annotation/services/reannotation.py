@@ -42,20 +42,20 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotation.campaign_selectors import campaign_pool_list
+from annotation.access import campaign_pool_list
+from annotation.campaigns.services import campaign_set_status
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
     AssignmentKind,
-    AssignmentStatus,
     Campaign,
     CampaignStatus,
     ItemDomain,
     ReannotationRequest,
     Task,
     TaskKind,
+    accepted_assignment_q,
 )
-from annotation.services.campaigns import campaign_set_status
 
 #: The most annotators one response can have (the campaign's CHECK: overlap 1-50).
 MAX_OVERLAP = 50
@@ -236,12 +236,8 @@ def _eligible_counts(campaign: Campaign, tasks: list[Task]) -> Counter:
             .annotate(
                 n=Count(
                     "assignments",
-                    filter=Q(
-                        assignments__campaign=campaign,
-                        assignments__status=AssignmentStatus.SUBMITTED,
-                        assignments__kind=AssignmentKind.NORMAL,
-                        assignments__task__kind=TaskKind.NORMAL,
-                    ),
+                    filter=Q(assignments__campaign=campaign)
+                    & accepted_assignment_q(path="assignments__"),
                 )
             )
             .filter(n__gte=campaign.quota_per_annotator)

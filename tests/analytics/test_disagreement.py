@@ -19,6 +19,8 @@ from analytics.explorer.disagreement import DisagreementFilters, disagreements, 
 from analytics.explorer.selectors import disagreement_list
 from analytics.imports.services import scores_import
 from analytics.report.build import human_means
+from annotation.campaigns.services import campaign_activate, campaign_create, campaign_set_status
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     CampaignStatus,
     HumanScore,
@@ -34,8 +36,6 @@ from annotation.services.assignments import (
     human_score_submit,
     task_skills,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create, campaign_set_status
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import project_create
 from devtools.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create

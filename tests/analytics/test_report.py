@@ -18,13 +18,13 @@ from scipy import stats
 from analytics import metrics
 from analytics.report.build import build_report, human_means, mean_of_means
 from analytics.report.selectors import project_report
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.services.assignments import (
     ScoreInput,
     assignment_claim_next,
     human_score_submit,
     task_skills,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create
 from devtools.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset

@@ -9,6 +9,13 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
+from annotation.campaigns.services import (
+    campaign_activate,
+    campaign_create,
+    campaign_set_status,
+    gold_task_set,
+)
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -24,13 +31,6 @@ from annotation.models import (
     UploadStatus,
 )
 from annotation.services.assignments import assignment_claim_next, task_skills
-from annotation.services.campaigns import (
-    campaign_activate,
-    campaign_create,
-    campaign_set_status,
-    gold_task_set,
-)
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 
 SKILLS = ["Factuality", "Comprehension", "Readability"]
 # Never shown to annotators; the texts below do not contain it, so any hit is a leak.

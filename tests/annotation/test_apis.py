@@ -6,8 +6,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from annotation.datasets.services import dataset_import
 from annotation.models import DatasetUpload, Project, UploadStatus
-from annotation.services.imports import dataset_import
 from tests.clients import token_client
 
 ROW = (

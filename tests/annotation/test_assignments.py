@@ -9,6 +9,8 @@ import time_machine
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation.campaigns.services import campaign_activate, campaign_create
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     Assignment,
     AssignmentStatus,
@@ -30,8 +32,6 @@ from annotation.services.assignments import (
     human_score_submit,
     task_skills,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 
 SKILLS = ["Factuality", "Comprehension", "Readability"]
 

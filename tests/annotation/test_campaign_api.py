@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from annotation.annotator_selectors import campaign_in_pool
+from annotation.access import campaign_in_pool
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import Campaign, CampaignStatus, ProjectRole, Task
-from annotation.services.campaigns import campaign_activate, campaign_create
 from annotation.services.projects import membership_set, project_create
 from tests.annotation.test_campaign_selectors import SKILLS, make_annotator, make_dataset, submit
 from tests.clients import token_client

@@ -11,7 +11,9 @@ import pytest
 import time_machine
 from django.db import connection
 
-from annotation import campaign_selectors as cs
+from annotation.campaigns import selectors as cs
+from annotation.campaigns.services import campaign_activate, campaign_create, gold_task_set
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     AssignmentKind,
     Campaign,
@@ -29,8 +31,6 @@ from annotation.services.assignments import (
     human_score_submit,
     task_skills,
 )
-from annotation.services.campaigns import campaign_activate, campaign_create, gold_task_set
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set
 
 SKILLS = ["Factuality", "Comprehension", "Readability"]

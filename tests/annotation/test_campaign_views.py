@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import (
     AnnotatorExpertise,
     Campaign,
@@ -24,7 +25,6 @@ from annotation.models import (
     TaskKind,
 )
 from annotation.services.assignments import assignment_claim_next, assignment_skip
-from annotation.services.campaigns import campaign_activate, campaign_create
 from tests.annotation.test_campaign_selectors import (
     SKILLS,
     make_annotator,
@@ -92,7 +92,7 @@ def test_the_campaign_list_answers_htmx_with_the_table_only(researcher_client, a
 
 
 def test_the_project_page_lists_its_campaigns(researcher_client, project, tmp_path):
-    from annotation.services.campaigns import campaign_create
+    from annotation.campaigns.services import campaign_create
 
     from .test_assignments import make_dataset
 

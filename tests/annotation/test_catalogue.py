@@ -10,20 +10,20 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from annotation import catalogue_text
-from annotation.models import Ability, Difficulty, Domain, Rubric, RubricSource, Skill
-from annotation.parsers import DIFFICULTY_NAMES
-from annotation.selectors import (
-    domain_list_for_project,
-    rubric_current,
-    rubrics_current_for_project,
-    skill_list_for_project,
-)
-from annotation.services.catalogue import (
+from annotation.catalogue.selectors import rubric_current
+from annotation.catalogue.services import (
     RubricFileError,
     catalogue_sync_builtins,
     rubric_import_flask,
     rubric_revise,
     skill_create,
+)
+from annotation.models import Ability, Difficulty, Domain, Rubric, RubricSource, Skill
+from annotation.parsers import DIFFICULTY_NAMES
+from annotation.selectors import (
+    domain_list_for_project,
+    rubrics_current_for_project,
+    skill_list_for_project,
 )
 from annotation.services.projects import project_create
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import Item
 from annotation.services.assignments import assignment_claim_next, assignment_skip
-from annotation.services.campaigns import campaign_activate, campaign_create
 from tests.annotation.test_campaign_selectors import SKILLS, make_annotator, make_dataset, submit
 from tests.clients import token_client
 

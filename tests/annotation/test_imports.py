@@ -15,6 +15,18 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from annotation import tasks
+from annotation.datasets import services as imports
+from annotation.datasets.services import (
+    FileSpec,
+    ImportOptionsError,
+    dataset_import,
+    dataset_import_run,
+    dataset_upload_claim,
+    dataset_upload_create,
+    policies_parse,
+    upload_progress_get,
+    uploads_fail_stale,
+)
 from annotation.models import (
     Dataset,
     DatasetUpload,
@@ -27,19 +39,8 @@ from annotation.models import (
     UploadStatus,
 )
 from annotation.parsers import PROBLEM_CLASSES
-from annotation.services import imports
-from annotation.services.imports import (
-    FileSpec,
-    ImportOptionsError,
-    dataset_import,
-    dataset_import_run,
-    dataset_upload_claim,
-    dataset_upload_create,
-    policies_parse,
-    upload_progress_get,
-    uploads_fail_stale,
-)
 from annotation.services.projects import project_create
+from flaskweb.jobs import JobStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -1258,3 +1259,10 @@ def test_success_is_recorded_with_its_counts_and_problems_in_one_step(project, t
     with mock.patch.object(imports, "_finish_done", check_then_done):
         run_import(project, path, policies={"invalid_difficulty": "accept"})
     assert seen == {"status": UploadStatus.SUCCEEDED, "items": 3, "problems": 1}
+
+
+def test_the_upload_job_row_shares_the_job_status_values():
+    # DatasetUpload's transitions are flaskweb.jobs' (job_claim, job_finish,
+    # jobs_fail_stale), which write JobStatus values: the two enums must stay the same
+    # strings, or a claimed upload would be written a status its CHECK refuses.
+    assert set(UploadStatus.values) == set(JobStatus.values)

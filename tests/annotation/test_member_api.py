@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import (
     Assignment,
     AssignmentStatus,
@@ -16,7 +17,6 @@ from annotation.models import (
     Task,
 )
 from annotation.services.assignments import assignment_claim_next
-from annotation.services.campaigns import campaign_activate, campaign_create
 from annotation.services.projects import membership_set, project_create
 from tests.annotation.test_campaign_selectors import make_dataset, submit
 from tests.clients import token_client

@@ -117,8 +117,8 @@ def test_a_dataset_import_refuses_a_model_name_that_looks_like_one_the_dataset_h
 ):
     import json
 
+    from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
     from annotation.models import Response, UploadSource, UploadStatus
-    from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 
     def imported(rows, name):
         path = tmp_path / name

@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from annotation.datasets.services import (
+    PROBLEMS_STORED_PER_CLASS,
+    FileSpec,
+    dataset_import,
+    dataset_upload_create,
+)
 from annotation.models import (
     Dataset,
     DatasetUpload,
@@ -18,12 +24,6 @@ from annotation.models import (
     Response,
     UploadSource,
     UploadStatus,
-)
-from annotation.services.imports import (
-    PROBLEMS_STORED_PER_CLASS,
-    FileSpec,
-    dataset_import,
-    dataset_upload_create,
 )
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

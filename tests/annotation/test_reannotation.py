@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from annotation.campaigns.services import campaign_activate, campaign_create, campaign_set_status
 from annotation.models import (
     AnnotatorExpertise,
     Campaign,
@@ -19,7 +20,6 @@ from annotation.models import (
     TaskKind,
 )
 from annotation.services.assignments import assignment_claim_next, human_score_submit
-from annotation.services.campaigns import campaign_activate, campaign_create, campaign_set_status
 from annotation.services.reannotation import MAX_OVERLAP, Outcome, responses_reannotate
 from tests.annotation.test_assignments import full_scores, make_dataset
 

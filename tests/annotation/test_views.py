@@ -6,8 +6,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import DatasetUpload, Rubric, Skill, UploadSource, UploadStatus
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 
 ITEMS = (
     b'{"id": "q1", "instruction": "Say **hi**", "reference": "hi", '

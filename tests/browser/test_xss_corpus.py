@@ -34,6 +34,13 @@ from analytics.exports.services import (
     export_write,
 )
 from analytics.imports.services import ScoreImportRejected, scores_import
+from annotation.campaigns.services import (
+    annotator_expertise_set,
+    campaign_activate,
+    campaign_create,
+    gold_task_set,
+)
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     Assignment,
     Domain,
@@ -53,14 +60,7 @@ from annotation.services.assignments import (
     assignment_skip,
     human_score_submit,
 )
-from annotation.services.campaigns import (
-    annotator_expertise_set,
-    campaign_activate,
-    campaign_create,
-    gold_task_set,
-)
 from annotation.services.catalogue import skill_create
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set, project_create
 from judging.baselines import BASELINES
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment

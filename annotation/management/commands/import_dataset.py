@@ -7,9 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Project, UploadSource, UploadStatus
-from annotation.parsers import FORMATS, PROBLEM_CLASSES
-from annotation.services.imports import (
+from annotation.datasets.services import (
     POLICY_PRESETS,
     FileSpec,
     ImportOptionsError,
@@ -17,6 +15,8 @@ from annotation.services.imports import (
     dataset_upload_create,
     policies_parse,
 )
+from annotation.models import Project, UploadSource, UploadStatus
+from annotation.parsers import FORMATS, PROBLEM_CLASSES
 from annotation.services.projects import project_get_or_create
 
 EPILOG = "problem classes (CLASS: allowed actions):\n" + "\n".join(

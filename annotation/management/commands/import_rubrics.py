@@ -6,8 +6,8 @@ from pathlib import Path
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.catalogue.services import RubricFileError, rubric_import_flask
 from annotation.models import Project
-from annotation.services.catalogue import RubricFileError, rubric_import_flask
 
 
 class Command(BaseCommand):

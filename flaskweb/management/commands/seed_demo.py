@@ -9,10 +9,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from annotation.campaigns.services import campaign_activate, campaign_create, gold_task_set
+from annotation.catalogue.services import catalogue_sync_builtins
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import Campaign, Project, ProjectRole, Response, UploadSource
-from annotation.services.campaigns import campaign_activate, campaign_create, gold_task_set
-from annotation.services.catalogue import catalogue_sync_builtins
-from annotation.services.imports import FileSpec, dataset_import, dataset_upload_create
 from annotation.services.projects import membership_set, project_get_or_create
 
 DEMO_FILE = Path(__file__).resolve().parents[3] / "annotation" / "demo" / "demo_dataset.jsonl"

@@ -15,8 +15,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation import access, selectors
+from annotation import access
 from annotation.api_parsers import StrictJSONParser
+from annotation.members import selectors
 from annotation.models import Project, ProjectMembership, ProjectRole
 from annotation.services import projects as services
 from flaskweb.api_errors import ApiPagination, ErrorSerializer

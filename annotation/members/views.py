@@ -11,8 +11,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotation import access, selectors
-from annotation.forms import MemberAddForm, MemberChangeForm
+from annotation import access
+from annotation.members import selectors
+from annotation.members.forms import MemberAddForm, MemberChangeForm
 from annotation.models import Project, ProjectRole
 from annotation.services import projects as services
 from flaskweb.htmx import HtmxHttpRequest

@@ -4,7 +4,7 @@ The scoring page is one template with one swappable region, the `task-card` part
 renders the current (or next) task; submit and skip POST from the card and get the next
 card (or the same card with a message) back, always with status 200 so htmx 2 swaps it.
 What reaches the templates is blind: no model name, judge score, other annotator's score
-or gold status (annotation/annotator_selectors.py).
+or gold status (annotation/annotate/selectors.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import annotator_selectors as selectors
-from annotation.annotate_forms import ScoreSubmission, SkipForm, score_submission_from_post
+from annotation import access
+from annotation.annotate import selectors
+from annotation.annotate.forms import ScoreSubmission, SkipForm, score_submission_from_post
 from annotation.models import Assignment, Campaign
 from annotation.services import assignments as workflow
 from flaskweb.htmx import HtmxHttpRequest, template_for
@@ -28,7 +29,7 @@ REDRAW_CODES = {"incomplete", "invalid"}
 
 def _campaign_get_for_annotator(request: HtmxHttpRequest, pk: int) -> Campaign:
     try:
-        return selectors.campaign_get_for_annotator(user=request.user, campaign_id=pk)
+        return access.campaign_get_for_annotator(user=request.user, campaign_id=pk)
     except Campaign.DoesNotExist:
         raise Http404("no such campaign")
 
@@ -108,7 +109,9 @@ def annotate_skip(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _next_card(request: HtmxHttpRequest, campaign: Campaign, *, notice: str = "") -> HttpResponse:
     claimed = workflow.assignment_next(campaign=campaign, annotator=request.user)
     if claimed is None:
-        reason = selectors.annotator_idle_reason(campaign=campaign, user=request.user)
+        reason = selectors.NO_TASK_MESSAGES[
+            selectors.no_task_reason(campaign=campaign, user=request.user)
+        ]
         return _render(request, campaign, {"idle_reason": reason, "notice": notice})
     assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_id=claimed.pk)
     return _card(request, assignment, notice=notice)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
 from django.db.models import (
     Case,
     Count,
@@ -25,6 +24,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotation.access import campaign_pool_for_user
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -36,57 +36,15 @@ from annotation.models import (
     HumanScore,
     Item,
     ItemDomain,
-    ProjectMembership,
     Response,
     Task,
     TaskKind,
+    accepted_assignment_q,
 )
 from annotation.selectors import item_skills_sql, skills_for_item
 from flaskweb.db import aware, fetch_one, instance_from
 
 VISIBLE_STATUSES = (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
-
-_POOL_USERS = Campaign.annotators.through._meta.db_table
-_POOL_GROUPS = Campaign.groups.through._meta.db_table
-_USER_GROUPS = get_user_model().groups.through._meta.db_table
-
-_MEMBERS = ProjectMembership._meta.db_table
-
-#: SQL for "the pool of campaign `c` holds the user": named in its annotator list, or a
-#: member of one of its groups who holds a role in the project (a group is site-wide; it
-#: admits no one from outside the project). For the raw statements of the hot path; takes
-#: the user id twice as parameters.
-IN_POOL_SQL = f"""(
- EXISTS (SELECT 1 FROM {_POOL_USERS} p WHERE p.campaign_id = c.id AND p.user_id = %s)
- OR EXISTS (SELECT 1 FROM {_POOL_GROUPS} g JOIN {_USER_GROUPS} ug ON ug.group_id = g.group_id
-            JOIN {_MEMBERS} m ON m.user_id = ug.user_id AND m.project_id = c.project_id
-            WHERE g.campaign_id = c.id AND ug.user_id = %s))"""
-
-
-def campaign_pool_for_user(*, user) -> QuerySet[Campaign]:
-    """Campaigns whose pool holds the user, directly or through a group (the rule of
-    IN_POOL_SQL below, as one query without duplicate rows).
-    A project role alone does not put anyone in a pool."""
-    direct = Campaign.annotators.through.objects.filter(campaign_id=OuterRef("pk"), user_id=user.pk)
-    via_group = Campaign.groups.through.objects.filter(
-        campaign_id=OuterRef("pk"), group__user=user.pk
-    )
-    member = ProjectMembership.objects.filter(project_id=OuterRef("project_id"), user_id=user.pk)
-    return Campaign.objects.filter(Q(Exists(direct)) | (Q(Exists(via_group)) & Q(Exists(member))))
-
-
-def campaign_get_for_annotator(*, user, campaign_id: int) -> Campaign:
-    """The campaign if the user is in its pool; raises Campaign.DoesNotExist otherwise."""
-    return campaign_pool_for_user(user=user).get(pk=campaign_id)
-
-
-_IN_POOL = f"SELECT c.id FROM {Campaign._meta.db_table} c WHERE c.id = %s AND {IN_POOL_SQL}"
-
-
-def campaign_in_pool(*, user, campaign_id: int) -> bool:
-    """Whether the campaign exists and its pool holds the user (one raw statement: this
-    guards every API claim)."""
-    return fetch_one(_IN_POOL, [campaign_id, user.pk, user.pk]) is not None
 
 
 @dataclass(frozen=True)
@@ -196,12 +154,7 @@ def campaign_list_for_annotator(*, user) -> list[AnnotatorCampaignRow]:
             ),
             n_quota_done=Count(
                 "assignments",
-                filter=Q(
-                    assignments__annotator=user,
-                    assignments__status=AssignmentStatus.SUBMITTED,
-                    assignments__kind=AssignmentKind.NORMAL,
-                    assignments__task__kind=TaskKind.NORMAL,
-                ),
+                filter=Q(assignments__annotator=user) & accepted_assignment_q(path="assignments__"),
             ),
             n_available=available,
             has_open=Exists(
@@ -258,28 +211,35 @@ def assignment_done_count(*, campaign: Campaign, user) -> int:
     ).count()
 
 
-def annotator_idle_reason(*, campaign: Campaign, user) -> str:
-    """Why there is no task for the user now, in words for the annotator."""
-    if campaign.status == CampaignStatus.DRAFT:
-        return "This campaign has not started yet."
-    if campaign.status == CampaignStatus.PAUSED:
-        return "This campaign is paused for now. Please come back later."
-    if campaign.status == CampaignStatus.FINISHED:
-        return "This campaign is finished. Thank you for your work!"
-    if campaign.quota_per_annotator is not None:
-        counted = Assignment.objects.filter(
-            campaign=campaign,
-            annotator=user,
-            status=AssignmentStatus.SUBMITTED,
-            kind=AssignmentKind.NORMAL,
-            task__kind=TaskKind.NORMAL,
-        ).count()
-        if counted >= campaign.quota_per_annotator:
-            return "You have reached your quota for this campaign. Thank you!"
-    return (
+#: Why a claim came back empty: the code the API sends (the No-Task-Reason header, a chained
+#: submit's `next_reason`) -> the words the annotate page shows.
+NO_TASK_MESSAGES = {
+    "campaign_draft": "This campaign has not started yet.",
+    "campaign_paused": "This campaign is paused for now. Please come back later.",
+    "campaign_finished": "This campaign is finished. Thank you for your work!",
+    "quota_reached": "You have reached your quota for this campaign. Thank you!",
+    "no_task_available": (
         "There is nothing for you to score right now: every response has enough "
         "annotators, or you have scored all the ones you can. Thank you!"
-    )
+    ),
+}
+
+
+def no_task_reason(*, campaign: Campaign, user) -> str:
+    """Why `user` has no task in `campaign` now, as a key of NO_TASK_MESSAGES: the campaign
+    is not active (draft, paused, finished), the user's quota is met (their accepted
+    assignments, Assignment.objects.accepted), or nothing is left for them. Ask it right
+    after an empty claim. It re-reads the campaign's status and quota into `campaign` (two
+    fields, one query): the caller may hold a stub (the API) or an instance read before the
+    claim, and the reason must be the campaign's state now."""
+    campaign.refresh_from_db(fields=["status", "quota_per_annotator"])
+    if campaign.status != CampaignStatus.ACTIVE:
+        return f"campaign_{campaign.status}"
+    if campaign.quota_per_annotator is not None:
+        counted = Assignment.objects.filter(campaign=campaign, annotator=user).accepted().count()
+        if counted >= campaign.quota_per_annotator:
+            return "quota_reached"
+    return "no_task_available"
 
 
 # --- gold feedback (only when the campaign enables it) ---------------------------------------

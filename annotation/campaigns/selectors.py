@@ -45,6 +45,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Abs, Coalesce
 
+from annotation.access import campaign_pool_list
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -64,6 +65,7 @@ from annotation.models import (
     SkillMode,
     Task,
     TaskKind,
+    accepted_assignment_q,
 )
 from annotation.selectors import domain_list_for_project
 from flaskweb.db import is_postgres
@@ -171,20 +173,6 @@ def group_list_for_project(*, project: Project, keep=()) -> QuerySet[Group]:
     hidden from the project's staff."""
     with_member = Group.objects.filter(user__memberships__project=project).values("pk")
     return Group.objects.filter(Q(pk__in=with_member) | Q(pk__in=list(keep))).order_by("name")
-
-
-def campaign_pool_list(*, campaign: Campaign) -> list[tuple[int, str]]:
-    """(user id, username) of everyone in the pool: named annotators, and the members of
-    its groups who hold a role in the project (the rule of annotator_selectors.IN_POOL_SQL)."""
-    via_group = Q(groups__campaigns=campaign, memberships__project_id=campaign.project_id)
-    users = (
-        get_user_model()
-        .objects.filter(Q(campaigns=campaign) | via_group)
-        .order_by("username")
-        .values_list("pk", "username")
-        .distinct()
-    )
-    return list(users)
 
 
 def dataset_model_names(*, dataset: Dataset) -> list[str]:
@@ -333,13 +321,11 @@ def campaign_progress(*, campaign: Campaign, now: datetime) -> CampaignProgress:
         done=Coalesce(Sum("submitted"), 0),
         needed=Coalesce(Sum("overlap"), 0),
     )
-    recent = Assignment.objects.filter(
-        campaign=campaign,
-        kind=AssignmentKind.NORMAL,
-        task__kind=TaskKind.NORMAL,
-        status=AssignmentStatus.SUBMITTED,
-        submitted_at__gt=now - RATE_WINDOW,
-    ).count()
+    recent = (
+        Assignment.objects.filter(campaign=campaign, submitted_at__gt=now - RATE_WINDOW)
+        .accepted()
+        .count()
+    )
     return CampaignProgress(
         tasks=totals["tasks"],
         tasks_complete=totals["complete"],
@@ -374,9 +360,7 @@ def campaign_annotator_progress(*, campaign: Campaign, now: datetime) -> list[An
         .order_by()
         .values("annotator_id", "annotator__username")
         .annotate(
-            done=Count(
-                "pk", filter=submitted & Q(kind=AssignmentKind.NORMAL, task__kind=TaskKind.NORMAL)
-            ),
+            done=Count("pk", filter=accepted_assignment_q()),
             submitted=Count("pk", filter=submitted),
             per_hour=Count("pk", filter=submitted & Q(submitted_at__gt=now - RATE_WINDOW)),
             skips=Count("pk", filter=Q(status=AssignmentStatus.SKIPPED)),

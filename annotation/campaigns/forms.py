@@ -9,7 +9,8 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import Group
 
-from annotation import campaign_selectors as cs
+from annotation.campaigns import selectors as cs
+from annotation.campaigns.services import CAMPAIGN_STRUCTURE, MAX_LEASE_SECONDS
 from annotation.models import (
     Campaign,
     CampaignStatus,
@@ -22,7 +23,6 @@ from annotation.models import (
 )
 from annotation.parsers import score_read
 from annotation.selectors import domain_list_for_project, skill_list_for_project
-from annotation.services.campaigns import CAMPAIGN_STRUCTURE, MAX_LEASE_SECONDS
 
 LEASE_UNITS = {"minutes": 60, "seconds": 1}
 

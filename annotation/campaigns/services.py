@@ -27,6 +27,7 @@ from annotation.models import (
     Task,
     TaskKind,
 )
+from annotation.selectors import rubrics_current_for_project
 
 
 class CampaignStateError(ValidationError):
@@ -167,8 +168,6 @@ def campaign_activate(*, campaign: Campaign) -> int:
     """Create the campaign's tasks (one per selected response) and pin the rubric in force
     for each skill. Idempotent: tasks and pins already there are kept. Returns the number
     of tasks created."""
-    from annotation.selectors import rubrics_current_for_project
-
     campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
     if campaign.status == CampaignStatus.FINISHED:
         raise CampaignStateError("a finished campaign cannot be activated again")

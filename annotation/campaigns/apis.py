@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.db.models import Prefetch
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -18,13 +19,29 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation import access
-from annotation import campaign_selectors as cs
 from annotation.api_parsers import StrictJSONParser
-from annotation.models import Campaign, CampaignStatus, Project, SkillMode
+from annotation.campaigns import selectors as cs
+from annotation.campaigns import services
+from annotation.models import (
+    Assignment,
+    AssignmentKind,
+    AssignmentStatus,
+    Campaign,
+    CampaignStatus,
+    HumanScore,
+    Project,
+    SkillMode,
+)
 from annotation.selectors import skill_list_for_project
-from annotation.services import campaigns as services
 from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error, state_conflict
 
+#: A score as the API writes it: 1..5, or "N/A".
+SCORE_SCHEMA = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "maximum": 5},
+        {"type": "string", "enum": ["N/A"]},
+    ]
+}
 MAX_RATE = 0.5  # gold and repeat shares, as on the campaign form (0-50 %)
 MAX_INSTRUCTIONS = 50_000
 #: What POST campaigns/{id}/status/ may ask for: pause, resume, finish.
@@ -387,3 +404,82 @@ class CampaignStatusApi(APIView):
         except ValidationError as exc:
             return _state_conflict(campaign, exc)
         return ApiResponse(_campaign_data(campaign))
+
+
+# --- a campaign's assignments ------------------------------------------------------------------
+
+
+@extend_schema_field({"type": "object", "additionalProperties": SCORE_SCHEMA})
+class _ScoresField(serializers.Field):
+    """skill name -> 1..5 or "N/A"."""
+
+    def to_representation(self, scores) -> dict:
+        return {s.skill.name: "N/A" if s.is_na else s.score for s in scores.all()}
+
+
+class AssignmentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    annotator = serializers.CharField(source="annotator.username")
+    kind = serializers.ChoiceField(
+        choices=AssignmentKind.choices, help_text="normal, or a hidden repeat"
+    )
+    task_kind = serializers.CharField(source="task.kind", help_text="normal, gold or attention")
+    status = serializers.ChoiceField(choices=AssignmentStatus.choices)
+    response = serializers.IntegerField(source="task.response_id")
+    item = serializers.CharField(source="task.response.item.external_id")
+    model = serializers.CharField(source="task.response.model_name")
+    claimed_at = serializers.DateTimeField(source="created_at")
+    expires_at = serializers.DateTimeField()
+    submitted_at = serializers.DateTimeField(allow_null=True)
+    active_ms = serializers.IntegerField(allow_null=True, help_text="focused time on the task")
+    skip_reason = serializers.CharField()
+    flagged = serializers.BooleanField()
+    flag_reason = serializers.CharField()
+    scores = _ScoresField()
+
+    class Meta:
+        ref_name = "CampaignAssignment"
+
+
+class AssignmentFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=AssignmentStatus.choices, required=False)
+    annotator = serializers.CharField(required=False, max_length=150, help_text="a username")
+    flagged = serializers.ChoiceField(
+        choices=[("true", "true"), ("false", "false")], required=False
+    )
+
+    class Meta:
+        ref_name = "AssignmentFilters"
+
+
+class CampaignAssignmentListApi(APIView):
+    """A campaign's assignments, newest first, with who, what (item and model), when, and
+    the scores given."""
+
+    pagination_class = ApiPagination
+
+    @extend_schema(
+        parameters=[AssignmentFilterSerializer], responses=AssignmentSerializer(many=True)
+    )
+    def get(self, request, pk: int):
+        campaign = access.campaign_get_for_staff(request.user, pk)
+        params = AssignmentFilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        v = params.validated_data
+        rows = Assignment.objects.filter(campaign=campaign)
+        if v.get("status"):
+            rows = rows.filter(status=v["status"])
+        if v.get("annotator"):
+            rows = rows.filter(annotator__username=v["annotator"])
+        if v.get("flagged"):
+            rows = rows.filter(flagged=v["flagged"] == "true")
+        rows = (
+            rows.select_related("annotator", "task__response__item")
+            .prefetch_related(
+                Prefetch("scores", queryset=HumanScore.objects.select_related("skill"))
+            )
+            .order_by("-pk")
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(AssignmentSerializer(page, many=True).data)

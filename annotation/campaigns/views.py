@@ -18,15 +18,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from annotation import access
-from annotation import campaign_selectors as cs
-from annotation.campaign_forms import (
+from annotation.campaigns import selectors as cs
+from annotation.campaigns import services
+from annotation.campaigns.forms import (
     AnnotatorExpertiseForm,
     CampaignForm,
     CampaignStatusForm,
     GoldTaskForm,
 )
 from annotation.models import Campaign, CampaignStatus
-from annotation.services import campaigns as services
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 DETAIL = "annotation/campaign_detail.html"

@@ -14,15 +14,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation import annotator_selectors as selectors
-from annotation.models import (
-    Assignment,
-    AssignmentKind,
-    AssignmentStatus,
-    Campaign,
-    CampaignStatus,
-    TaskKind,
-)
+from annotation import access
+from annotation.annotate import selectors
+from annotation.models import Campaign
 from annotation.parsers import ScoreRefused, score_read
 from annotation.services.assignments import (
     MAX_RATIONALE,
@@ -62,27 +56,6 @@ class ScoreField(serializers.IntegerField):
 
 def _invalid(errors: dict) -> ApiResponse:
     return ApiResponse(invalid_body(errors), status=400)
-
-
-# --- access ---------------------------------------------------------------------------------
-
-
-def _no_task_reason(campaign: Campaign, user) -> str:
-    """Why a claim came back empty, as a code (the annotate page words the same cases)."""
-    campaign.refresh_from_db(fields=["status", "quota_per_annotator"])
-    if campaign.status != CampaignStatus.ACTIVE:
-        return f"campaign_{campaign.status}"
-    if campaign.quota_per_annotator is not None:
-        counted = Assignment.objects.filter(
-            campaign=campaign,
-            annotator=user,
-            status=AssignmentStatus.SUBMITTED,
-            kind=AssignmentKind.NORMAL,
-            task__kind=TaskKind.NORMAL,
-        ).count()
-        if counted >= campaign.quota_per_annotator:
-            return "quota_reached"
-    return "no_task_available"
 
 
 # --- campaigns ------------------------------------------------------------------------------
@@ -169,10 +142,12 @@ class AssignmentNextApi(APIView):
         campaign = instance_from(Campaign, {"id": campaign_id})
         claimed = assignment_next(campaign=campaign, annotator=request.user)
         if claimed is None:
-            if not selectors.campaign_in_pool(user=request.user, campaign_id=campaign_id):
+            if not access.campaign_in_pool(user=request.user, campaign_id=campaign_id):
                 return _error(404, "no such campaign", "not_found")
             response = ApiResponse(status=status.HTTP_204_NO_CONTENT)
-            response[NO_TASK_HEADER] = _no_task_reason(campaign, request.user)
+            response[NO_TASK_HEADER] = selectors.no_task_reason(
+                campaign=campaign, user=request.user
+            )
             return response
         card = selectors.task_card_for_annotator(user=request.user, assignment_id=claimed.pk)
         return ApiResponse(_task_payload(card))
@@ -184,7 +159,7 @@ def _next_for(user, campaign_id: int) -> dict:
     campaign = instance_from(Campaign, {"id": campaign_id})
     claimed = assignment_next(campaign=campaign, annotator=user)
     if claimed is None:
-        return {"next": None, "next_reason": _no_task_reason(campaign, user)}
+        return {"next": None, "next_reason": selectors.no_task_reason(campaign=campaign, user=user)}
     card = selectors.task_card_for_annotator(user=user, assignment_id=claimed.pk)
     return {"next": _task_payload(card)}
 

@@ -42,7 +42,9 @@ from annotation.models import (
 )
 from annotation.names import NameRefused, NameScope
 from annotation.parsers import ACCEPT, PROBLEM_CLASSES, REJECT, SKIP, ItemRow, Problem, ResponseRow
+from annotation.selectors import domain_list_for_project, skill_list_for_project
 from annotation.services.items import dataset_name_check
+from flaskweb.jobs import job_claim, job_finish, jobs_fail_stale
 
 logger = logging.getLogger(__name__)
 
@@ -285,8 +287,6 @@ def _first_record(stream: IO[bytes]) -> bytes | None:
 
 
 def _catalogue(project: Project) -> tuple[parsers.Catalogue, dict[str, int], dict[str, int]]:
-    from annotation.selectors import domain_list_for_project, skill_list_for_project
-
     skills = {s.name: s.pk for s in skill_list_for_project(project=project)}
     domains = {d.name: d.pk for d in domain_list_for_project(project=project)}
     return parsers.Catalogue.of(skills, domains), skills, domains
@@ -339,16 +339,13 @@ def _finish_write(upload, status, problems: _Problems, summary: dict, counts: di
     summary["problems"] = dict(problems.counts)
     summary["actions"] = dict(problems.actions)
     fields = {
-        "status": status,
         "summary": summary,
         "problem_count": sum(problems.counts.values()),
         "rows_skipped": problems.rows_skipped,
-        "finished_at": timezone.now(),
         "error": upload.error,
         **counts,
     }
-    won = DatasetUpload.objects.filter(pk=upload.pk, status=UploadStatus.RUNNING).update(**fields)
-    if not won:
+    if not job_finish(DatasetUpload, upload.pk, status, **fields):
         return False
     ImportProblem.objects.filter(upload=upload).delete()  # a retried job reports afresh
     ImportProblem.objects.bulk_create(
@@ -378,11 +375,9 @@ def _finish_done(upload) -> DatasetUpload:
 
 
 def dataset_upload_claim(*, upload_id: int) -> DatasetUpload | None:
-    """pending -> running, by conditional update; None if another worker won or it is done."""
-    won = DatasetUpload.objects.filter(pk=upload_id, status=UploadStatus.PENDING).update(
-        status=UploadStatus.RUNNING, started_at=timezone.now()
-    )
-    return DatasetUpload.objects.get(pk=upload_id) if won else None
+    """pending -> running, by conditional update; None if another worker won or it is done.
+    The job-row transitions are flaskweb.jobs' (UploadStatus has JobStatus's values)."""
+    return job_claim(DatasetUpload, upload_id)
 
 
 def dataset_import(*, upload_id: int, on_problem=None) -> DatasetUpload | None:
@@ -395,12 +390,7 @@ def dataset_import(*, upload_id: int, on_problem=None) -> DatasetUpload | None:
 
 def uploads_fail_stale(*, older_than_seconds: int) -> int:
     """Mark imports stuck in running (their worker died) as failed. Returns how many."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
-    return DatasetUpload.objects.filter(status=UploadStatus.RUNNING, started_at__lt=cutoff).update(
-        status=UploadStatus.FAILED,
-        error="the import stopped responding (worker lost) and was marked failed",
-        finished_at=timezone.now(),
-    )
+    return jobs_fail_stale(DatasetUpload, older_than_seconds=older_than_seconds)
 
 
 # --- staging ----------------------------------------------------------------------------------
