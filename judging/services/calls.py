@@ -145,7 +145,9 @@ def llm_call(
     )
 
 
-def _cache_key(provider: Provider, api_key: str, project_id: int, request, sample: int) -> str:
+def _cache_key(
+    provider: Provider, api_key: str, project_id: int, request: ChatRequest, sample: int
+) -> str:
     """The cache entry an identical request may be answered from: the same provider,
     credential (its fingerprint, never the key) and project, unless a site admin lets the
     provider share its cache between projects."""
@@ -171,7 +173,7 @@ def _limits(judge: JudgeConfig) -> tuple[int | None, int | None]:
     return rpm, tpm
 
 
-def _limiter(judge: JudgeConfig, api_key: str):
+def _limiter(judge: JudgeConfig, api_key: str) -> RateLimiter | None:
     """The rate limit shared by every worker using this provider and key (Redis), or None
     when there are no limits or there is no Redis (the embedded single worker)."""
     rpm, tpm = _limits(judge)
@@ -182,10 +184,10 @@ def _limiter(judge: JudgeConfig, api_key: str):
     )
 
 
-_redis_clients: dict = {}
+_redis_clients: dict[str, redis.Redis] = {}
 
 
-def _redis(url: str):
+def _redis(url: str) -> redis.Redis:
     """One redis-py client (a thread-safe connection pool) per process and URL: a client per
     call opened a new connection for every judgment."""
     client = _redis_clients.get(url)

@@ -37,7 +37,7 @@ def tokens_cost(judge: JudgeConfig, prompt_tokens: int, completion_tokens: int) 
 
 def judge_run_estimate(
     *, judge: JudgeConfig, dataset: Dataset, campaign: Campaign | None, pairwise_against: str = ""
-):
+) -> RunEstimate:
     """Calls, tokens and cost before starting: prompt tokens from rendering a sample of the
     responses, completion tokens from the judge's max_tokens (an upper bound)."""
     if pairwise_against:
