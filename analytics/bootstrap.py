@@ -19,9 +19,13 @@ sample in tests/analytics/test_bootstrap.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, NamedTuple, TypedDict, overload
 
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import ArrayLike
 from scipy import sparse
 
 CONFIDENCE = 0.95
@@ -34,6 +38,30 @@ _NARROW = 256
 _DENSE_CELLS = 30_000_000
 
 
+class IntervalDict(TypedDict):
+    """An Interval as the report holds it (JSON-ready)."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    resamples: int
+
+
+class PairedDifference(IntervalDict):
+    """`paired_difference`: the interval of Pearson(human, A) - Pearson(human, B) and the
+    share of resamples where it is <= 0."""
+
+    p_value_a_not_better: float | None
+
+
+#: A Resampler statistic: summed features (resamples x features) -> named values, one per
+#: resample (NaN where undefined).
+StatFn = Callable[[npt.NDArray[np.float64]], dict[str, npt.NDArray[np.float64]]]
+#: Where `Resampler.run()` writes a statistic's intervals: `sink[key]` becomes
+#: {name: IntervalDict}, or one IntervalDict for a `single` statistic.
+Sink = MutableMapping[str, object]
+
+
 @dataclass(frozen=True)
 class Interval:
     estimate: float | None
@@ -41,7 +69,7 @@ class Interval:
     high: float | None
     resamples: int  # resamples where the statistic was defined
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> IntervalDict:
         return {
             "estimate": self.estimate,
             "low": self.low,
@@ -50,7 +78,9 @@ class Interval:
         }
 
 
-def _chunks(n_items: int, n_points: int, resamples: int, rng: np.random.Generator, size: int = 0):
+def _chunks(
+    n_items: int, n_points: int, resamples: int, rng: np.random.Generator, size: int = 0
+) -> Iterator[npt.NDArray[np.float64]]:
     """Resamples as rows of item counts: each row draws `n_items` items with replacement
     (multinomial counts), by drawing indices and counting them per row, which is much
     faster than numpy's multinomial with many categories. The rows depend only on `rng`,
@@ -62,11 +92,11 @@ def _chunks(n_items: int, n_points: int, resamples: int, rng: np.random.Generato
         drawn = rng.integers(0, n_items, size=(take, n_items), dtype=np.int64)
         drawn += (np.arange(take, dtype=np.int64) * n_items)[:, None]
         counts = np.bincount(drawn.ravel(), minlength=take * n_items).reshape(take, n_items)
-        yield counts.astype(float)
+        yield counts.astype(np.float64)
         done += take
 
 
-def _interval(estimate, values: np.ndarray) -> Interval:
+def _interval(estimate: float | None, values: npt.NDArray[np.float64]) -> Interval:
     values = values[np.isfinite(values)]
     if estimate is None or not np.isfinite(estimate) or values.size == 0:
         return Interval(None, None, None, int(values.size))
@@ -75,18 +105,51 @@ def _interval(estimate, values: np.ndarray) -> Interval:
     return Interval(float(estimate), float(low), float(high), int(values.size))
 
 
-def _codes(values) -> tuple[np.ndarray, np.ndarray]:
-    distinct, code = np.unique(np.asarray(values, dtype=float), return_inverse=True)
+def _codes(values: ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]:
+    distinct, code = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True)
     return distinct, code
 
 
-def _joint(cluster: np.ndarray, n_items: int, cx, nx, cy, ny) -> sparse.csr_matrix:
+def _joint(
+    cluster: npt.NDArray[np.intp],
+    n_items: int,
+    cx: npt.NDArray[np.intp],
+    nx: int,
+    cy: npt.NDArray[np.intp],
+    ny: int,
+) -> sparse.csr_matrix:
     """Items x (x value, y value) counts: everything a resample's Pearson or Spearman needs."""
     cells = cx * ny + cy
     return sparse.csr_matrix((np.ones(cluster.size), (cluster, cells)), shape=(n_items, nx * ny))
 
 
-def _stats_from_tables(tables: np.ndarray, vx: np.ndarray, vy: np.ndarray, *, pearson=True):
+@overload
+def _stats_from_tables(
+    tables: npt.NDArray[np.float64],
+    vx: npt.NDArray[np.float64],
+    vy: npt.NDArray[np.float64],
+    *,
+    pearson: Literal[True] = True,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+
+
+@overload
+def _stats_from_tables(
+    tables: npt.NDArray[np.float64],
+    vx: npt.NDArray[np.float64],
+    vy: npt.NDArray[np.float64],
+    *,
+    pearson: bool,
+) -> tuple[npt.NDArray[np.float64] | None, npt.NDArray[np.float64]]: ...
+
+
+def _stats_from_tables(
+    tables: npt.NDArray[np.float64],
+    vx: npt.NDArray[np.float64],
+    vy: npt.NDArray[np.float64],
+    *,
+    pearson: bool = True,
+) -> tuple[npt.NDArray[np.float64] | None, npt.NDArray[np.float64]]:
     """(Pearson, Spearman) per joint table (rows x nx x ny of counts); Pearson is None
     when not asked for."""
     n = tables.sum(axis=(1, 2))
@@ -103,7 +166,14 @@ def _stats_from_tables(tables: np.ndarray, vx: np.ndarray, vy: np.ndarray, *, pe
     return p, _pearson_table(tables, n, tx, ty, rank_x, rank_y)
 
 
-def _pearson_table(tables, n, tx, ty, sx_vals, sy_vals) -> np.ndarray:
+def _pearson_table(
+    tables: npt.NDArray[np.float64],
+    n: npt.NDArray[np.float64],
+    tx: npt.NDArray[np.float64],
+    ty: npt.NDArray[np.float64],
+    sx_vals: npt.NDArray[np.float64],
+    sy_vals: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
     sx, sy = (tx * sx_vals).sum(axis=1), (ty * sy_vals).sum(axis=1)
     sxx, syy = (tx * sx_vals**2).sum(axis=1), (ty * sy_vals**2).sum(axis=1)
     sxy = np.einsum("rij,ri,rj->r", tables, sx_vals, sy_vals)
@@ -112,11 +182,11 @@ def _pearson_table(tables, n, tx, ty, sx_vals, sy_vals) -> np.ndarray:
         vx, vy = sxx - sx * sx / n, syy - sy * sy / n
         r = cov / np.sqrt(vx * vy)
     r[(vx <= 1e-12 * np.maximum(sxx, 1)) | (vy <= 1e-12 * np.maximum(syy, 1))] = np.nan
-    return r
+    return np.asarray(r, dtype=np.float64)
 
 
 def correlation_intervals(
-    x, y, items, *, resamples: int = 1000, seed: int = 0
+    x: ArrayLike, y: ArrayLike, items: ArrayLike, *, resamples: int = 1000, seed: int = 0
 ) -> dict[str, Interval]:
     """Pearson and Spearman of paired scores with item-resampling percentile intervals.
     `items` gives each pair's item (cluster). Works on the items x (x value, y value) count
@@ -131,7 +201,8 @@ def correlation_intervals(
     joint = _joint(cluster, n_items, cx, vx.size, cy, vy.size)
     full = np.asarray(joint.sum(axis=0)).reshape(1, vx.size, vy.size)
     pearson, spearman = (float(v[0]) for v in _stats_from_tables(full, vx, vy))
-    boot_p, boot_s = [], []
+    boot_p: list[npt.NDArray[np.float64]] = []
+    boot_s: list[npt.NDArray[np.float64]] = []
     if n_items >= 2:
         rng = np.random.default_rng(seed)
         jt = joint.T.tocsr()
@@ -146,16 +217,19 @@ def correlation_intervals(
     }
 
 
-def _cat(parts: list) -> np.ndarray:
+def _cat(parts: Sequence[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
     return np.concatenate(parts) if parts else np.array([])
 
 
 # --- Krippendorff's alpha from coincidence matrices -------------------------------------------
 
 
-def _coincidences(matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """(units x V x V) coincidence contributions of each unit (column of `matrix`)."""
-    counts = np.stack([np.sum(matrix == v, axis=0) for v in values], axis=1).astype(float)
+def _coincidences(
+    matrix: npt.NDArray[np.float64], values: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """(units x V x V) coincidence contributions of the units (columns of `matrix`) with
+    two or more values, and which units those are."""
+    counts = np.stack([np.sum(matrix == v, axis=0) for v in values], axis=1).astype(np.float64)
     m = counts.sum(axis=1)
     keep = m >= 2
     counts, m = counts[keep], m[keep]
@@ -164,7 +238,9 @@ def _coincidences(matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
     return outer / (m - 1)[:, None, None], keep
 
 
-def _delta2(level: str, values: np.ndarray, n_c: np.ndarray) -> np.ndarray:
+def _delta2(
+    level: str, values: npt.NDArray[np.float64], n_c: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
     """Squared difference function per (rows of) marginals n_c: (rows x V x V)."""
     c, k = values[:, None], values[None, :]
     if level == "nominal":
@@ -182,10 +258,12 @@ def _delta2(level: str, values: np.ndarray, n_c: np.ndarray) -> np.ndarray:
     lo = np.minimum.outer(np.arange(values.size), np.arange(values.size))
     hi = np.maximum.outer(np.arange(values.size), np.arange(values.size))
     span = cum[:, hi + 1] - cum[:, lo]
-    return (span - (n_c[:, :, None] + n_c[:, None, :]) / 2) ** 2
+    return np.asarray((span - (n_c[:, :, None] + n_c[:, None, :]) / 2) ** 2, dtype=np.float64)
 
 
-def _alpha_from(o: np.ndarray, level: str, values: np.ndarray) -> np.ndarray:
+def _alpha_from(
+    o: npt.NDArray[np.float64], level: str, values: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
     """Alpha per row of pooled coincidence matrices `o` (rows x V x V)."""
     n_c = o.sum(axis=2)
     n = n_c.sum(axis=1)
@@ -195,20 +273,20 @@ def _alpha_from(o: np.ndarray, level: str, values: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = 1 - (n - 1) * observed / expected
     alpha[expected <= 0] = np.nan
-    return alpha
+    return np.asarray(alpha, dtype=np.float64)
 
 
 def alpha_intervals(
-    matrix,
-    unit_items,
+    matrix: ArrayLike,
+    unit_items: ArrayLike,
     *,
-    levels=("nominal", "ordinal", "interval", "ratio"),
+    levels: Sequence[str] = ("nominal", "ordinal", "interval", "ratio"),
     resamples: int = 1000,
     seed: int = 0,
 ) -> dict[str, Interval]:
     """Krippendorff's alpha (raters x units matrix, NaN = missing) per level, with
     percentile intervals from resampling items (`unit_items`: each unit's item)."""
-    data = np.asarray(matrix, dtype=float)
+    data = np.asarray(matrix, dtype=np.float64)
     values = np.unique(data[~np.isnan(data)])
     if values.size < 2:
         return {level: Interval(None, None, None, 0) for level in levels}
@@ -219,24 +297,30 @@ def alpha_intervals(
     np.add.at(per_item, cluster, per_unit)
     flat = per_item.reshape(n_items, -1)
     pooled = flat.sum(axis=0).reshape(1, values.size, values.size)
-    out: dict[str, list] = {level: [] for level in levels}
+    out: dict[str, list[npt.NDArray[np.float64]]] = {level: [] for level in levels}
     if n_items >= 2:
         rng = np.random.default_rng(seed)
         for counts in _chunks(n_items, flat.shape[1], resamples, rng):
             o = (counts @ flat).reshape(-1, values.size, values.size)
             for level in levels:
                 out[level].append(_alpha_from(o, level, values))
-    result = {}
+    result: dict[str, Interval] = {}
     for level in levels:
-        estimate = _alpha_from(pooled, level, values)[0]
+        estimate = float(_alpha_from(pooled, level, values)[0])
         boot = np.concatenate(out[level]) if out[level] else np.array([])
         result[level] = _interval(None if np.isnan(estimate) else estimate, boot)
     return result
 
 
 def paired_difference(
-    human, judge_a, judge_b, items, *, resamples: int = 1000, seed: int = 0
-) -> dict:
+    human: ArrayLike,
+    judge_a: ArrayLike,
+    judge_b: ArrayLike,
+    items: ArrayLike,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> PairedDifference:
     """Is judge A closer to the people than judge B? Pearson(human, A) - Pearson(human, B)
     on the responses both judges scored, with an item-resampling interval (the same
     resamples for both) and the share of resamples where the difference is <= 0 (a
@@ -251,13 +335,13 @@ def paired_difference(
     ja = _joint(cluster, n_items, ch, vh.size, ca, va.size)
     jb = _joint(cluster, n_items, ch, vh.size, cb, vb.size)
 
-    def diff(ta, tb):
+    def diff(ta: npt.NDArray[np.float64], tb: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         return _stats_from_tables(ta, vh, va)[0] - _stats_from_tables(tb, vh, vb)[0]
 
     full_a = np.asarray(ja.sum(axis=0)).reshape(1, vh.size, va.size)
     full_b = np.asarray(jb.sum(axis=0)).reshape(1, vh.size, vb.size)
     estimate = float(diff(full_a, full_b)[0])
-    boot = []
+    boot: list[npt.NDArray[np.float64]] = []
     if n_items >= 2:
         rng = np.random.default_rng(seed)
         jat, jbt = ja.T.tocsr(), jb.T.tocsr()
@@ -275,6 +359,17 @@ def paired_difference(
 # --- one set of resamples for many statistics --------------------------------------------------
 
 
+class _Registered(NamedTuple):
+    """One statistic of a Resampler: its features summed per item, transposed (features x
+    items, CSC: what the products take), and where its intervals go."""
+
+    features: sparse.csc_matrix
+    fn: StatFn
+    sink: Sink
+    key: str
+    single: bool
+
+
 class Resampler:
     """Item-resampling intervals for many statistics over one universe of items, all
     computed on the same resamples (drawn once per chunk): the intervals of one skill are
@@ -288,24 +383,40 @@ class Resampler:
     `run()`, each registration's `sink[key]` holds {name: Interval.as_dict()} (or the one
     interval's dict when `single`)."""
 
-    def __init__(self, items, *, resamples: int, seed: int = 0, keep: bool = False) -> None:
-        self.keys = np.unique(np.asarray(items))
+    def __init__(
+        self, items: ArrayLike, *, resamples: int, seed: int = 0, keep: bool = False
+    ) -> None:
+        self.keys: npt.NDArray[np.generic] = np.unique(np.asarray(items))
         self.resamples = resamples
         self.seed = seed
         self.keep = keep  # keep every resample's values in `values[key]` (for tests)
-        self.values: dict[str, dict[str, np.ndarray]] = {}
-        self._stats: list[tuple] = []
-        self._done: list = []
+        self.values: dict[str, dict[str, npt.NDArray[np.float64]]] = {}
+        self._stats: list[_Registered] = []
+        self._done: list[Callable[[], None]] = []
 
-    def on_done(self, callback) -> None:
+    def on_done(self, callback: Callable[[], None]) -> None:
         """Call `callback()` after `run()` has filled every sink (to derive figures from
         the intervals)."""
         self._done.append(callback)
 
-    def add(self, items, features, fn, *, sink: dict, key: str, single: bool = False) -> None:
+    def add(
+        self,
+        items: ArrayLike,
+        features: ArrayLike | sparse.spmatrix,
+        fn: StatFn,
+        *,
+        sink: Sink,
+        key: str,
+        single: bool = False,
+    ) -> None:
+        """Register a statistic: `features` has one row per entry of `items` (the item the
+        row belongs to, one of the resampled items); `fn` maps summed features to named
+        values."""
         items = np.asarray(items)
         rows = np.minimum(np.searchsorted(self.keys, items), max(self.keys.size - 1, 0))
-        feats = features if sparse.issparse(features) else sparse.coo_matrix(features)
+        feats: sparse.spmatrix = (
+            features if sparse.issparse(features) else sparse.coo_matrix(features)
+        )
         if feats.shape[0] != rows.size:
             raise ValueError("one item per feature row")
         if rows.size and (self.keys.size == 0 or not np.array_equal(self.keys[rows], items)):
@@ -316,10 +427,13 @@ class Resampler:
         )
         # items x features summed per item; its transpose is the features x items CSC the
         # products take (no copy)
-        self._stats.append((summed.T, fn, sink, key, single))
+        self._stats.append(_Registered(summed.T, fn, sink, key, single))
 
     def run(self) -> None:
-        estimates, boots = [], []
+        """Compute every registered statistic's intervals into its sink, then call the
+        `on_done` callbacks."""
+        estimates: list[dict[str, npt.NDArray[np.float64]]] = []
+        boots: list[dict[str, list[npt.NDArray[np.float64]]]] = []
         for ft, fn, *_ in self._stats:
             estimates.append(fn(np.asarray(ft.sum(axis=1)).reshape(1, -1)))
             boots.append({name: [] for name in estimates[-1]})
@@ -335,7 +449,7 @@ class Resampler:
                     for name, v in fn(sums).items():
                         boot[name].append(v)
         for (_, _, sink, key, single), est, boot in zip(self._stats, estimates, boots, strict=True):
-            out = {}
+            out: dict[str, IntervalDict] = {}
             for name, value in est.items():
                 e = float(value[0])
                 out[name] = _interval(None if np.isnan(e) else e, _cat(boot[name])).as_dict()
@@ -345,7 +459,9 @@ class Resampler:
         for callback in self._done:
             callback()
 
-    def _products(self):
+    def _products(
+        self,
+    ) -> Callable[[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]]]:
         """A function from a chunk of resamples (resamples x items counts) to each
         statistic's summed features (resamples x features).
 
@@ -356,7 +472,11 @@ class Resampler:
         order, the small output is what is written at random), in float32 when their
         whole-number sums are exact in it (half the memory traffic)."""
         n = self.keys.size
-        narrow, layout, offset = [], [], 0
+        # per statistic: its columns of the dense product, or its sparse features and
+        # whether they are taken in float32
+        narrow: list[npt.NDArray[np.float64]] = []
+        layout: list[slice | tuple[sparse.csc_matrix, bool]] = []
+        offset = 0
         for ft, *_ in self._stats:
             d = ft.shape[0]
             if d <= _NARROW and n * (offset + d) <= _DENSE_CELLS:
@@ -368,18 +488,20 @@ class Resampler:
                 layout.append(((ft.astype(np.float32) if single else ft).tocsc(), single))
         dense = np.hstack(narrow) if narrow else None
 
-        def products(counts: np.ndarray) -> list[np.ndarray]:
+        def products(counts: npt.NDArray[np.float64]) -> list[npt.NDArray[np.float64]]:
             together = counts @ dense if dense is not None else None
-            drawn, out = None, []
+            drawn: npt.NDArray[np.float64] | None = None
+            out: list[npt.NDArray[np.float64]] = []
             for how in layout:
                 if isinstance(how, slice):
+                    assert together is not None  # a slice is laid out only with `dense`
                     out.append(together[:, how])
                     continue
                 if drawn is None:
                     drawn = np.ascontiguousarray(counts.T)
                 ft, single = how
                 x = drawn.astype(np.float32) if single else drawn
-                out.append((ft @ x).T.astype(float, copy=False))
+                out.append((ft @ x).T.astype(np.float64, copy=False))
             return out
 
         return products
@@ -394,12 +516,12 @@ def _exact_in_float32(ft: sparse.csr_matrix, n_items: int) -> bool:
     )
 
 
-def tau_b_tables(tables: np.ndarray) -> np.ndarray:
+def tau_b_tables(tables: ArrayLike) -> npt.NDArray[np.float64]:
     """Kendall's tau-b per joint table (rows x nx x ny of counts over the sorted distinct
     x and y values): concordant pairs P and discordant pairs Q from suffix/prefix sums of
     the table, tau_b = (P - Q) / sqrt((n0 - n1)(n0 - n2)) with n0 = n(n-1)/2 and n1, n2 the
     pairs tied on x and on y (Kendall 1945; what scipy's variant "b" computes)."""
-    t = np.asarray(tables, dtype=float)
+    t = np.asarray(tables, dtype=np.float64)
     # below_right[i, j] = sum of t[i' > i, j' > j]; below_left[i, j] = sum of t[i' > i, j' < j]
     suffix_rows = np.cumsum(t[:, ::-1, :], axis=1)[:, ::-1, :]  # sum over i' >= i
     after = np.zeros_like(t)
@@ -420,4 +542,4 @@ def tau_b_tables(tables: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         tau = (concordant - discordant) / np.sqrt((n0 - n1) * (n0 - n2))
     tau[(n0 - n1 <= 0) | (n0 - n2 <= 0)] = np.nan
-    return tau
+    return np.asarray(tau, dtype=np.float64)

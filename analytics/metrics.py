@@ -21,6 +21,7 @@ from typing import Literal, cast
 
 import krippendorff
 import numpy as np
+import numpy.typing as npt
 from numpy.typing import ArrayLike
 from scipy import stats
 
@@ -28,14 +29,14 @@ AlphaLevel = Literal["nominal", "ordinal", "interval", "ratio"]
 ALPHA_LEVELS: tuple[AlphaLevel, ...] = ("nominal", "ordinal", "interval", "ratio")
 
 
-def _matrix(reliability: ArrayLike) -> np.ndarray:
-    data = np.asarray(reliability, dtype=float)
+def _matrix(reliability: ArrayLike) -> npt.NDArray[np.float64]:
+    data = np.asarray(reliability, dtype=np.float64)
     if data.ndim != 2:
         raise ValueError("a reliability matrix has one row per rater and one column per unit")
     return data
 
 
-def _pairable(data: np.ndarray) -> np.ndarray:
+def _pairable(data: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Columns (units) with at least two ratings: the only ones agreement can use."""
     return data[:, np.sum(~np.isnan(data), axis=0) >= 2]
 
@@ -61,16 +62,18 @@ def krippendorff_alpha(reliability: ArrayLike, level: str) -> float | None:
 
 def category_counts(
     reliability: ArrayLike, categories: ArrayLike | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
     """(units x categories) counts of the ratings each unit got, and the categories."""
     data = _matrix(reliability)
     values = data[~np.isnan(data)]
-    cats = np.unique(values) if categories is None else np.asarray(categories, dtype=float)
+    cats = np.unique(values) if categories is None else np.asarray(categories, dtype=np.float64)
     counts = np.stack([np.sum(data == c, axis=0) for c in cats], axis=1)
     return counts, cats
 
 
-def _unit_agreement(table: np.ndarray) -> tuple[float, np.ndarray] | None:
+def _unit_agreement(
+    table: npt.NDArray[np.float64],
+) -> tuple[float, npt.NDArray[np.float64]] | None:
     """(P_a, pi) as Gwet (2014, ch. 2) defines them for any number of raters per unit:
     P_a is the mean over units with two or more ratings of
     sum_k r_ik (r_ik - 1) / (r_i (r_i - 1)); pi_k is the mean over units with one or more
@@ -91,7 +94,7 @@ def fleiss_kappa(counts: ArrayLike) -> float | None:
     units with different numbers of raters as in Gwet (2014): P_e = sum_k pi_k^2 with the
     pi_k of `_unit_agreement`. With the same number of raters on every unit this is Fleiss
     (1971). None when undefined (no unit with two ratings, or P_e = 1)."""
-    table = np.asarray(counts, dtype=float)
+    table = np.asarray(counts, dtype=np.float64)
     found = _unit_agreement(table) if table.size else None
     if found is None:
         return None
@@ -106,7 +109,7 @@ def gwet_ac1(counts: ArrayLike, n_categories: int | None = None) -> float | None
     """Gwet's AC1 (Gwet 2008; 2014 for missing ratings) from a (units x categories) table:
     P_e = sum_k pi_k (1 - pi_k) / (q - 1), q the number of categories raters could use
     (`n_categories`; default: the table's columns). None when undefined."""
-    table = np.asarray(counts, dtype=float)
+    table = np.asarray(counts, dtype=np.float64)
     found = _unit_agreement(table) if table.size else None
     q = n_categories or table.shape[1]
     if found is None or q < 2:
@@ -133,7 +136,7 @@ def cohen_kappa(
     used), kappa_w = 1 - sum w_ij o_ij / sum w_ij e_ij."""
     if weights not in KAPPA_WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(KAPPA_WEIGHTS)}")
-    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
     both = ~np.isnan(a) & ~np.isnan(b)
     a, b = a[both], b[both]
     if a.size == 0:
@@ -176,7 +179,7 @@ class ICC:
 def icc(ratings: ArrayLike) -> ICC | None:
     """From a complete (targets x judges) matrix (no missing values); None with fewer than
     two targets or judges, or when the targets do not vary at all."""
-    x = np.asarray(ratings, dtype=float)
+    x = np.asarray(ratings, dtype=np.float64)
     if x.ndim != 2 or np.isnan(x).any():
         raise ValueError("ICC needs a complete targets x judges matrix")
     n, k = x.shape
@@ -220,7 +223,7 @@ def correlate(x: ArrayLike, y: ArrayLike) -> Correlation:
     """Pearson, Spearman and Kendall's tau-b (scipy) and the agreement figures of paired
     scores (pairs with a missing side are left out). A coefficient is None when undefined
     (fewer than two pairs, or a constant side)."""
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     keep = ~np.isnan(a) & ~np.isnan(b)
     a, b = a[keep], b[keep]
     n = int(a.size)
@@ -241,12 +244,14 @@ def correlate(x: ArrayLike, y: ArrayLike) -> Correlation:
     )
 
 
-def grouped_correlations(x: ArrayLike, y: ArrayLike, groups: ArrayLike) -> dict[str, np.ndarray]:
+def grouped_correlations(
+    x: ArrayLike, y: ArrayLike, groups: ArrayLike
+) -> dict[str, npt.NDArray[np.float64]]:
     """Pearson, Spearman and Kendall's tau-b within each group (e.g. the systems' responses
     to one item), vectorised over groups of equal size; NaN where undefined (fewer than two
     pairs or a constant side). Returns arrays aligned with `np.unique(groups)`. Equal to
     scipy's per-group results (tests/analytics/test_metrics.py)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     keys, group = np.unique(np.asarray(groups), return_inverse=True)
     out = {name: np.full(keys.size, np.nan) for name in ("pearson", "spearman", "kendall")}
     order = np.argsort(group, kind="stable")
@@ -264,7 +269,7 @@ def grouped_correlations(x: ArrayLike, y: ArrayLike, groups: ArrayLike) -> dict[
     return out
 
 
-def row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def row_pearson(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Pearson of each row pair of two equally shaped 2-D arrays; NaN for a constant row."""
     da = a - a.mean(axis=1, keepdims=True)
     db = b - b.mean(axis=1, keepdims=True)
@@ -273,10 +278,10 @@ def row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = num / den
     r[(np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0)] = np.nan
-    return np.asarray(r, dtype=float)
+    return np.asarray(r, dtype=np.float64)
 
 
-def row_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def row_tau_b(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Kendall's tau-b of each row pair (all pairs of columns); NaN for a constant row."""
     i, j = np.triu_indices(a.shape[1], k=1)
     sa, sb = np.sign(a[:, i] - a[:, j]), np.sign(b[:, i] - b[:, j])
@@ -284,4 +289,4 @@ def row_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         tau = s / np.sqrt((sa != 0).sum(axis=1) * (sb != 0).sum(axis=1))
     tau[((sa != 0).sum(axis=1) == 0) | ((sb != 0).sum(axis=1) == 0)] = np.nan
-    return np.asarray(tau, dtype=float)
+    return np.asarray(tau, dtype=np.float64)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import IO, Any, NamedTuple
+from typing import IO, NamedTuple, TypedDict
 
 from annotation.parsers import (
     Problem,
@@ -52,6 +52,12 @@ _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 # --- scales ----------------------------------------------------------------------------------
 
 
+class ScaleDict(TypedDict):
+    low: float
+    high: float
+    continuous: bool
+
+
 @dataclass(frozen=True)
 class Scale:
     low: float
@@ -62,7 +68,7 @@ class Scale:
         kind = "continuous" if self.continuous else "integers"
         return f"{self.low:g} to {self.high:g} ({kind})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ScaleDict:
         return {"low": self.low, "high": self.high, "continuous": self.continuous}
 
     def check(self, value: float) -> str | None:
@@ -105,7 +111,7 @@ def scale_spec_parse(spec: str) -> tuple[str, Scale]:
 # --- values ----------------------------------------------------------------------------------
 
 
-def score_value(raw: Any) -> float | None:
+def score_value(raw: object) -> float | None:
     """A finite number, or None for N/A, by the rule of every score input
     (annotation.parsers.score_number: ASCII digits, no white space or plus sign; a
     fraction or an exponent only for a scale that takes any number). Raises ValueError
@@ -150,23 +156,34 @@ class Given(NamedTuple):
 
 #: What a sink is handed per well-formed row: the row, the skill as written, its Givens.
 RowSink = Callable[["ScoreRow", str, list[Given]], None]
+#: A value as a row gives it: the domain names (field "domain"), the difficulty level
+#: ("difficulty") or a text (the other fields).
+GivenValue = tuple[str, ...] | int | str
 
 
-def given_norm(fld: str, value: Any) -> str:
+def given_norm(fld: str, value: GivenValue) -> str:
     """How two rows' values for the same item or response are compared: texts without
     line-ending style and surrounding white space, domain names without order and case."""
-    if fld == "domain":
+    if fld == "domain" and isinstance(value, tuple):
         return "\x1f".join(sorted(d.casefold() for d in value))
-    if fld == "difficulty":
+    if fld == "difficulty" or not isinstance(value, str):
         return str(value)
     return hashlib.blake2b(
         normalized_text(value).encode("utf-8", "surrogatepass"), digest_size=16
     ).hexdigest()
 
 
-def given_make(fld: str, system: str, value: Any) -> Given:
-    shown = json.dumps(list(value)) if fld == "domain" else str(value)
+def given_make(fld: str, system: str, value: GivenValue) -> Given:
+    shown = json.dumps(list(value)) if fld == "domain" and isinstance(value, tuple) else str(value)
     return Given(fld, system, shown, given_norm(fld, value))
+
+
+class FileInputDict(TypedDict):
+    name: str
+    format: str
+    sha256: str
+    bytes: int
+    rows: int
 
 
 @dataclass
@@ -177,7 +194,7 @@ class FileInput:
     bytes: int = 0
     rows: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> FileInputDict:
         return {
             "name": self.name,
             "format": self.format,
@@ -210,7 +227,7 @@ class ParsedScores:
 # --- reading -----------------------------------------------------------------------------------
 
 
-def _format_of(name: str, reader: io.BufferedReader) -> str:
+def _format_of(name: str, reader: io.BufferedReader[HashingReader]) -> str:
     suffix = PurePath(name).suffix.lower()
     if suffix == ".csv":
         return CSV
@@ -220,7 +237,7 @@ def _format_of(name: str, reader: io.BufferedReader) -> str:
     return JSONL if head.startswith(b"{") else CSV
 
 
-class _Problems(list):
+class _Problems(list[Problem]):
     """The parser's problem list: remembers which files had one, and hands each problem
     to `add` (a bounded log) when given, instead of keeping it."""
 
@@ -246,7 +263,8 @@ class _Parser:
         on_problem: Callable[[Problem], None] | None = None,
         on_read: Callable[[int], None] | None = None,
     ) -> None:
-        self.result = ParsedScores(problems=_Problems(on_problem))
+        self.problems = _Problems(on_problem)
+        self.result = ParsedScores(problems=self.problems)
         self.difficulty_names = difficulty_names
         self.max_line_bytes = max_line_bytes
         self.sink = sink or (lambda row, skill, givens: self.result.rows.append(row))
@@ -274,14 +292,14 @@ class _Parser:
                 pass
             info.sha256 = hashing.digest.hexdigest()
             info.bytes = hashing.count
-            if info.rows == 0 and name not in self.result.problems.files:
+            if info.rows == 0 and name not in self.problems.files:
                 self._problem(name, None, "", "empty_file", "the file holds no rows")
         return self.result
 
     def _problem(self, file: str, line: int | None, fld: str, code: str, message: str) -> None:
         self.result.problems.append(Problem(file, line, fld, code, message))
 
-    def _jsonl(self, index: int, reader: io.BufferedReader) -> None:
+    def _jsonl(self, index: int, reader: io.BufferedReader[HashingReader]) -> None:
         name = self.result.files[index].name
         lineno = 0
         while True:
@@ -320,7 +338,7 @@ class _Parser:
                 continue
             self._row(index, lineno, {str(k).strip().lower(): v for k, v in obj.items()})
 
-    def _csv(self, index: int, reader: io.BufferedReader) -> None:
+    def _csv(self, index: int, reader: io.BufferedReader[HashingReader]) -> None:
         text = io.TextIOWrapper(reader, encoding="utf-8-sig", errors="surrogateescape", newline="")
         try:
             self._csv_records(index, text)
@@ -385,7 +403,7 @@ class _Parser:
 
     # --- one row -----------------------------------------------------------------------------
 
-    def _row(self, index: int, line: int, obj: dict[str, Any]) -> None:
+    def _row(self, index: int, line: int, obj: dict[str, object]) -> None:
         result = self.result
         result.rows_read += 1
         file_name = result.files[index].name
@@ -422,16 +440,13 @@ class _Parser:
         if row.bad:
             return
         key = skill_key(skill)
-        givens = [
-            given_make(fld, "", value)
-            for fld, value in (
-                ("instruction", instruction),
-                ("reference", reference),
-                ("difficulty", difficulty),
-                ("domain", domains),
-            )
-            if value is not None
-        ]
+        item_values: tuple[tuple[str, GivenValue | None], ...] = (
+            ("instruction", instruction),
+            ("reference", reference),
+            ("difficulty", difficulty),
+            ("domain", domains),
+        )
+        givens = [given_make(fld, "", value) for fld, value in item_values if value is not None]
         if response is not None:
             givens.append(given_make("response", system, response))
         result.skills.setdefault(key, (skill, index, line))
@@ -452,7 +467,7 @@ _UNDECODABLE = re.compile("[\udc80-\udcff]")
 class _RowCheck(RowProblems):
     """Reads the fields of one row, reporting what is wrong with file and line."""
 
-    def text(self, obj: Mapping[str, Any], key: str) -> str | None:
+    def text(self, obj: Mapping[str, object], key: str) -> str | None:
         """An optional text; None when not given (absent, null or only white space)."""
         value = obj.get(key)
         if value is None:
@@ -470,7 +485,7 @@ class _RowCheck(RowProblems):
             return None
         return value
 
-    def domains(self, obj: Mapping[str, Any]) -> tuple[str, ...] | None:
+    def domains(self, obj: Mapping[str, object]) -> tuple[str, ...] | None:
         value = obj.get("domain")
         if value is None:
             return None
@@ -486,7 +501,7 @@ class _RowCheck(RowProblems):
         names = [n for n in names if n]
         return tuple(names) if names else None
 
-    def difficulty(self, obj: Mapping[str, Any], level_names: Mapping[str, int]) -> int | None:
+    def difficulty(self, obj: Mapping[str, object], level_names: Mapping[str, int]) -> int | None:
         value = obj.get("difficulty")
         if value is None or (isinstance(value, str) and not value.strip()):
             return None

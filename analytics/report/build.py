@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 from itertools import combinations
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from analytics import bootstrap, metrics
@@ -30,16 +31,45 @@ from analytics.rows import Row
 Total = int | Fraction
 #: `human_means`' values: (item id, system, mean, exact total, count).
 HumanMean = tuple[int, str, float, Total, int]
-#: The report and its parts: JSON-ready dicts keyed by figure, skill, judge or system.
+#: The report and its parts: JSON-ready dicts keyed by figure, skill, judge or system. Their
+#: values are nested JSON of many shapes that chart_data and the templates read by key, so
+#: they stay Any here; the fixed shapes built below have TypedDicts.
 Json = dict[str, Any]
+#: `_icc_design`: the (units x k) scores, the units' columns, whether the design is complete.
+IccDesign = tuple[npt.NDArray[np.float64], npt.NDArray[np.intp], bool]
+
+
+class PairwiseSpearman(TypedDict):
+    value: float | None
+    pairs: int
+
+
+class LooCeiling(TypedDict):
+    pearson: float | None
+    spearman: float | None
+    annotators: int
+
+
+class JudgeStanding(TypedDict):
+    mean: float | None
+    rank: NotRequired[int | None]
+
+
+class LeaderboardRow(TypedDict):
+    system: str
+    n: int
+    humans: float | None
+    judges: dict[str, JudgeStanding]
+    humans_rank: NotRequired[int | None]
+
 
 LIKERT = [1, 2, 3, 4, 5]
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> object:
     """JSON-safe: NaN and infinities become None; numpy scalars become Python numbers."""
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return _clean_dict(value)
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     if isinstance(value, np.generic):
@@ -49,11 +79,9 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _by_rater(rows: Iterable[Row]) -> dict[str, list[Row]]:
-    grouped: dict[str, list[Row]] = defaultdict(list)
-    for row in rows:
-        grouped[row[4]].append(row)
-    return grouped
+def _clean_dict(value: Mapping[str, object]) -> Json:
+    """`_clean` of a dict (the report and its parts)."""
+    return {k: _clean(v) for k, v in value.items()}
 
 
 def _by_skill(rows: Iterable[Row]) -> dict[str, list[Row]]:
@@ -74,7 +102,7 @@ def agreement(
     intervals for every figure (`*_ci` keys)."""
     matrix, raters, unit_items, na = _reliability_matrix(rows)
     rated = np.sum(~np.isnan(matrix), axis=0)
-    result: dict = {
+    result: Json = {
         "n_units": int(np.sum(rated >= 2)),
         "n_raters": len(raters),
         "n_scores": int(np.sum(rated)),
@@ -129,11 +157,13 @@ def agreement(
     return result
 
 
-def _reliability_matrix(rows: Sequence[Row]):
+def _reliability_matrix(
+    rows: Sequence[Row],
+) -> tuple[npt.NDArray[np.float64], list[str], npt.NDArray[np.generic], int]:
     """(raters x units matrix with NaN where not scored or N/A, the sorted rater names,
     each unit's item, the number of N/A scores); units are the responses in id order."""
     n = len(rows)
-    codes: dict = {}
+    codes: dict[str, int] = {}
     rater_code = np.fromiter((codes.setdefault(r[4], len(codes)) for r in rows), np.int64, n)
     raters = sorted(codes)
     order = np.empty(len(codes), dtype=np.int64)
@@ -148,9 +178,19 @@ def _reliability_matrix(rows: Sequence[Row]):
     return matrix, raters, unit_items, int(n - scored.sum())
 
 
-def _register_agreement(rs, result, matrix, unit_items, rated, counts, q, scale, icc_design):
+def _register_agreement(
+    rs: bootstrap.Resampler,
+    result: Json,
+    matrix: npt.NDArray[np.float64],
+    unit_items: npt.NDArray[np.generic],
+    rated: npt.NDArray[np.intp],
+    counts: npt.NDArray[np.intp],
+    q: int,
+    scale: list[int] | None,
+    icc_design: IccDesign | None,
+) -> None:
     """Intervals for every agreement figure besides alpha, on the resampler's resamples."""
-    found: dict = {}
+    found: Json = {}
     if counts.size and result["fleiss_kappa"] is not None:
         resampled.kappa_register(
             rs, counts[rated >= 1], unit_items[rated >= 1], q, sink=found, key="kappas"
@@ -184,7 +224,7 @@ def _register_agreement(rs, result, matrix, unit_items, rated, counts, q, scale,
     rs.on_done(kappas)
 
 
-def _icc_design(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | None:
+def _icc_design(matrix: npt.NDArray[np.float64]) -> IccDesign | None:
     """The (units x k) scores ICC is computed on, the units' columns, and whether the
     design is complete: the units every rater scored when there are at least two (and the
     targets vary); otherwise, as in crowd designs where different people score different
@@ -208,7 +248,9 @@ def _icc_design(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | Non
     return slots, units, False
 
 
-def _icc(matrix: np.ndarray, design=False) -> Json | None:
+def _icc(
+    matrix: npt.NDArray[np.float64], design: IccDesign | Literal[False] | None = False
+) -> Json | None:
     """The six ICCs on a complete design; ICC1 and ICC1k (raters interchangeable) on a
     one-way design (see `_icc_design`; `design` when already found)."""
     if design is False:
@@ -234,11 +276,11 @@ def _icc(matrix: np.ndarray, design=False) -> Json | None:
     }
 
 
-def _mean_pairwise_spearman(matrix: np.ndarray) -> Json:
+def _mean_pairwise_spearman(matrix: npt.NDArray[np.float64]) -> PairwiseSpearman:
     """Spearman of every two annotators over the units both scored (at least three, with
     variation on both sides), averaged (pairs from `resampled.rater_pairs`)."""
     ids, x, y, _units = resampled.rater_pairs(matrix)
-    values = []
+    values: list[float] = []
     if ids.size:
         bounds = np.flatnonzero(np.diff(ids)) + 1
         for gx, gy in zip(np.split(x, bounds), np.split(y, bounds), strict=True):
@@ -250,12 +292,13 @@ def _mean_pairwise_spearman(matrix: np.ndarray) -> Json:
     return {"value": float(np.mean(values)) if values else None, "pairs": len(values)}
 
 
-def _loo_ceiling(matrix: np.ndarray) -> Json:
+def _loo_ceiling(matrix: npt.NDArray[np.float64]) -> LooCeiling:
     """Each annotator against the mean of the others on the units they share (a human
     ceiling for judge correlations), averaged over the annotators of `resampled.loo_sides`."""
     found = [metrics.correlate(side.own, side.rest) for side in resampled.loo_sides(matrix)]
     pearsons = [c.pearson for c in found if c.pearson is not None]
-    spearmans = [c.spearman for c in found if c.pearson is not None]
+    # both are defined or neither (metrics.correlate)
+    spearmans = [c.spearman for c in found if c.pearson is not None and c.spearman is not None]
     return {
         "pearson": float(np.mean(pearsons)) if pearsons else None,
         "spearman": float(np.mean(spearmans)) if spearmans else None,
@@ -266,7 +309,7 @@ def _loo_ceiling(matrix: np.ndarray) -> Json:
 # --- human-judge correlation ----------------------------------------------------------------
 
 
-def _exact(value: float) -> Total:
+def _exact(value: float | Fraction) -> Total:
     """A score as an exact number: an int when it is whole (Likert scores, k-sample means
     that happen to be whole), else a Fraction of its float value."""
     value = float(value)
@@ -309,46 +352,63 @@ def human_means(rows: Sequence[Row]) -> dict[int, HumanMean]:
     )
 
 
+@dataclass(slots=True)
+class _ExactSum:
+    """A response's human scores so far (`_human_means_exact`)."""
+
+    item: int
+    system: str
+    total: Total = 0
+    count: int = 0
+
+
 def _human_means_exact(rows: Sequence[Row]) -> dict[int, HumanMean]:
-    acc: dict[int, list] = {}
+    acc: dict[int, _ExactSum] = {}
     for response_id, item_id, system, _skill, _rater, value in rows:
         entry = acc.get(response_id)
         if entry is None:
-            entry = acc[response_id] = [item_id, system, 0, 0]
+            entry = acc[response_id] = _ExactSum(item_id, system)
         if value is not None:
-            entry[2] += value if value.__class__ is int else _exact(value)
-            entry[3] += 1
+            entry.total += value if isinstance(value, int) else _exact(value)
+            entry.count += 1
     return {
         rid: (
-            item,
-            system,
-            float(total / count) if isinstance(total, Fraction) else total / count,
-            total,
-            count,
+            e.item,
+            e.system,
+            float(e.total / e.count) if isinstance(e.total, Fraction) else e.total / e.count,
+            e.total,
+            e.count,
         )
-        for rid, (item, system, total, count) in acc.items()
-        if count
+        for rid, e in acc.items()
+        if e.count
     }
 
 
-def mean_of_means(parts: Sequence[tuple[Total, int]]) -> float | None:
+def mean_of_means(parts: Sequence[tuple[Total | float, int]]) -> float | None:
     """The exact mean of ratios total/count, as a correctly rounded float. With whole
     totals it stays in integers (over the least common multiple of the counts); otherwise
-    it sums Fractions."""
+    it sums Fractions (a float total counts as its exact value)."""
     if not parts:
         return None
+    return _exact_mean(parts)
+
+
+def _exact_mean(parts: Sequence[tuple[Total | float, int]]) -> float:
+    """`mean_of_means` of one or more parts."""
     if all(total.__class__ is int for total, _ in parts):
         pairs = np.array(parts, dtype=np.int64)
         common = math.lcm(*np.unique(pairs[:, 1]).tolist())
         scaled = pairs[:, 0] * (common // pairs[:, 1])
         if common * int(np.abs(pairs[:, 0]).max()) * len(parts) < 2**62:  # no int64 overflow
             return int(scaled.sum()) / (common * len(parts))
-        numerator = sum(total * (common // count) for total, count in parts)
+        numerator = sum(int(total) * (common // count) for total, count in parts)
         return numerator / (common * len(parts))
     return float(sum(Fraction(total) / count for total, count in parts) / len(parts))
 
 
-def group_means(groups: Sequence, totals: Sequence, counts: Sequence | None = None) -> Json:
+def group_means(
+    groups: Sequence[str], totals: Sequence[Total | float], counts: Sequence[int] | None = None
+) -> dict[str, float]:
     """Per group, the exact mean of totals[i]/counts[i] (counts default to 1), as
     `mean_of_means` gives it. Whole totals take a numpy path: numerators over the least
     common multiple of the counts, summed as integers (exact in float64 below 2**53) and
@@ -368,11 +428,11 @@ def group_means(groups: Sequence, totals: Sequence, counts: Sequence | None = No
         numerators = t * (common // c)
         whole = int(np.abs(numerators).max()) * n < 2**53
     if not whole:
-        parts: dict = defaultdict(list)
+        parts: dict[str, list[tuple[Total, int]]] = defaultdict(list)
         for g, total, count in zip(groups, totals, c.tolist(), strict=True):
-            parts[g].append((total if total.__class__ is int else _exact(total), count))
-        return {g: mean_of_means(p) for g, p in parts.items()}
-    codes: dict = {}
+            parts[g].append((total if isinstance(total, int) else _exact(total), count))
+        return {g: _exact_mean(p) for g, p in parts.items()}
+    codes: dict[str, int] = {}
     code = np.fromiter((codes.setdefault(g, len(codes)) for g in groups), np.int64, n)
     sums = np.bincount(code, weights=numerators.astype(float), minlength=len(codes))
     sizes = np.bincount(code, minlength=len(codes))
@@ -388,7 +448,7 @@ def correlation(
     judge_rows: Sequence[Row],
     *,
     resamples: int = 0,
-    means=None,
+    means: dict[int, HumanMean] | None = None,
     resampler: bootstrap.Resampler | None = None,
     off_scale: bool = False,
 ) -> Json:
@@ -402,8 +462,8 @@ def correlation(
     h = np.array([humans[rid][2] for rid in shared], dtype=float)
     j = np.array([judge[rid] for rid in shared], dtype=float)
     items = np.array([humans[rid][0] for rid in shared])
-    result = {"instance": _corr_dict(metrics.correlate(h, j))}
-    own = None
+    result: Json = {"instance": _corr_dict(metrics.correlate(h, j))}
+    own: bootstrap.Resampler | None = None
     if resamples and resampler is None and shared:
         resampler = own = bootstrap.Resampler(items, resamples=resamples)
     if resampler is not None and shared:
@@ -411,6 +471,7 @@ def correlation(
             resampler, h, j, items, sink=result["instance"], agreement=not off_scale
         )
     # item level: per item, across its systems' responses; then the mean over items
+    per_item: dict[str, npt.NDArray[np.float64]]
     if shared:
         per_item = metrics.grouped_correlations(h, j, items)
         used = ~np.isnan(per_item["pearson"])
@@ -459,7 +520,7 @@ def build_report(
     *,
     skills: Sequence[str] | None = None,
     resamples: int = 0,
-    off_scale: set[tuple[str, str]] | frozenset = frozenset(),
+    off_scale: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
 ) -> Json:
     """The report from plain rows (see Row). `judges` rows carry the judge name as rater.
     With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, a paired
@@ -473,7 +534,7 @@ def build_report(
     means = {s: human_means(rows) for s, rows in human_by_skill.items()}
     resamplers: dict[bytes, bootstrap.Resampler] = {}
 
-    def resampler_for(item_ids) -> bootstrap.Resampler | None:
+    def resampler_for(item_ids: Iterable[int]) -> bootstrap.Resampler | None:
         """One set of resamples per set of items: a skill's agreement and the correlations
         of the judges that scored all its responses share theirs."""
         if not resamples:
@@ -484,7 +545,7 @@ def build_report(
             found = resamplers[keys.tobytes()] = bootstrap.Resampler(keys, resamples=resamples)
         return found
 
-    report = {"resamples": resamples, "agreement": {}, "correlation": {}}
+    report: Json = {"resamples": resamples, "agreement": {}, "correlation": {}}
     for s in names:
         if human_by_skill.get(s):
             items = {item for item, *_ in means[s].values()}
@@ -517,33 +578,33 @@ def build_report(
         for s in names
         if human_by_skill.get(s) or judge_by_skill.get(s)
     }
-    return _clean(report)
+    return _clean_dict(report)
 
 
 def breakdowns(
     human: Sequence[Row],
     judges: Sequence[Row],
-    facets: dict[int, dict],
+    facets: dict[int, dict[str, Any]],
     *,
     skills: Sequence[str] | None = None,
-    off_scale=frozenset(),
+    off_scale: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
 ) -> Json:
     """The report (without intervals) per domain, per difficulty and per system: FLASK's
     per-skill views by domain and difficulty, and how each judge does on each model."""
 
-    def split(rows, key_of):
-        groups: dict = defaultdict(list)
+    def split(rows: Iterable[Row], key_of: Callable[[Row], list[str]]) -> dict[str, list[Row]]:
+        groups: dict[str, list[Row]] = defaultdict(list)
         for row in rows:
             for key in key_of(row):
                 groups[key].append(row)
         return groups
 
-    keys = {
+    keys: dict[str, Callable[[Row], list[str]]] = {
         "domain": lambda r: facets.get(r[1], {}).get("domains") or ["(none)"],
         "difficulty": lambda r: [str(facets.get(r[1], {}).get("difficulty") or "(none)")],
         "system": lambda r: [r[2]],
     }
-    out = {}
+    out: Json = {}
     for facet, key_of in keys.items():
         human_groups, judge_groups = split(human, key_of), split(judges, key_of)
         out[facet] = {
@@ -555,10 +616,14 @@ def breakdowns(
             )
             for value in sorted(set(human_groups) | set(judge_groups))
         }
-    return _clean(out)
+    return _clean_dict(out)
 
 
-def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None) -> list[dict]:
+def leaderboard(
+    human_rows: Sequence[Row],
+    judge_rows: Sequence[Row],
+    means: dict[int, HumanMean] | None = None,
+) -> list[LeaderboardRow]:
     """Per system, one skill: the mean human score (of per-response means, exact) and each
     judge's mean, with the ranks they give (1 = best; equal means share the best rank);
     sorted by the human mean, best first. Rows: {"system", "n", "humans", "humans_rank",
@@ -567,16 +632,18 @@ def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None
     means = human_means(human_rows) if means is None else means
     entries = list(means.values())
     humans = group_means([e[1] for e in entries], [e[3] for e in entries], [e[4] for e in entries])
-    sizes: dict = defaultdict(int)
+    sizes: dict[str, int] = defaultdict(int)
     for e in entries:
         sizes[e[1]] += 1
-    scored = [r for r in judge_rows if r[5] is not None]
+    # per judge, the systems and values of its scores (N/A left out)
+    scored: dict[str, tuple[list[str], list[float]]] = defaultdict(lambda: ([], []))
+    for _rid, _item, system, _skill, rater, value in judge_rows:
+        if value is not None:
+            scored[rater][0].append(system)
+            scored[rater][1].append(value)
     raters = sorted({r[4] for r in judge_rows})
-    by_judge = {
-        name: group_means([r[2] for r in rows], [r[5] for r in rows])
-        for name, rows in _by_rater(scored).items()
-    }
-    table = []
+    by_judge = {name: group_means(systems, values) for name, (systems, values) in scored.items()}
+    table: list[LeaderboardRow] = []
     for system in list(humans) + sorted(
         {s for found in by_judge.values() for s in found} - set(humans)
     ):
@@ -589,7 +656,7 @@ def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None
             }
         )
 
-    def rank(value, values) -> int | None:
+    def rank(value: float | None, values: Iterable[float | None]) -> int | None:
         return None if value is None else 1 + sum(1 for v in values if v is not None and v > value)
 
     human_values = [row["humans"] for row in table]
@@ -603,7 +670,7 @@ def leaderboard(human_rows: Sequence[Row], judge_rows: Sequence[Row], means=None
     return table
 
 
-def _scale_aware(levels: dict, off_scale: bool) -> Json:
+def _scale_aware(levels: Json, off_scale: bool) -> Json:
     if off_scale:
         for figures in levels.values():
             for key in ("mae", "exact", "within_one"):
@@ -612,10 +679,15 @@ def _scale_aware(levels: dict, off_scale: bool) -> Json:
     return levels
 
 
-def _compare_judges(means, judge_skills, names, resamples) -> Json:
+def _compare_judges(
+    means: Mapping[str, dict[int, HumanMean]],
+    judge_skills: Mapping[str, Mapping[str, list[Row]]],
+    names: Iterable[str],
+    resamples: int,
+) -> Json:
     """Per skill and pair of judges (A before B by name): Pearson(human, A) - Pearson(human, B)
     on the responses both scored, with its interval and one-sided bootstrap p-value."""
-    out: dict = {}
+    out: dict[str, Json] = {}
     for skill in names:
         humans = means.get(skill) or {}
         scored = {

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypedDict
 
-from analytics.report.build import Total, human_means, mean_of_means
+from analytics.report.build import Json, Total, human_means, mean_of_means
 from analytics.rows import ReportRows, Row
 
 HUMANS = "Humans"
@@ -39,12 +39,92 @@ HEAT_STEPS = 10
 MAX_BINS = 41
 
 
-def judge_names(report: dict[str, Any]) -> list[str]:
+class ScaleHint(TypedDict, total=False):
+    """Suggested axis bounds (empty: let Chart.js choose)."""
+
+    min: int
+    max: int
+
+
+class Dataset(TypedDict):
+    """One Chart.js dataset: a value per label, None where there is none."""
+
+    label: str
+    data: list[float | None]
+
+
+class CorrelationDataset(Dataset):
+    errors: list[list[float] | None]  # [low, high] of the interval per bar
+
+
+class RadarChart(TypedDict):
+    kind: str  # "radar", or "bar" with fewer than three skills
+    title: str
+    labels: list[str]
+    datasets: list[Dataset]
+    scale: ScaleHint
+
+
+class FacetRow(TypedDict):
+    label: str
+    n: int
+    values: list[float | None]
+
+
+class FacetChart(TypedDict):
+    kind: str
+    facet: str
+    title: str
+    labels: list[str]
+    n: list[int]
+    datasets: list[Dataset]
+    scale: ScaleHint
+    rows: list[FacetRow]
+
+
+class CorrelationChart(TypedDict):
+    kind: str
+    measure: str
+    title: str
+    labels: list[str]
+    datasets: list[CorrelationDataset]
+    ceiling: list[float | None] | None
+
+
+class DashboardCharts(TypedDict):
+    radar: list[RadarChart]
+    domain: list[FacetChart]
+    difficulty: list[FacetChart]
+    correlation: list[CorrelationChart]
+
+
+class HeatCell(TypedDict):
+    judge: float
+    count: int
+    level: int
+    agree: bool
+
+
+class HeatRow(TypedDict):
+    human: float
+    cells: list[HeatCell]
+
+
+class Heatmap(TypedDict):
+    judge: str
+    skill: str
+    n: int
+    max: int
+    judge_bins: list[float]
+    rows: list[HeatRow]
+
+
+def judge_names(report: Json) -> list[str]:
     """Every judge with scores in the report (the report keys each one in `correlation`)."""
     return sorted(report.get("correlation", {}))
 
 
-def report_skills(report: dict[str, Any]) -> list[str]:
+def report_skills(report: Json) -> list[str]:
     """Skills in the report's order: those with a leaderboard (human or judge scores)."""
     skills = list(report.get("leaderboard", {}))
     return skills + [s for s in report.get("agreement", {}) if s not in skills]
@@ -53,7 +133,7 @@ def report_skills(report: dict[str, Any]) -> list[str]:
 # --- tables ---------------------------------------------------------------------------------
 
 
-def report_tables(report: dict[str, Any]) -> dict[str, Any]:
+def report_tables(report: Json) -> Json:
     """The report as lists for the dashboard's tables (values as in the report; each
     figure's interval beside it where the report has one, else None)."""
     judges = judge_names(report)
@@ -144,7 +224,7 @@ def report_tables(report: dict[str, Any]) -> dict[str, Any]:
 # --- charts ---------------------------------------------------------------------------------
 
 
-def dashboard_charts(report: dict[str, Any], rows: ReportRows) -> dict[str, Any]:
+def dashboard_charts(report: Json, rows: ReportRows) -> DashboardCharts:
     """Everything the dashboard's canvases draw, in one JSON-ready dict."""
     skills, judges = report_skills(report), judge_names(report)
     return {
@@ -157,7 +237,7 @@ def dashboard_charts(report: dict[str, Any], rows: ReportRows) -> dict[str, Any]
     }
 
 
-def _scale_hint(datasets: list[dict[str, Any]]) -> dict[str, Any]:
+def _scale_hint(datasets: Sequence[Dataset]) -> ScaleHint:
     """Suggested axis bounds: the 1-5 scale when every value is on it, else the data's."""
     values = [v for d in datasets for v in d["data"] if v is not None]
     if values and min(values) >= 1 and max(values) <= 5:
@@ -165,9 +245,7 @@ def _scale_hint(datasets: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def radar_charts(
-    report: dict[str, Any], *, off_scale: Iterable[tuple[str, str]] = ()
-) -> list[dict[str, Any]]:
+def radar_charts(report: Json, *, off_scale: Iterable[tuple[str, str]] = ()) -> list[RadarChart]:
     """One chart per system: the mean score per skill of the humans and of each judge, from
     the leaderboards. A radar needs three axes; with fewer skills it is a bar chart. A judge's
     values on its own scale (off_scale) are left out: they do not share the axis."""
@@ -176,13 +254,13 @@ def radar_charts(
     raw = set(off_scale)
     judges = judge_names(report)
     systems = sorted({row["system"] for rows in leaderboard.values() for row in rows})
-    charts = []
+    charts: list[RadarChart] = []
     for system in systems:
-        by_skill: dict[str, dict[str, Any]] = {
+        by_skill: dict[str, Json] = {
             skill: next((row for row in rows if row["system"] == system), {})
             for skill, rows in leaderboard.items()
         }
-        datasets = []
+        datasets: list[Dataset] = []
         humans = [by_skill[skill].get("humans") for skill in skills]
         if any(v is not None for v in humans):
             datasets.append({"label": HUMANS, "data": humans})
@@ -207,7 +285,7 @@ def radar_charts(
     return charts
 
 
-def _facet_keys(facets: dict[int, dict[str, Any]], item_id: int, facet: str) -> list[str]:
+def _facet_keys(facets: Mapping[int, Json], item_id: int, facet: str) -> list[str]:
     """The facet values an item counts under, as the report's breakdowns key them."""
     found = facets.get(item_id, {})
     if facet == "domain":
@@ -223,7 +301,7 @@ def _facet_order(values: Iterable[str]) -> list[str]:
 
 def facet_bars(
     rows: ReportRows, facet: str, *, skills: Sequence[str], judges: Sequence[str]
-) -> list[dict[str, Any]]:
+) -> list[FacetChart]:
     """Per skill, one bar chart: for each domain (facet="domain") or difficulty level
     ("difficulty"), the mean human score and each judge's mean score over the responses of
     that group (FLASK's per-domain and per-difficulty views). An item with several domains
@@ -238,7 +316,7 @@ def facet_bars(
         if value is not None and (judge, skill) not in rows.off_scale:
             for key in _facet_keys(rows.facets, item_id, facet):
                 judge_values[(judge, skill)][key].append((value, 1))
-    charts = []
+    charts: list[FacetChart] = []
     for skill in skills:
         human_parts: dict[str, list[tuple[Total, int]]] = defaultdict(list)
         for item_id, _system, _mean, total, count in human_means(human_by_skill[skill]).values():
@@ -250,7 +328,7 @@ def facet_bars(
         if not keys:
             continue
         labels = _facet_order(keys)
-        datasets = []
+        datasets: list[Dataset] = []
         if human_parts:
             datasets.append(
                 {"label": HUMANS, "data": [mean_of_means(human_parts[k]) for k in labels]}
@@ -279,7 +357,7 @@ def facet_bars(
     return charts
 
 
-def correlation_bars(report: dict[str, Any], measure: str) -> dict[str, Any] | None:
+def correlation_bars(report: Json, measure: str) -> CorrelationChart | None:
     """Instance-level correlation (`measure`: pearson or spearman) of each judge with the
     people, per skill, with its 95 % bootstrap interval where the report has one (`errors`:
     [low, high] per bar, None without), and the leave-one-out human ceiling beside them."""
@@ -288,9 +366,10 @@ def correlation_bars(report: dict[str, Any], measure: str) -> dict[str, Any] | N
     skills = [s for s in report_skills(report) if any(s in correlation[j] for j in judges)]
     if not skills:
         return None
-    datasets = []
+    datasets: list[CorrelationDataset] = []
     for judge in judges:
-        data, errors = [], []
+        data: list[float | None] = []
+        errors: list[list[float] | None] = []
         for skill in skills:
             instance = correlation[judge].get(skill, {}).get("instance", {})
             data.append(instance.get(measure))
@@ -326,9 +405,7 @@ def _bins(values: Iterable[float]) -> list[float]:
     return [low + i / 2 for i in range(int(round((high - low) * 2)) + 1)]
 
 
-def heatmaps(
-    rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]
-) -> list[dict[str, Any]]:
+def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) -> list[Heatmap]:
     """Per judge and skill: how many responses have each (human mean, judge score) pair,
     both rounded to the nearest 0.5, on the responses both sides scored. Rows run from the
     highest human score down, columns from the lowest judge score up; `agree` marks the
@@ -341,7 +418,7 @@ def heatmaps(
     for rid, _item, _system, skill, judge, value in rows.judge:
         if value is not None:
             judge_scores[(judge, skill)][rid] = value
-    maps = []
+    maps: list[Heatmap] = []
     for judge in judges:
         for skill in skills:
             if (judge, skill) in rows.off_scale:
@@ -391,7 +468,7 @@ def heatmaps(
 # --- filters --------------------------------------------------------------------------------
 
 
-def filter_options(rows: ReportRows) -> dict[str, list[Any]]:
+def filter_options(rows: ReportRows) -> dict[str, list[str] | list[int]]:
     """The values present in the rows, for the filter form: skills, judges, systems, domains
     (of the scored items) and difficulty levels."""
     scored = [*rows.human, *rows.judge]

@@ -27,15 +27,21 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from itertools import combinations
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import ArrayLike
 from scipy import sparse, stats
 
 from analytics import metrics
 from analytics.bootstrap import (
+    IntervalDict,
     Resampler,
+    Sink,
     _alpha_from,
     _codes,
     _coincidences,
@@ -51,18 +57,18 @@ MAX_TAU_CELLS = 10_000
 MAX_COMMON_DENOMINATOR = 1_000_000
 
 
-def _nanmean_rows(values: np.ndarray) -> np.ndarray:
+def _nanmean_rows(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are NaN
-        return np.nanmean(values, axis=1)
+        return np.asarray(np.nanmean(values, axis=1), dtype=np.float64)
 
 
-def _safe_div(a, b):
+def _safe_div(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 
-def _onehot(codes: np.ndarray, width: int) -> sparse.coo_matrix:
+def _onehot(codes: npt.NDArray[np.intp], width: int) -> sparse.coo_matrix:
     return sparse.coo_matrix(
         (np.ones(codes.size), (np.arange(codes.size), codes)), shape=(codes.size, width)
     )
@@ -71,8 +77,10 @@ def _onehot(codes: np.ndarray, width: int) -> sparse.coo_matrix:
 # --- agreement ---------------------------------------------------------------------------------
 
 
-def alpha_register(rs: Resampler, matrix, unit_items, *, sink: dict, key: str) -> None:
-    data = np.asarray(matrix, dtype=float)
+def alpha_register(
+    rs: Resampler, matrix: ArrayLike, unit_items: ArrayLike, *, sink: Sink, key: str
+) -> None:
+    data = np.asarray(matrix, dtype=np.float64)
     values = np.unique(data[~np.isnan(data)])
     if values.size < 2:
         sink[key] = {level: _none() for level in metrics.ALPHA_LEVELS}
@@ -80,16 +88,24 @@ def alpha_register(rs: Resampler, matrix, unit_items, *, sink: dict, key: str) -
     per_unit, keep = _coincidences(data, values)
     v = values.size
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         o = sums.reshape(-1, v, v)
         return {level: _alpha_from(o, level, values) for level in metrics.ALPHA_LEVELS}
 
     rs.add(np.asarray(unit_items)[keep], per_unit.reshape(-1, v * v), fn, sink=sink, key=key)
 
 
-def kappa_register(rs: Resampler, counts, unit_items, n_categories: int, *, sink, key) -> None:
+def kappa_register(
+    rs: Resampler,
+    counts: ArrayLike,
+    unit_items: ArrayLike,
+    n_categories: int,
+    *,
+    sink: Sink,
+    key: str,
+) -> None:
     """Fleiss' kappa and Gwet's AC1 from a (units x categories) table of rating counts."""
-    table = np.asarray(counts, dtype=float)
+    table = np.asarray(counts, dtype=np.float64)
     q = table.shape[1]
     r = table.sum(axis=1)
     pairable, rated = r >= 2, r >= 1
@@ -99,9 +115,9 @@ def kappa_register(rs: Resampler, counts, unit_items, n_categories: int, *, sink
     )
     shares = np.zeros_like(table)
     shares[rated] = table[rated] / r[rated, None]
-    features = np.column_stack([agree, pairable, shares, rated]).astype(float)
+    features = np.column_stack([agree, pairable, shares, rated]).astype(np.float64)
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         p_a = _safe_div(sums[:, 0], sums[:, 1])
         pi = sums[:, 2 : 2 + q] / np.where(sums[:, 2 + q] > 0, sums[:, 2 + q], np.nan)[:, None]
         pe_fleiss = (pi**2).sum(axis=1)
@@ -116,8 +132,17 @@ def kappa_register(rs: Resampler, counts, unit_items, n_categories: int, *, sink
     rs.add(unit_items, features, fn, sink=sink, key=key)
 
 
-def cohen_register(rs: Resampler, first, second, unit_items, categories, *, sink, key) -> None:
-    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+def cohen_register(
+    rs: Resampler,
+    first: ArrayLike,
+    second: ArrayLike,
+    unit_items: ArrayLike,
+    categories: ArrayLike | None,
+    *,
+    sink: Sink,
+    key: str,
+) -> None:
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
     both = ~np.isnan(a) & ~np.isnan(b)
     a, b, items = a[both], b[both], np.asarray(unit_items)[both]
     if a.size == 0:
@@ -133,13 +158,13 @@ def cohen_register(rs: Resampler, first, second, unit_items, categories, *, sink
         "quadratic": ((i - j) ** 2).astype(float),
     }
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         t = sums.reshape(-1, q, q)
         n = t.sum(axis=(1, 2))
         with np.errstate(divide="ignore", invalid="ignore"):
             observed = t / n[:, None, None]
         expected = observed.sum(axis=2)[:, :, None] * observed.sum(axis=1)[:, None, :]
-        out = {}
+        out: dict[str, npt.NDArray[np.float64]] = {}
         for name, w in weights.items():
             chance = (w * expected).sum(axis=(1, 2))
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -151,17 +176,19 @@ def cohen_register(rs: Resampler, first, second, unit_items, categories, *, sink
     rs.add(items, _onehot(codes, q * q), fn, sink=sink, key=key)
 
 
-def icc_register(rs: Resampler, slots, unit_items, *, complete: bool, sink, key) -> None:
+def icc_register(
+    rs: Resampler, slots: ArrayLike, unit_items: ArrayLike, *, complete: bool, sink: Sink, key: str
+) -> None:
     """ICCs of a (units x k) matrix of scores: all six forms on a complete design (the same
     k raters in every column), ICC1 and ICC1k on a one-way design (k scores per unit from
     raters that differ per unit)."""
-    x = np.asarray(slots, dtype=float)
+    x = np.asarray(slots, dtype=np.float64)
     k = x.shape[1]
     totals = x.sum(axis=1)
     base = [np.ones(x.shape[0]), totals, (x**2).sum(axis=1), totals**2]
     features = np.column_stack(base + ([x[:, j] for j in range(k)] if complete else []))
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         n = sums[:, 0]
         big_n = n * k
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -170,7 +197,7 @@ def icc_register(rs: Resampler, slots, unit_items, *, complete: bool, sink, key)
             ss_targets = sums[:, 3] / k - correction
             bms = ss_targets / (n - 1)
             wms = (ss_total - ss_targets) / (n * (k - 1))
-            out = {
+            out: dict[str, npt.NDArray[np.float64]] = {
                 "ICC1": (bms - wms) / (bms + (k - 1) * wms),
                 "ICC1k": (bms - wms) / bms,
             }
@@ -190,7 +217,11 @@ def icc_register(rs: Resampler, slots, unit_items, *, complete: bool, sink, key)
     rs.add(unit_items, features, fn, sink=sink, key=key)
 
 
-def rater_pairs(matrix: np.ndarray):
+def rater_pairs(
+    matrix: npt.NDArray[np.float64],
+) -> tuple[
+    npt.NDArray[np.intp], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.intp]
+]:
     """Every two raters' scores on the units both scored, collected per unit (a unit with m
     scores gives m(m-1)/2 pairs): (pair ids, first scores, second scores, unit indexes),
     sorted by pair id. Cost follows the scores, not the number of raters squared."""
@@ -198,7 +229,10 @@ def rater_pairs(matrix: np.ndarray):
     per_unit = present.sum(axis=0)
     order = np.argsort(~present, axis=0, kind="stable")  # each unit's raters first
     n_raters = matrix.shape[0]
-    ids, xs, ys, us = [], [], [], []
+    ids: list[npt.NDArray[np.intp]] = []
+    xs: list[npt.NDArray[np.float64]] = []
+    ys: list[npt.NDArray[np.float64]] = []
+    us: list[npt.NDArray[np.intp]] = []
     for m in np.unique(per_unit[per_unit >= 2]):
         units = np.flatnonzero(per_unit == m)
         raters = order[:m, units]
@@ -211,13 +245,25 @@ def rater_pairs(matrix: np.ndarray):
     if not ids:
         empty = np.array([], dtype=float)
         return empty.astype(int), empty, empty, empty.astype(int)
-    pid, x, y, u = (np.concatenate(v) for v in (ids, xs, ys, us))
+    pid, x, y, u = np.concatenate(ids), np.concatenate(xs), np.concatenate(ys), np.concatenate(us)
     sort = np.argsort(pid, kind="stable")
     return pid[sort], x[sort], y[sort], u[sort]
 
 
 def _table_spearman_mean(
-    rs, codes_x, codes_y, group, n_groups, vx, vy, items, fn_names, *, sink, key, single=False
+    rs: Resampler,
+    codes_x: npt.NDArray[np.intp],
+    codes_y: npt.NDArray[np.intp],
+    group: npt.NDArray[np.intp],
+    n_groups: int,
+    vx: npt.NDArray[np.float64],
+    vy: npt.NDArray[np.float64],
+    items: ArrayLike,
+    fn_names: Sequence[tuple[str, str]],
+    *,
+    sink: Sink,
+    key: str,
+    single: bool = False,
 ) -> None:
     """Mean over groups (rater pairs, annotators) of per-group Pearson/Spearman from each
     group's joint table; a group counts in a resample when it has three or more pairs and
@@ -226,24 +272,29 @@ def _table_spearman_mean(
     cells = group * nx * ny + codes_x * ny + codes_y
     with_pearson = any(src == "pearson" for _, src in fn_names)
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         t = sums.reshape(-1, nx, ny)
         pearson, spearman = _stats_from_tables(t, vx, vy, pearson=with_pearson)
         few = t.sum(axis=(1, 2)) < 3
-        shaped = {"pearson": pearson, "spearman": spearman}
+        shaped = (
+            {"spearman": spearman}
+            if pearson is None
+            else {"pearson": pearson, "spearman": spearman}
+        )
         for values in shaped.values():
-            if values is not None:
-                values[few] = np.nan
+            values[few] = np.nan
         return {out: _nanmean_rows(shaped[src].reshape(-1, n_groups)) for out, src in fn_names}
 
     rs.add(items, _onehot(cells, n_groups * nx * ny), fn, sink=sink, key=key, single=single)
 
 
-def pairwise_spearman_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
+def pairwise_spearman_register(
+    rs: Resampler, matrix: npt.NDArray[np.float64], unit_items: ArrayLike, *, sink: Sink, key: str
+) -> int:
     """The mean pairwise Spearman (build._mean_pairwise_spearman) over the annotator pairs
     sharing at least three units with variation on both sides; returns how many pairs."""
     pid, x, y, unit = rater_pairs(matrix)
-    kept_pairs: np.ndarray = np.array([], dtype=np.int64)
+    kept_pairs: npt.NDArray[np.intp] = np.array([], dtype=np.int64)
     keep = np.zeros(pid.size, dtype=bool)
     if pid.size:
         # per pair (pid is sorted): at least three units and variation on both sides
@@ -280,12 +331,12 @@ class LooSide(NamedTuple):
     """One annotator in the leave-one-out ceiling: their scores, the mean of the others'
     scores on the same units, and those units' indexes."""
 
-    own: np.ndarray
-    rest: np.ndarray
-    units: np.ndarray
+    own: npt.NDArray[np.float64]
+    rest: npt.NDArray[np.float64]
+    units: npt.NDArray[np.intp]
 
 
-def loo_sides(matrix: np.ndarray) -> list[LooSide]:
+def loo_sides(matrix: npt.NDArray[np.float64]) -> list[LooSide]:
     """The leave-one-out ceiling's rule, its one source (report.build._loo_ceiling and
     `loo_register` both read it): each annotator against the mean of the others on the units
     they share, for the annotators with at least three such units and variation on both
@@ -293,7 +344,7 @@ def loo_sides(matrix: np.ndarray) -> list[LooSide]:
     sums and counts less the annotator's own score."""
     present = ~np.isnan(matrix)
     sums, counts = np.where(present, matrix, 0.0).sum(axis=0), present.sum(axis=0)
-    sides = []
+    sides: list[LooSide] = []
     for r in range(matrix.shape[0]):
         mine = present[r] & (counts >= 2)
         if mine.sum() < 3:
@@ -306,7 +357,9 @@ def loo_sides(matrix: np.ndarray) -> list[LooSide]:
     return sides
 
 
-def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
+def loo_register(
+    rs: Resampler, matrix: npt.NDArray[np.float64], unit_items: ArrayLike, *, sink: Sink, key: str
+) -> int:
     """The leave-one-out ceiling (`loo_sides`) with its interval; returns how many
     annotators it averages over."""
     sides = loo_sides(matrix)
@@ -338,7 +391,14 @@ def loo_register(rs: Resampler, matrix, unit_items, *, sink, key) -> int:
 
 
 def instance_register(
-    rs: Resampler, h, j, items, *, sink: dict, key: str = "ci", agreement: bool = True
+    rs: Resampler,
+    h: ArrayLike,
+    j: ArrayLike,
+    items: ArrayLike,
+    *,
+    sink: Sink,
+    key: str = "ci",
+    agreement: bool = True,
 ) -> None:
     """`agreement`: MAE, exact and within-one too (only for a judge on the skill's scale)."""
     vx, cx = _codes(h)
@@ -347,7 +407,7 @@ def instance_register(
     diff = np.abs(vx[:, None] - vy[None, :])
     with_tau = nx * ny <= MAX_TAU_CELLS
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         t = sums.reshape(-1, nx, ny)
         n = t.sum(axis=(1, 2))
         pearson, spearman = _stats_from_tables(t, vx, vy)
@@ -366,7 +426,14 @@ def instance_register(
     rs.add(items, _onehot(cx * ny + cy, nx * ny), fn, sink=sink, key=key)
 
 
-def item_level_register(rs: Resampler, item_keys, per_item: dict, *, sink, key="ci") -> None:
+def item_level_register(
+    rs: Resampler,
+    item_keys: ArrayLike,
+    per_item: Mapping[str, npt.NDArray[np.float64]],
+    *,
+    sink: Sink,
+    key: str = "ci",
+) -> None:
     """The item level is the mean over items of each item's correlation, items where it is
     undefined left out: a resample's mean is the count-weighted mean of the items drawn."""
     used = ~np.isnan(per_item["pearson"])
@@ -375,30 +442,42 @@ def item_level_register(rs: Resampler, item_keys, per_item: dict, *, sink, key="
         [np.where(used, np.nan_to_num(per_item[n]), 0.0) for n in names] + [used.astype(float)]
     )
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         return {name: _safe_div(sums[:, i], sums[:, 3]) for i, name in enumerate(names)}
 
     rs.add(item_keys, features, fn, sink=sink, key=key)
 
 
-def system_level_register(rs, items, systems, totals, counts, j, *, sink, key="ci") -> None:
+def system_level_register(
+    rs: Resampler,
+    items: ArrayLike,
+    systems: Sequence[str],
+    totals: Sequence[float | Fraction],
+    counts: Sequence[int],
+    j: ArrayLike,
+    *,
+    sink: Sink,
+    key: str = "ci",
+) -> None:
     """Correlation of per-system means. Human means are exact: each response's mean is
     total/count; with whole totals they are summed as integers over one common denominator
     L (the lcm of the counts), and a system's mean is one division of two exact integers,
     so equal means in a resample are equal floats, as in the report's own system level."""
     names, sidx = np.unique(np.asarray(systems), return_inverse=True)
     s = names.size
-    totals = np.asarray(totals, dtype=object)
-    counts = np.asarray(counts, dtype=np.int64)
-    whole = all(isinstance(t, int | np.integer) for t in totals)
-    common = math.lcm(*{int(c) for c in counts}) if whole and counts.size else 1
+    exact_totals = np.asarray(totals, dtype=object)
+    count_array = np.asarray(counts, dtype=np.int64)
+    whole = all(isinstance(t, int | np.integer) for t in exact_totals)
+    common = math.lcm(*{int(c) for c in count_array}) if whole and count_array.size else 1
     if whole and common <= MAX_COMMON_DENOMINATOR:
-        pairs = zip(totals, counts, strict=True)
-        numerators = np.array([int(t) * (common // int(c)) for t, c in pairs], dtype=float)
+        pairs = zip(exact_totals, count_array, strict=True)
+        numerators = np.array([int(t) * (common // int(c)) for t, c in pairs], dtype=np.float64)
     else:
         common = 1
-        numerators = np.array([float(t) / int(c) for t, c in zip(totals, counts, strict=True)])
-    judge = np.asarray(j, dtype=float)
+        numerators = np.array(
+            [float(t) / int(c) for t, c in zip(exact_totals, count_array, strict=True)]
+        )
+    judge = np.asarray(j, dtype=np.float64)
     rows = np.arange(sidx.size)
     features = sparse.csr_matrix(
         (
@@ -408,7 +487,7 @@ def system_level_register(rs, items, systems, totals, counts, j, *, sink, key="c
         shape=(sidx.size, 3 * s),
     )
 
-    def fn(sums):
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         c = sums[:, s : 2 * s]
         with np.errstate(divide="ignore", invalid="ignore"):
             human = sums[:, :s] / (c * common)
@@ -434,5 +513,5 @@ def system_level_register(rs, items, systems, totals, counts, j, *, sink, key="c
     rs.add(items, features, fn, sink=sink, key=key)
 
 
-def _none() -> dict:
+def _none() -> IntervalDict:
     return {"estimate": None, "low": None, "high": None, "resamples": 0}
