@@ -1,6 +1,7 @@
 """REST API for managing campaigns (a project's admins and researchers): list, create, read
-with progress, edit, activate, pause / resume / finish. The same services and rules as the
-campaign pages (annotation/campaign_views.py); annotators get 403, non-members 404.
+with progress, edit, activate, pause / resume / finish, and a campaign's assignments with
+their scores. The same services and rules as the campaign pages
+(annotation/campaigns/views.py); annotators get 403, non-members 404.
 
 Campaigns name things as people do: the dataset by id (as the dataset list gives it),
 skills by name, annotators by username, groups by name. Bodies are JSON.

@@ -1,5 +1,5 @@
 """Forms of the campaign pages. They validate and translate input into service arguments;
-the services (annotation/services/campaigns.py) decide and write."""
+the services (annotation/campaigns/services.py) decide and write."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""annotation.services.imports and the import_dataset command, against real PostgreSQL."""
+"""annotation.datasets.services (the dataset import) and the import_dataset command,
+against real PostgreSQL."""
 
 from __future__ import annotations
 
