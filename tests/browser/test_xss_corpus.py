@@ -64,7 +64,7 @@ from annotation.services.catalogue import skill_create
 from annotation.services.projects import membership_set, project_create
 from judging.baselines import BASELINES
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment
-from judging.output_imports import judge_outputs_import
+from judging.output_imports.services import judge_outputs_import
 from judging.services import judge_config_create, prompt_template_create
 from tests.judging.providers import llm_fields
 
