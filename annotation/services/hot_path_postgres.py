@@ -28,16 +28,18 @@ from annotation.services.hot_path import (
 from flaskweb.db import aware, fetch_one
 
 # Claim state, slot and lease in one statement (data-modifying CTEs). `claiming` is empty
-# unless CLAIM_STATE's may_claim holds; then the pick, the slot (assigned + 1) and the lease
-# are written together. Params: CLAIM_STATE's, campaign, user[, user, user], campaign, user,
-# now, now, now.
+# unless CLAIM_STATE's may_claim holds; then the pick (`candidate`), the slot (assigned + 1,
+# rechecked on the row as it is when the UPDATE holds it) and the lease are written together.
+# Params: CLAIM_STATE's, campaign, user[, user, user], campaign, user, now, now, now.
 _CLAIM = f"""
 WITH st AS ({CLAIM_STATE}
 ), claiming AS (
   SELECT overlap, lease_seconds FROM st WHERE may_claim
+), candidate AS ({{pick}}
 ), picked AS (
   UPDATE {T} SET assigned = assigned + 1
-  WHERE id = ({{pick}})
+  WHERE id = (SELECT id FROM candidate)
+    AND assigned < overlap AND assigned < (SELECT overlap FROM claiming)
   RETURNING id
 ), lease AS (
   INSERT INTO {A} ({LEASE_COLUMNS})
@@ -47,30 +49,31 @@ WITH st AS ({CLAIM_STATE}
   FROM picked, claiming
   RETURNING id, task_id, expires_at
 )
-SELECT st.*, lease.id, lease.task_id, lease.expires_at FROM st LEFT JOIN lease ON true
+SELECT st.*, (SELECT id FROM candidate), lease.id, lease.task_id, lease.expires_at
+FROM st LEFT JOIN lease ON true
 """
 # SKIP LOCKED lets concurrent claims take different rows without queueing behind each other.
 # But every row it passes over is one that another claim or a submission holds for the
 # length of its statement, and when those are all that is left for this annotator (the end
 # of a campaign, or K as large as the crowd, where everyone chases the same most-covered
-# tasks) an empty pick does not mean "no task": the waiting variant runs next. It waits for
-# each holder, rechecks the row as the holder left it (READ COMMITTED re-evaluates the
-# WHERE on the new version) and moves on if it no longer qualifies, so it answers "none"
-# only when nothing is open. It holds no row lock while it waits (the state reads lock
-# nothing), so it cannot deadlock.
-_SKIP = " FOR UPDATE OF t SKIP LOCKED"
-_WAIT = " FOR UPDATE OF t"
+# tasks) an empty pick does not mean "no task". Then the waiting variant runs: it picks the
+# first candidate without a lock and its UPDATE waits for that one row's holder, then
+# rechecks the row as the holder left it (READ COMMITTED re-evaluates the WHERE on the new
+# version). It waits for one row while holding none, so it cannot deadlock; a variant that
+# waited inside the pick would keep the rows it had rechecked and rejected locked while
+# waiting for the next, and two such claims deadlocked in the concurrency tests.
+_SKIPPING = " FOR UPDATE OF t SKIP LOCKED"
 _CLAIMS = {
-    (routing, lock): _CLAIM.format(
+    (routing, skipping): _CLAIM.format(
         pick=PICK_NORMAL.format(
             k="(SELECT overlap FROM claiming)",
             fence=" OFFSET 0",
             routing=ROUTING if routing else "",
-            lock=lock,
+            lock=_SKIPPING if skipping else "",
         )
     )
     for routing in (False, True)
-    for lock in (_SKIP, _WAIT)
+    for skipping in (True, False)
 }
 
 
@@ -91,22 +94,27 @@ def claim(
         now,
         now,
     ]
-    state, lease = _claim_run(_CLAIMS[routing, _SKIP], params)
-    if state is not None and state.may_claim and lease is None:
-        state, lease = _claim_run(_CLAIMS[routing, _WAIT], params)
+    state, _, lease = _claim_run(_CLAIMS[routing, True], params)
+    # Each round that writes no lease saw a candidate fill up while it waited for it: another
+    # request took that slot. Only a snapshot with no candidate at all ends it empty.
+    while state is not None and state.may_claim and lease is None:
+        state, candidate, lease = _claim_run(_CLAIMS[routing, False], params)
+        if candidate is None:
+            break
     return state, lease
 
 
-def _claim_run(sql: str, params: list) -> tuple[ClaimState | None, NewLease | None]:
+def _claim_run(sql: str, params: list) -> tuple[ClaimState | None, int | None, NewLease | None]:
+    """The claim state, the task picked (if any) and the lease written (if any)."""
     with on_its_own():
         row = fetch_one(sql, params)
     if row is None:
-        return None, None
+        return None, None, None
     state = ClaimState.from_row(row)
-    lease_id, task_id, expires_at = row[-3:]
+    candidate, lease_id, task_id, expires_at = row[-4:]
     if lease_id is None:
-        return state, None
-    return state, NewLease(lease_id, task_id, aware(expires_at))
+        return state, candidate, None
+    return state, candidate, NewLease(lease_id, task_id, aware(expires_at))
 
 
 # The three writes of a submission in one statement. Its first step takes the assignment
