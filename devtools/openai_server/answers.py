@@ -145,7 +145,7 @@ def _names_after(value: str, following: list[str]) -> list[str]:
         return _split_names(value)
     if value:
         return _split_names(value)
-    names = []
+    names: list[str] = []
     for line in following[: MAX_SKILLS + 1]:
         bullet = _BULLET.match(line)
         if not bullet:

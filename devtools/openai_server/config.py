@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from devtools.openai_server.answers import STYLES
@@ -132,7 +132,8 @@ def _style(value: Any) -> str:
     return value
 
 
-_CHECKS = {
+# Each check returns the value of its own field, so the values differ in type per key.
+_CHECKS: dict[str, Callable[[Any], Any]] = {
     "style": _style,
     "latency": latency_setting,
     "rpm": lambda v: _limit(v, "rpm"),

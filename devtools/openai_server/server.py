@@ -19,7 +19,7 @@ import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from devtools.openai_server.answers import (
@@ -82,6 +82,13 @@ class ApiError(Exception):
             }
         }
         return _Reply(self.status, body, self.headers)
+
+
+class RequestHeaders(Protocol):
+    """What the routes read of a request's headers: a plain mapping in tests, the handler's
+    `http.client.HTTPMessage` when served."""
+
+    def get(self, name: str, /) -> str | None: ...
 
 
 @dataclasses.dataclass
@@ -425,7 +432,7 @@ class FakeOpenAIServer:
 
     # -- routing -----------------------------------------------------------------------------
 
-    def _handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> _Reply:
+    def _handle(self, method: str, path: str, headers: RequestHeaders, body: bytes) -> _Reply:
         try:
             if path == "/health":
                 return self._only(method, "GET") or _Reply(200, {"status": "ok"})
@@ -457,7 +464,7 @@ class FakeOpenAIServer:
             headers={"Allow": allowed},
         )
 
-    def _check_auth(self, headers: Mapping[str, str]) -> _Reply | None:
+    def _check_auth(self, headers: RequestHeaders) -> _Reply | None:
         key = self._config.api_key
         if key is None:
             return None
@@ -506,7 +513,7 @@ class FakeOpenAIServer:
 
     # -- chat completions --------------------------------------------------------------------
 
-    def _chat(self, headers: Mapping[str, str], body: bytes) -> _Reply:
+    def _chat(self, headers: RequestHeaders, body: bytes) -> _Reply:
         cfg = self._config
         try:
             payload = json.loads(body)
@@ -536,14 +543,14 @@ class FakeOpenAIServer:
         prompt_text = prompt_text_of(request.messages)
         skills = detect_skills_in_messages(request.messages)
         prompt_tokens = prompt_tokens_of(request.messages)
-        samples = []
+        samples: list[tuple[Mapping[str, int | str], str]] = []
         pairwise = FIRST_MARK in prompt_text and SECOND_MARK in prompt_text
         for index in range(request.n):
             if pairwise:
-                choices = expected_pair_choices(prompt_text, skills, cfg.position_bias)
-                samples.append((choices, render_pair_answer(choices, style)))
+                verdicts = expected_pair_choices(prompt_text, skills, cfg.position_bias)
+                samples.append((verdicts, render_pair_answer(verdicts, style)))
                 continue
-            scores = expected_scores(
+            scores: Mapping[str, int | str] = expected_scores(
                 prompt_text,
                 skills,
                 request.seed,
@@ -580,7 +587,7 @@ class FakeOpenAIServer:
             return reply
 
         key = f"{prompt_text}\x1f{request.seed}"
-        choices = []
+        choices: list[dict[str, Any]] = []
         completion_tokens = 0
         for index, (scores, text) in enumerate(samples):
             finish = "stop"
@@ -625,7 +632,8 @@ class FakeOpenAIServer:
             self._request_times.popleft()
         while self._token_events and self._token_events[0][0] <= horizon:
             self._token_events.popleft()
-        kind = retry = None
+        kind: str | None = None
+        retry = 0.0  # always set below when `kind` is
         if cfg.rpm is not None and len(self._request_times) >= cfg.rpm:
             kind, limit, used = "requests", cfg.rpm, len(self._request_times)
             oldest = self._request_times[len(self._request_times) - cfg.rpm]
@@ -748,7 +756,9 @@ class _HTTPServer(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = HOST, self.server_address[1]
 
-    def process_request(self, request: socket.socket, client_address: Any) -> None:
+    def process_request(  # type: ignore[override]  # TCP: a socket, never UDP's (bytes, socket)
+        self, request: socket.socket, client_address: Any
+    ) -> None:
         with self._track_lock:
             if self._closing:
                 self.shutdown_request(request)
@@ -834,7 +844,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks, total = [], 0
+            chunks: list[bytes] = []
+            total = 0
             while True:
                 size_line = self.rfile.readline(1024)
                 try:
