@@ -7,7 +7,10 @@ The behaviour is the same: unknown key -> 401 "Invalid token.", inactive user ->
 loaded; any other field loads on first access.
 """
 
+from typing import Any, cast
+
 from django.contrib.auth import get_user_model
+from django.db.models import Field
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
@@ -20,7 +23,10 @@ _USER_FIELDS = ("id", "username", "is_active", "is_staff", "is_superuser")
 
 def _lookup_sql() -> str:
     user = get_user_model()
-    columns = ", ".join(f"u.{user._meta.get_field(name).column}" for name in _USER_FIELDS)
+    # the named fields are the user table's own columns, never relations
+    columns = ", ".join(
+        f"u.{cast('Field[Any, Any]', user._meta.get_field(name)).column}" for name in _USER_FIELDS
+    )
     return (
         f"SELECT {columns} FROM {Token._meta.db_table} t "
         f"JOIN {user._meta.db_table} u ON u.{user._meta.pk.column} = t.user_id "

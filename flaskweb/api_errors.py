@@ -10,7 +10,7 @@ with {"detail", "code", "problems": [{file, line, field, code, message}], "probl
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -146,10 +146,13 @@ def api_exception_handler(exc: Exception, context: dict) -> ApiResponse:
             status=status.HTTP_500_INTERNAL_SERVER_ERROR,
         )
     headers = {}
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = f"{int(exc.wait)}"
+    # only NotAuthenticated/AuthenticationFailed (auth_header) and Throttled (wait) carry these
+    auth_header = getattr(exc, "auth_header", None)
+    if auth_header:
+        headers["WWW-Authenticate"] = auth_header
+    wait = getattr(exc, "wait", None)
+    if wait:
+        headers["Retry-After"] = f"{int(wait)}"
     if isinstance(exc, exceptions.ValidationError):
         detail = exc.detail
         body = invalid_body(detail if isinstance(detail, dict) else {"non_field_errors": detail})
@@ -157,9 +160,14 @@ def api_exception_handler(exc: Exception, context: dict) -> ApiResponse:
         body = {"code": exc.default_code, **exc.detail}
         body.setdefault("detail", _summary(exc.detail))
     else:
-        detail = exc.detail if not isinstance(exc.detail, list) else "; ".join(exc.detail)
+        # a list detail is flat ErrorDetail strings here (no exception raises a nested one)
+        message = (
+            exc.detail
+            if not isinstance(exc.detail, list)
+            else "; ".join(cast("list[str]", exc.detail))
+        )
         code = getattr(exc.detail, "code", None) or exc.default_code
-        body = {"detail": str(detail), "code": code}
+        body = {"detail": str(message), "code": code}
     return ApiResponse(body, status=exc.status_code, headers=headers)
 
 
@@ -172,7 +180,7 @@ class ErrorSerializer(serializers.Serializer):
         "or an "
         "operation's own code"
     )
-    fields = serializers.DictField(
+    fields = serializers.DictField(  # type: ignore[assignment]  # a declared field, not Serializer.fields
         child=serializers.JSONField(),
         required=False,
         help_text="400 only: field -> list of messages (nested for nested fields).",

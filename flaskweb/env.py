@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import overload
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -17,7 +18,12 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: str | None = None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
+    """NAME's value; `default` when it is unset or empty (so a str default gives a str)."""
     value = os.environ.get(name)
     return default if value is None or value == "" else value
 

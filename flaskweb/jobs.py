@@ -27,8 +27,9 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from pathlib import PurePath
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Protocol, TypeVar, cast
 
 from django.conf import settings
 from django.core.cache import cache
@@ -102,17 +103,18 @@ J = TypeVar("J", bound=models.Model)
 def job_claim(model: type[J], job_id: int) -> J | None:
     """pending -> running, by conditional update; None if another worker won or it is done
     (or the row is gone)."""
-    won = model.objects.filter(pk=job_id, status=JobStatus.PENDING).update(
+    # _default_manager is the typed name of `objects` on a model class known only by its base
+    won = model._default_manager.filter(pk=job_id, status=JobStatus.PENDING).update(
         status=JobStatus.RUNNING, started_at=timezone.now()
     )
-    return model.objects.get(pk=job_id) if won else None
+    return model._default_manager.get(pk=job_id) if won else None
 
 
 def job_finish(model: type[models.Model], job_id: int, status: str, **fields: Any) -> bool:
     """running -> `status`, by conditional update: a late worker never overwrites an outcome
     already recorded (by the stale-job check, say). Returns whether it was recorded."""
     return bool(
-        model.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(
+        model._default_manager.filter(pk=job_id, status=JobStatus.RUNNING).update(
             status=status, finished_at=timezone.now(), **fields
         )
     )
@@ -126,8 +128,8 @@ def jobs_fail_stale(
 ) -> int:
     """Mark jobs stuck in running (their worker died) as failed with `error`. Returns how
     many."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
-    return model.objects.filter(status=JobStatus.RUNNING, started_at__lt=cutoff).update(
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return model._default_manager.filter(status=JobStatus.RUNNING, started_at__lt=cutoff).update(
         status=JobStatus.FAILED, error=error, finished_at=timezone.now()
     )
 
@@ -208,6 +210,14 @@ def progress_get(key: str) -> dict:
 # --- running a job -----------------------------------------------------------------------------
 
 
+class _Rejection(Protocol):
+    """What job_execute reads of its `rejected` exception: the kept problems, and how many
+    there were in all."""
+
+    problems: Sequence[Any]
+    count: int
+
+
 def job_execute(
     model: type[ImportJob],
     job_id: int,
@@ -233,7 +243,11 @@ def job_execute(
         fields = run(job, streams, Progress(progress_key, job.bytes_total))
     except rejected as exc:
         status = JobStatus.REJECTED
-        fields = {"problems": problems_as_dicts(exc.problems), "problem_count": exc.count}
+        rejection = cast(_Rejection, exc)
+        fields = {
+            "problems": problems_as_dicts(rejection.problems),
+            "problem_count": rejection.count,
+        }
     except Exception as exc:  # a crash: the import's transaction rolled back; record why
         logger.exception("%s %s failed", label, job.pk)
         fields = {"error": f"{type(exc).__name__}: {exc}"[:5000]}

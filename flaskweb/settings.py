@@ -146,7 +146,8 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # kombu's transport options: ints for Redis, folder paths and flags for the file system
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 3600)
     }
 else:
