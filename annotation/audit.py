@@ -98,4 +98,6 @@ def _username(user_id: int | None) -> str:
 def _skill_name(skill_id: int | None) -> str:
     from annotation.models import Skill
 
+    if skill_id is None:
+        return ""
     return Skill.objects.filter(pk=skill_id).values_list("name", flat=True).first() or ""

@@ -207,7 +207,8 @@ class Rubric(models.Model):
         ]
 
     def __str__(self) -> str:
-        scope = self.project.slug if self.project_id else "built-in"
+        project = self.project if self.project_id else None
+        scope = project.slug if project else "built-in"
         return f"{self.skill.name} v{self.version} ({scope})"
 
     @property
@@ -242,7 +243,9 @@ class Item(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # sha1 of the imported content: tells an unchanged re-import from a changed item
     content_hash = models.CharField(max_length=40, blank=True)
-    domains = models.ManyToManyField(Domain, through="ItemDomain", related_name="items")
+    domains: models.ManyToManyField[Domain, ItemDomain] = models.ManyToManyField(
+        Domain, through="ItemDomain", related_name="items"
+    )
     upload = models.ForeignKey(
         "DatasetUpload", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

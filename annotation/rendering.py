@@ -9,7 +9,14 @@ from markdown_it import MarkdownIt
 
 # "commonmark" with html disabled: raw <script> in a response becomes visible text.
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
-_md.validateLink = lambda url: url.strip().lower().startswith(("http://", "https://", "mailto:"))
+
+
+def _link_allowed(url: str) -> bool:
+    """Only http(s) and mailto links survive; markdown-it drops any other target."""
+    return url.strip().lower().startswith(("http://", "https://", "mailto:"))
+
+
+_md.validateLink = _link_allowed  # type: ignore[method-assign]  # markdown-it's link hook
 
 ALLOWED_TAGS = {
     "p",

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
@@ -154,6 +155,7 @@ def task_skills(*, assignment: Assignment) -> list[TaskSkill]:
         item_id = task.response.item_id
     else:
         row = fetch_one(_ITEM_OF_RESPONSE, [task.response_id])
+        assert row is not None  # the task's response is a foreign key: its row exists
         item_id = row[0]
     return skills_for_item(item_id=item_id, campaign=assignment.campaign)
 
@@ -399,10 +401,11 @@ def human_score_rows(*, project: Project) -> list[tuple]:
     )
 
 
-def item_facets(*, item_ids) -> dict[int, dict]:
+def item_facets(*, item_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """item id -> {"difficulty": 1-5 or None, "domains": [domain names]} (two queries)."""
     ids = list(item_ids)
-    facets = {
+    # plain dicts, not a TypedDict: analytics' ReportRows holds them as dict[str, Any]
+    facets: dict[int, dict[str, Any]] = {
         pk: {"difficulty": difficulty, "domains": []}
         for pk, difficulty in Item.objects.filter(pk__in=ids).values_list("pk", "difficulty")
     }

@@ -150,6 +150,7 @@ class AssignmentNextApi(APIView):
             )
             return response
         card = selectors.task_card_for_annotator(user=request.user, assignment_id=claimed.pk)
+        assert card is not None  # the assignment was just claimed by this user
         return ApiResponse(_task_payload(card))
 
 
@@ -161,6 +162,7 @@ def _next_for(user, campaign_id: int) -> dict:
     if claimed is None:
         return {"next": None, "next_reason": selectors.no_task_reason(campaign=campaign, user=user)}
     card = selectors.task_card_for_annotator(user=user, assignment_id=claimed.pk)
+    assert card is not None  # the assignment was just claimed by this user
     return {"next": _task_payload(card)}
 
 

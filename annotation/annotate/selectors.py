@@ -8,11 +8,13 @@ that a campaign explicitly enables) whether a task is gold, an attention check o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import (
     Case,
     Count,
     Exists,
+    Expression,
     F,
     IntegerField,
     OuterRef,
@@ -41,7 +43,7 @@ from annotation.models import (
     TaskKind,
     accepted_assignment_q,
 )
-from annotation.selectors import item_skills_sql, skills_for_item
+from annotation.selectors import TaskSkill, item_skills_sql, skills_for_item
 from flaskweb.db import aware, fetch_one, instance_from
 
 VISIBLE_STATUSES = (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
@@ -53,11 +55,11 @@ class TaskCard:
     people's scores."""
 
     assignment_id: int
-    expires_at: object
+    expires_at: datetime
     instruction: str
     reference: str | None  # None when the campaign hides references
     response: str
-    skills: list  # annotation.selectors.TaskSkill, ranked
+    skills: list[TaskSkill]  # ranked
 
 
 _CARD = f"""
@@ -125,7 +127,7 @@ def campaign_list_for_annotator(*, user) -> list[AnnotatorCampaignRow]:
     open_tasks = Task.objects.filter(
         campaign_id=OuterRef("pk"), kind=TaskKind.NORMAL, assigned__lt=F("overlap")
     ).filter(never_mine)
-    available = _count(open_tasks)
+    available: Expression = _count(open_tasks)
     domains = list(AnnotatorExpertise.objects.filter(user=user).values_list("domain_id", flat=True))
     if domains:
         routed = open_tasks.filter(
@@ -304,4 +306,6 @@ def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | No
 def _agrees(mine: HumanScore, gold: GoldScore) -> bool:
     if mine.is_na or gold.is_na:
         return mine.is_na == gold.is_na
+    # the check constraints: a score that is not N/A has a value
+    assert mine.score is not None and gold.score is not None
     return abs(mine.score - gold.score) <= gold.tolerance

@@ -9,6 +9,8 @@ or gold status (annotation/annotate/selectors.py).
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
@@ -88,7 +90,8 @@ def annotate_skip(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     form = SkipForm(request.POST)
     if not form.is_valid():
         submission = score_submission_from_post(request.POST)
-        error = next(iter(form.errors.values()))[0]
+        # ErrorList's items are the messages (it unwraps each ValidationError)
+        error = cast(str, next(iter(form.errors.values()))[0])
         return _card(request, assignment, skip_error=error, submission=submission)
     try:
         workflow.assignment_skip(

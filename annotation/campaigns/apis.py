@@ -302,7 +302,7 @@ class CampaignListApi(APIView):
         if wanted:
             rows = [r for r in rows if r.status == wanted]
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(rows, request, view=self)
+        page: list[cs.CampaignRow] | None = paginator.paginate_queryset(rows, request, view=self)  # type: ignore[arg-type]  # DRF slices any sequence; the stub wants a QuerySet
         return paginator.get_paginated_response(CampaignRowSerializer(page, many=True).data)
 
     @extend_schema(request=CampaignInputSerializer, responses={201: CampaignSerializer})

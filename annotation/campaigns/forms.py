@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 
 from annotation.campaigns import selectors as cs
 from annotation.campaigns.services import CAMPAIGN_STRUCTURE, MAX_LEASE_SECONDS
@@ -15,9 +15,11 @@ from annotation.models import (
     Campaign,
     CampaignStatus,
     Dataset,
+    Domain,
     ItemSkill,
     Project,
     Response,
+    Skill,
     SkillMode,
     TaskKind,
 )
@@ -41,7 +43,7 @@ class CampaignForm(forms.Form):
     skill_mode = forms.ChoiceField(
         choices=SkillMode.choices, initial=SkillMode.ITEM, widget=forms.RadioSelect, label="Skills"
     )
-    fixed_skills = forms.ModelMultipleChoiceField(
+    fixed_skills: forms.ModelMultipleChoiceField[Skill] = forms.ModelMultipleChoiceField(
         queryset=None,
         required=False,
         widget=forms.CheckboxSelectMultiple,
@@ -54,7 +56,7 @@ class CampaignForm(forms.Form):
     show_reference = forms.BooleanField(
         required=False, initial=True, label="Show the reference answer"
     )
-    annotators = forms.ModelMultipleChoiceField(
+    annotators: forms.ModelMultipleChoiceField[User] = forms.ModelMultipleChoiceField(
         queryset=None,
         required=False,
         widget=forms.CheckboxSelectMultiple,
@@ -114,18 +116,18 @@ class CampaignForm(forms.Form):
         self.project = project
         self.instance = instance
         datasets = project.datasets.order_by("name")
-        self.fields["dataset"].queryset = datasets
-        self.fields["fixed_skills"].queryset = skill_list_for_project(project=project)
-        self.fields["annotators"].queryset = cs.project_annotator_list(project=project)
+        self.fields["dataset"].queryset = datasets  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
+        self.fields["fixed_skills"].queryset = skill_list_for_project(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
+        self.fields["annotators"].queryset = cs.project_annotator_list(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
         keep = instance.groups.values_list("pk", flat=True) if instance is not None else ()
-        self.fields["groups"].queryset = cs.group_list_for_project(project=project, keep=keep)
+        self.fields["groups"].queryset = cs.group_list_for_project(project=project, keep=keep)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
         # (not `self.dataset`: templates would resolve that to the bound field)
         self.chosen_dataset = self._chosen_dataset(datasets, dataset_id)
         if self.chosen_dataset is not None and not self.is_bound:
             self.initial["dataset"] = self.chosen_dataset.pk
         chosen = self.chosen_dataset
         names = cs.dataset_model_names(dataset=chosen) if chosen else []
-        self.fields["model_names"].choices = [(n, n) for n in names]
+        self.fields["model_names"].choices = [(n, n) for n in names]  # type: ignore[attr-defined]  # a ChoiceField
         self.locked = instance is not None and instance.status != CampaignStatus.DRAFT
         if self.locked:
             for name in CAMPAIGN_STRUCTURE:
@@ -136,7 +138,7 @@ class CampaignForm(forms.Form):
         instance's, or the first one (as the select shows it)."""
         if self.instance is not None and self.instance.status != CampaignStatus.DRAFT:
             return self.instance.dataset
-        wanted = self.data.get("dataset") if self.is_bound else dataset_id
+        wanted: Any = self.data.get("dataset") if self.is_bound else dataset_id
         wanted = wanted or self.initial.get("dataset")
         try:
             if wanted:
@@ -155,7 +157,8 @@ class CampaignForm(forms.Form):
         return name
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns (its stub allows None)
         if data.get("skill_mode") == SkillMode.FIXED and not data.get("fixed_skills"):
             self.add_error("fixed_skills", "tick at least one skill for a fixed set")
         value, unit = data.get("lease_value"), data.get("lease_unit")
@@ -259,7 +262,7 @@ class GoldTaskForm(forms.Form):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.campaign = campaign
-        self.fields["model_name"].choices = [(n, n) for n in model_names]
+        self.fields["model_name"].choices = [(n, n) for n in model_names]  # type: ignore[attr-defined]  # a ChoiceField
         for skill_id, name in skills:
             self.fields[f"skill_{skill_id}"] = forms.ChoiceField(
                 choices=SCORE_CHOICES, required=False, label=name
@@ -269,7 +272,8 @@ class GoldTaskForm(forms.Form):
         return [self[name] for name in self.fields if name.startswith("skill_")]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns (its stub allows None)
         scores = {
             int(name[6:]): score_read(value)  # one of SCORE_CHOICES
             for name, value in data.items()
@@ -296,7 +300,8 @@ class GoldTaskForm(forms.Form):
                     "skill_id", flat=True
                 )
             )
-            extra = [self.fields[f"skill_{pk}"].label for pk in scores if pk not in asked]
+            # each skill field's label is the skill's name (a str), set in __init__
+            extra = [str(self.fields[f"skill_{pk}"].label) for pk in scores if pk not in asked]
             if extra:
                 self.add_error(None, f"this item is not scored on: {', '.join(extra)}")
         data["response"], data["scores"] = response, scores
@@ -315,8 +320,8 @@ class GoldTaskForm(forms.Form):
 
 
 class AnnotatorExpertiseForm(forms.Form):
-    annotator = forms.ModelChoiceField(queryset=None)
-    domains = forms.ModelMultipleChoiceField(
+    annotator: forms.ModelChoiceField[User] = forms.ModelChoiceField(queryset=None)
+    domains: forms.ModelMultipleChoiceField[Domain] = forms.ModelMultipleChoiceField(
         queryset=None,
         required=False,
         widget=forms.CheckboxSelectMultiple,
@@ -325,5 +330,5 @@ class AnnotatorExpertiseForm(forms.Form):
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["annotator"].queryset = cs.project_annotator_list(project=project)
-        self.fields["domains"].queryset = domain_list_for_project(project=project)
+        self.fields["annotator"].queryset = cs.project_annotator_list(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
+        self.fields["domains"].queryset = domain_list_for_project(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset

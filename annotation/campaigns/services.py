@@ -231,7 +231,8 @@ def _tasks_create(campaign: Campaign) -> int:
 
 def campaign_set_status(*, campaign: Campaign, status: str) -> Campaign:
     """Pause, resume or finish. Pausing stops new claims; open leases may still submit."""
-    allowed = {
+    # keyed by str: `status` is the value a caller sent, looked up as is
+    allowed: dict[str, set[CampaignStatus]] = {
         CampaignStatus.PAUSED: {CampaignStatus.ACTIVE},
         CampaignStatus.ACTIVE: {CampaignStatus.PAUSED},
         CampaignStatus.FINISHED: {CampaignStatus.ACTIVE, CampaignStatus.PAUSED},

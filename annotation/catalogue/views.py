@@ -60,7 +60,7 @@ def catalogue(request: HtmxHttpRequest) -> HttpResponse:
 def rubric_edit(request: HtmxHttpRequest, skill_id: int) -> HttpResponse:
     project, can_edit = _catalogue_project(request)
     skill = get_object_or_404(Skill.objects.select_related("project"), pk=skill_id)
-    if skill.project_id and access.project_role(request.user, skill.project) is None:
+    if skill.project is not None and access.project_role(request.user, skill.project) is None:
         # another project's skill: its id must not tell that it exists (404, not 403)
         raise Http404("no such skill")
     if not can_edit or (skill.project_id and skill.project_id != getattr(project, "pk", None)):

@@ -27,7 +27,7 @@ from annotation.datasets.services import (
     policies_parse,
     upload_progress_get,
 )
-from annotation.models import DatasetUpload, Difficulty, UploadSource
+from annotation.models import DatasetUpload, Difficulty, Project, UploadSource
 from annotation.parsers import FORMATS
 from flaskweb.api_errors import ApiPagination
 
@@ -136,7 +136,7 @@ class ItemSerializer(ItemRowSerializer):
     reference_answer = serializers.CharField()
     source_task = serializers.CharField()
     responses = _ResponseSerializer(many=True)
-    response_count = None
+    response_count = None  # type: ignore[assignment]  # DRF's way to drop a field the base serializer declares
 
     class Meta:
         ref_name = "Item"
@@ -232,7 +232,9 @@ class DatasetListApi(APIView):
 
 
 class UploadOutputSerializer(serializers.ModelSerializer):
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     progress = serializers.SerializerMethodField()
     problems = serializers.SerializerMethodField()
 

@@ -19,7 +19,7 @@ def _policy_field(code: str) -> forms.ChoiceField:
 
 class DatasetUploadForm(forms.Form):
     dataset = forms.CharField(max_length=200, label="Dataset name")
-    files = MultipleFileField(label="Files (JSONL or CSV)")
+    files = MultipleFileField(label="Files (JSONL or CSV)")  # type: ignore[assignment]  # a declared field (the metaclass moves it to base_fields), not BaseForm.files
     format = forms.ChoiceField(choices=[("", "detect")] + [(f, f) for f in FORMATS], required=False)
     preset = forms.ChoiceField(
         choices=[(k, f"{k}: {v[0]}") for k, v in POLICY_PRESETS.items()],

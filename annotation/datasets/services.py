@@ -108,8 +108,8 @@ def policies_parse(pairs: list[str] | dict[str, str] | None, *, preset: str = ""
             known = ", ".join(sorted(PROBLEM_CLASSES))
             raise ImportOptionsError(f"unknown problem class {code!r} (known: {known}, all)")
         if action not in PROBLEM_CLASSES[code][0]:
-            allowed = ", ".join(PROBLEM_CLASSES[code][0])
-            raise ImportOptionsError(f"{code} can only be: {allowed}")
+            choices = ", ".join(PROBLEM_CLASSES[code][0])
+            raise ImportOptionsError(f"{code} can only be: {choices}")
         result[code] = action
     return result
 

@@ -3,6 +3,8 @@ rubric and every response, and the upload (import) form and its progress page.""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -24,6 +26,15 @@ from annotation.models import Difficulty, UploadSource
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 
+class _ItemFilters(TypedDict):
+    """The item list's filters, as item_list_for_dataset takes them and the page shows them."""
+
+    skill_id: int | None
+    domain_id: int | None
+    difficulty: int | None
+    search: str
+
+
 def _int_param(request, name: str) -> int | None:
     try:
         return int(request.GET.get(name, ""))
@@ -35,7 +46,7 @@ def _int_param(request, name: str) -> int | None:
 @login_required
 def dataset_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     dataset, role = access.dataset_get_for_user(request.user, pk)
-    filters = {
+    filters: _ItemFilters = {
         "skill_id": _int_param(request, "skill"),
         "domain_id": _int_param(request, "domain"),
         "difficulty": _int_param(request, "difficulty"),

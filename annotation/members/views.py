@@ -4,6 +4,9 @@ API (annotation/services/projects.py). Annotators get 403, non-members 404."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -77,7 +80,10 @@ def member_update(request: HtmxHttpRequest, slug: str, username: str) -> HttpRes
     form = MemberChangeForm(request.POST)
     error = ""
     if not form.is_valid():
-        error = " ".join(form.non_field_errors()) or "choose one of the roles"
+        # an ErrorList iterates over its messages (it unwraps each ValidationError)
+        error = (
+            " ".join(cast("Iterable[str]", form.non_field_errors())) or "choose one of the roles"
+        )
     else:
         try:
             if form.cleaned_data["remove"]:

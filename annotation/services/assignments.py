@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
-from types import ModuleType
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, F, OuterRef
@@ -60,12 +59,12 @@ class AssignmentError(Exception):
         self.code = code
 
 
-_HOT_PATHS: dict[str, ModuleType] = {"postgresql": hot_path_postgres, "sqlite": hot_path_sqlite}
+#: The claim and submit SQL of each database: one module per vendor (the seam: HotPath).
+_HOT_PATHS: dict[str, HotPath] = {"postgresql": hot_path_postgres, "sqlite": hot_path_sqlite}
 
 
 def _hot_path() -> HotPath:
-    """The claim and submit SQL of the connection's database (one module per vendor)."""
-    return _HOT_PATHS[connection.vendor]  # type: ignore[return-value]
+    return _HOT_PATHS[connection.vendor]
 
 
 # --- claim ----------------------------------------------------------------------------------------
@@ -114,6 +113,7 @@ def _claim(campaign: Campaign, annotator) -> Assignment | None:
     if state is None or not state.in_pool or state.may_claim:
         return None  # no such campaign; not in its pool; or nothing open for this annotator
     if state.lease_id is not None:
+        assert state.lease_expires_at is not None  # the lease's row: expires_at is NOT NULL
         if state.lease_expires_at > now:
             return _assignment_stub(state.lease_id, campaign.pk, annotator.pk)
         # Lapsed but not yet swept: expire it, which frees its slot and the one-lease index,
@@ -130,14 +130,18 @@ def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> A
     if state.status != CampaignStatus.ACTIVE:
         return None
     if state.quota is not None:
-        (done,) = fetch_one(_SUBMITTED_NORMAL, [campaign.pk, annotator.pk])
+        counted = fetch_one(_SUBMITTED_NORMAL, [campaign.pk, annotator.pk])
+        assert counted is not None  # COUNT(*) answers one row
+        (done,) = counted
         if done >= state.quota:
             return None
     expires_at = now + timedelta(seconds=state.lease_seconds)
     # Counted only when a rate needs it: most campaigns have neither gold nor repeats.
     served = 0
     if state.gold_rate > 0 or state.repeat_rate > 0:
-        (served,) = fetch_one(_SERVED, [campaign.pk, annotator.pk])
+        counted = fetch_one(_SERVED, [campaign.pk, annotator.pk])
+        assert counted is not None  # COUNT(*) answers one row
+        (served,) = counted
     if _every(state.gold_rate, served):
         gold = _claim_gold(campaign, annotator, expires_at)
         if gold is not None:
@@ -159,6 +163,7 @@ def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> A
 def _assignment_stub(assignment_id: int, campaign_id: int, annotator_id: int) -> Assignment:
     """An assignment read with one raw statement; other fields load on first access."""
     values = fetch_one(_ASSIGNMENT_GET, [assignment_id])
+    assert values is not None  # the claim state just read this lease from its row
     fields = dict(zip(_ASSIGNMENT_FIELDS, values, strict=True))
     fields["expires_at"] = aware(fields["expires_at"])
     fields.update(campaign_id=campaign_id, annotator_id=annotator_id)
@@ -246,7 +251,7 @@ def _claim_repeat(campaign: Campaign, annotator, lease) -> Assignment | None:
 #: Claims free their campaign's lapsed leases at most this often per process (beat does it
 #: every minute regardless): one SELECT per claim cost ~5% of the claim at 200 claims/s.
 EXPIRE_ON_CLAIM_EVERY = timedelta(seconds=2)
-_last_expiry_check: dict[int, object] = {}
+_last_expiry_check: dict[int, datetime] = {}
 
 
 def process_caches_clear() -> None:

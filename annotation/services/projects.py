@@ -47,7 +47,9 @@ def project_name_check(*, name: str, project: Project | None = None) -> str:
         name = name_clean(name, what="the project's name")
     except NameRefused as exc:
         raise ValidationError({"name": str(exc)}) from None
-    others = Project.objects.exclude(pk=project.pk if project else None)
+    others = Project.objects.all()
+    if project is not None and project.pk is not None:  # an unsaved project excludes none
+        others = others.exclude(pk=project.pk)
     why = NameScope("project", others.values_list("name", flat=True)).check(name)
     if why is not None:
         raise ValidationError({"name": why})
