@@ -105,7 +105,7 @@ class JudgeOutputSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_provider(self, judge: JudgeConfig) -> str | None:
-        return judge.provider.name if judge.provider_id else None
+        return judge.provider.name if judge.provider is not None else None
 
 
 class RunOutputSerializer(serializers.Serializer):
@@ -119,7 +119,8 @@ class RunOutputSerializer(serializers.Serializer):
     finished = serializers.SerializerMethodField()
     percent = serializers.SerializerMethodField()
     ok = serializers.SerializerMethodField()
-    partial = serializers.SerializerMethodField()
+    # the metaclass moves declared fields off the class, so BaseSerializer.partial is unshadowed
+    partial = serializers.SerializerMethodField()  # type: ignore[assignment]
     parse_failed = serializers.IntegerField()
     failed = serializers.IntegerField()
     cached = serializers.IntegerField()
@@ -167,7 +168,7 @@ class ProviderOutputSerializer(serializers.Serializer):
     """What a researcher needs to pick a provider; never where its key is kept."""
 
     name = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
     base_urls = serializers.ListField(child=serializers.CharField())
     needs_key = serializers.BooleanField()
     is_local = serializers.BooleanField()

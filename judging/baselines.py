@@ -113,7 +113,7 @@ _ASCII_PUNCTUATION = frozenset(string.punctuation)
 _TABLE_LIMIT = 1 << 16
 
 
-class _CharTable(dict):
+class _CharTable(dict[int, int | None]):
     """A `str.translate` table filled on first sight of each code point: letters, digits and
     marks map to themselves, punctuation to nothing (deleted) or to a space, anything else to
     a space. Lazy, so no table of all 1.1 million code points is built at import."""

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.text import slugify
 
-from annotation.models import Project
+from annotation.models import Campaign, Dataset, Project
 from annotation.selectors import dataset_list_for_project
 from judging import prompts
 from judging.baselines import BASELINES
@@ -130,6 +130,13 @@ def _lf(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+class PromptTemplateChoiceField(forms.ModelChoiceField):
+    """A choice of prompt template labelled "key vN: name", so versions of a key differ."""
+
+    def label_from_instance(self, obj: PromptTemplate) -> str:
+        return f"{obj.key} v{obj.version}: {obj.name}"
+
+
 class JudgeConfigForm(forms.Form):
     kind = forms.ChoiceField(
         choices=[(JudgeKind.LLM, JudgeKind.LLM.label), (JudgeKind.BASELINE, "Baseline metric")],
@@ -181,7 +188,7 @@ class JudgeConfigForm(forms.Form):
     use_reference = forms.BooleanField(
         required=False, initial=True, label="Use the reference answer"
     )
-    prompt_template = forms.ModelChoiceField(
+    prompt_template = PromptTemplateChoiceField(
         queryset=PromptTemplate.objects.none(),
         required=False,
         empty_label="Built-in FLASK template (with or without the reference answer, as set above)",
@@ -202,11 +209,10 @@ class JudgeConfigForm(forms.Form):
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.project = project
-        self.fields["prompt_template"].queryset = template_choices_for_project(project=project)
-        self.fields["provider"].queryset = provider_choices_for_project(project=project)
-        self.fields["prompt_template"].label_from_instance = lambda t: (
-            f"{t.key} v{t.version}: {t.name}"
-        )
+        template_field = cast(forms.ModelChoiceField, self.fields["prompt_template"])
+        template_field.queryset = template_choices_for_project(project=project)
+        provider_field = cast(forms.ModelChoiceField, self.fields["provider"])
+        provider_field.queryset = provider_choices_for_project(project=project)
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
@@ -215,7 +221,8 @@ class JudgeConfigForm(forms.Form):
         return name
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if "kind" in data:
             for field, message in judge_settings_errors(data).items():
                 self.add_error(field, message)
@@ -226,8 +233,10 @@ class JudgeConfigForm(forms.Form):
 
 
 class RunCreateForm(forms.Form):
-    dataset = forms.ModelChoiceField(queryset=None, required=False, empty_label="–")
-    campaign = forms.ModelChoiceField(
+    dataset: forms.ModelChoiceField[Dataset] = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="–"
+    )
+    campaign: forms.ModelChoiceField[Campaign] = forms.ModelChoiceField(
         queryset=None,
         required=False,
         empty_label="–",
@@ -252,11 +261,14 @@ class RunCreateForm(forms.Form):
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["dataset"].queryset = dataset_list_for_project(project=project)
-        self.fields["campaign"].queryset = campaign_choices_for_project(project=project)
+        dataset_field = cast(forms.ModelChoiceField, self.fields["dataset"])
+        dataset_field.queryset = dataset_list_for_project(project=project)
+        campaign_field = cast(forms.ModelChoiceField, self.fields["campaign"])
+        campaign_field.queryset = campaign_choices_for_project(project=project)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         dataset, campaign = data.get("dataset"), data.get("campaign")
         if campaign is not None and dataset is not None and campaign.dataset_id != dataset.pk:
             self.add_error("campaign", "This campaign scores another dataset.")
@@ -307,7 +319,8 @@ class PromptTemplateForm(forms.Form):
     )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if "name" not in data:
             return data
         data["key"] = data.get("key") or slugify(data["name"])[:80]
@@ -349,11 +362,15 @@ class PromptImportForm(forms.Form):
 
 
 class PromptPreviewForm(forms.Form):
-    dataset = forms.ModelChoiceField(queryset=None, empty_label=None)
+    dataset: forms.ModelChoiceField[Dataset] = forms.ModelChoiceField(
+        queryset=None, empty_label=None
+    )
     response = forms.IntegerField(
         min_value=1, required=False, label="Response id", help_text="Default: the first one."
     )
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["dataset"].queryset = dataset_list_for_project(project=project)
+        #: The datasets offered (the view previews the first when no dataset is chosen).
+        self.datasets = dataset_list_for_project(project=project)
+        cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = self.datasets

@@ -4,7 +4,7 @@ and their previews. Pages and the API read through here; nothing here writes."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -142,7 +142,7 @@ def run_progress(*, run: JudgeRun) -> RunProgress:
     )
 
 
-def run_problem_list(*, run: JudgeRun, limit: int = 20) -> list[dict]:
+def run_problem_list(*, run: JudgeRun, limit: int = 20) -> list[Mapping[str, object]]:
     """The latest failed and unparseable judgments, newest first, as plain rows (a pairwise
     run's pair judgments, with `pair` set and their raw output, which has no page)."""
     if run.pairwise_against:
@@ -225,9 +225,11 @@ def template_list_for_project(*, project: Project) -> list[TemplateRow]:
 
 
 def template_versions(*, template: PromptTemplate) -> QuerySet[PromptTemplate]:
-    return PromptTemplate.objects.filter(project_id=template.project_id, key=template.key).order_by(
-        "-version"
-    )
+    # A built-in template's project_id is None, which Django's exact lookup turns into IS NULL.
+    return PromptTemplate.objects.filter(
+        project_id=template.project_id,  # type: ignore[misc]  # stubs reject None on a nullable FK
+        key=template.key,
+    ).order_by("-version")
 
 
 def template_choices_for_project(*, project: Project) -> QuerySet[PromptTemplate]:
@@ -333,7 +335,7 @@ class ScoreSummary:
 
     @property
     def spread(self) -> int | None:
-        return None if self.low is None else self.high - self.low
+        return None if self.low is None or self.high is None else self.high - self.low
 
 
 def run_score_summaries(

@@ -192,7 +192,9 @@ def _start(request: HtmxHttpRequest, pk: int, done: str) -> HttpResponse:
     run = access.run_get_for_staff(request.user, pk)
     form = RunStartForm(request.POST)
     if not form.is_valid():
-        return _after_action(request, run, "Not started: " + " ".join(form.errors["budget"]))
+        return _after_action(
+            request, run, "Not started: " + " ".join(str(e) for e in form.errors["budget"])
+        )
     # A posted budget field replaces the budget (blank = no limit); none keeps it.
     budget = form.cleaned_data["budget"] if "budget" in request.POST else services.KEEP_BUDGET
     try:
@@ -338,7 +340,7 @@ def template_detail(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespons
     project, template = access.template_get_for_staff(request.user, slug, pk)
     form = PromptPreviewForm(request.GET or None, project=project)
     if not form.is_bound:
-        first = form.fields["dataset"].queryset.first()
+        first = form.datasets.first()
         form = PromptPreviewForm({"dataset": first.pk} if first else None, project=project)
     preview = None
     if form.is_bound and form.is_valid():

@@ -11,7 +11,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.explorer.disagreement import PAGE_SIZE, SORTS, DisagreementFilters
+from analytics.explorer.disagreement import PAGE_SIZE, SORTS, Disagreement, DisagreementFilters
 from analytics.explorer.selectors import disagreement_list
 from annotation.access import project_get_for_staff
 from annotation.selectors import campaign_list_for_reannotation
@@ -104,7 +104,12 @@ class DisagreementListApi(APIView):
         )
         rows = disagreement_list(project=project, filters=filters)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(rows, request, view=self)
+        # DRF pages any sequence (Django's Paginator); the stubs accept only a QuerySet
+        page: list[Disagreement] | None = paginator.paginate_queryset(
+            rows,  # type: ignore[arg-type]
+            request,
+            view=self,
+        )
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 

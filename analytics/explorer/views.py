@@ -4,6 +4,8 @@ researchers and admins only (annotators 403, everyone else 404)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -70,8 +72,9 @@ class DisagreementFilterForm(forms.Form):
             ("system", "systems"),
             ("domain", "domains"),
         ):
-            self.fields[name].choices = [(value, value) for value in choices[key]]
-            self.fields[name].widget.attrs["size"] = min(6, max(2, len(choices[key])))
+            field = cast(forms.ChoiceField, self.fields[name])
+            field.choices = [(value, value) for value in choices[key]]
+            field.widget.attrs["size"] = min(6, max(2, len(choices[key])))
 
     def filters(self) -> DisagreementFilters:
         data = self.cleaned_data
@@ -108,7 +111,8 @@ class ReannotateForm(forms.Form):
     def __init__(self, *args, project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.project = project
-        self.fields["campaign"].queryset = campaign_list_for_reannotation(project=project)
+        campaign_field = cast(forms.ModelChoiceField, self.fields["campaign"])
+        campaign_field.queryset = campaign_list_for_reannotation(project=project)
 
     def clean(self):
         data = super().clean()
@@ -178,16 +182,18 @@ def disagreements_reannotate(request: HtmxHttpRequest, slug: str) -> HttpRespons
                 requested_by=request.user,
             )
         except ValidationError as exc:
-            problems = exc.message_dict if hasattr(exc, "error_dict") else {None: exc.messages}
-            for name, errors in problems.items():
-                form.add_error(name if name in form.fields else None, errors)
+            if not hasattr(exc, "error_dict"):
+                form.add_error(None, exc.messages)
+            else:  # a message about a field the form does not have is about the whole form
+                for name, errors in exc.message_dict.items():
+                    form.add_error(name if name in form.fields else None, errors)
     context = {"project": project, "reannotate_form": form, "result": result, **_described(result)}
     if not request.htmx:  # no script: back to the list, the outcome as messages
         if result is not None:
             for line in [context["summary"], *context["lines"]]:
                 messages.info(request, line)
-        for errors in form.errors.values():
-            messages.error(request, " ".join(errors))
+        for field_errors in form.errors.values():
+            messages.error(request, " ".join(str(e) for e in field_errors))
         query = QueryDict(request.POST.get("query", "")).urlencode()
         url = reverse("analytics:disagreements", args=[project.slug])
         return redirect(f"{url}?{query}" if query else url)

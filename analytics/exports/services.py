@@ -28,7 +28,7 @@ import logging
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import chain, groupby
 from typing import IO, Any
 
@@ -272,7 +272,7 @@ def export_options_clean(
         dataset_id = campaign.dataset_id
 
     run = None
-    if run_id not in (None, ""):
+    if run_id is not None and run_id != "":
         try:
             run = judging_selectors.pointwise_run_get(project=project, run_id=int(run_id))
         except (TypeError, ValueError):
@@ -489,6 +489,7 @@ class ScoreExport:
 
     def _review_objects(self) -> Iterator[dict[str, Any]]:
         f = self.options.filters
+        assert f.run_id is not None, "a FLASK review export is validated with its run"
         for line in flask_review_lines(run_id=f.run_id, filters=f, chunk_size=self.chunk_rows):
             yield _review_object(line)
 
@@ -629,7 +630,7 @@ def export_jobs_fail_stale(*, older_than_seconds: int) -> int:
 def export_files_expire(*, older_than_days: int) -> int:
     """Delete the files of exports finished more than `older_than_days` ago and mark them
     expired (the row stays: who exported what, when). Returns how many."""
-    cutoff = timezone.now() - timezone.timedelta(days=older_than_days)
+    cutoff = timezone.now() - timedelta(days=older_than_days)
     expired = 0
     for job in ExportJob.objects.filter(status=ExportStatus.DONE, finished_at__lt=cutoff):
         claimed = ExportJob.objects.filter(pk=job.pk, status=ExportStatus.DONE).update(

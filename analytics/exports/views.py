@@ -4,7 +4,7 @@ running), download a finished one. Formats: docs/EXPORTS.md."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -57,18 +57,20 @@ class ExportRequestForm(forms.Form):
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["skill"].choices = [
+        skill, judge, campaign, dataset = (
+            cast(forms.ChoiceField, self.fields[name])
+            for name in ("skill", "judge", "campaign", "dataset")
+        )
+        skill.choices = [
             (name, name)
             for name in skill_list_for_project(project=project).values_list("name", flat=True)
         ]
-        self.fields["judge"].choices = [
-            (name, name) for name in judge_names_for_export(project=project)
-        ]
-        self.fields["campaign"].choices = [("", "–")] + [
+        judge.choices = [(name, name) for name in judge_names_for_export(project=project)]
+        campaign.choices = [("", "–")] + [
             (name, name)
             for name in project.campaigns.order_by("name").values_list("name", flat=True)
         ]
-        self.fields["dataset"].choices = [("", "–")] + [
+        dataset.choices = [("", "–")] + [
             (d.name, d.name) for d in dataset_list_for_project(project=project)
         ]
 
@@ -134,7 +136,7 @@ def export_file_response(job: ExportJob) -> FileResponse | None:
 
 @require_GET
 @login_required
-def export_download(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def export_download(request: HtmxHttpRequest, pk: int) -> FileResponse:
     job = export_get_for_staff(request.user, pk)
     response = export_file_response(job)
     if response is None:

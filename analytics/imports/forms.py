@@ -9,7 +9,8 @@ from annotation.forms import MultipleFileField
 
 
 class ScoreImportForm(forms.Form):
-    files = MultipleFileField(
+    # the metaclass moves declared fields off the class, so BaseForm.files is unshadowed
+    files = MultipleFileField(  # type: ignore[assignment]
         label="Files (CSV or JSONL, one row per score)", command="import_scores"
     )
     dataset = forms.CharField(

@@ -14,6 +14,7 @@ from analytics.models import ScoreImportJob
 from analytics.tasks import score_import_task
 from annotation.models import Project
 from flaskweb.jobs import (
+    ImportJob,
     files_store,
     job_execute,
     jobs_fail_stale,
@@ -63,9 +64,10 @@ def score_import_job_create(
     return job
 
 
-def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
+def score_import_job_run(*, job_id: int) -> ImportJob | None:
     """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
-    every problem or the error, is on the job row."""
+    every problem or the error, is on the job row. Returns the ScoreImportJob row, or None when
+    it is gone or another worker claimed it."""
 
     def run(job, streams, progress) -> dict:
         options = job.options

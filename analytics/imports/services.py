@@ -36,6 +36,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils.text import slugify
 
 from analytics.imports.parsers import (
@@ -131,7 +132,7 @@ _ROW, _GIVEN, _ITEM, _RESP, _SKILL, _FILL = (
     "stg_sc_skill",
     "stg_sc_fill",
 )
-_STAGED = {
+_STAGED: dict[str, Sequence[str]] = {
     _ROW: (
         "seq",
         "file_pos",
@@ -362,7 +363,16 @@ class _Plan:
     against the project. Reads of annotation tables go through annotation.selectors, one
     page of ids at a time."""
 
-    def __init__(self, cursor, project, parsed, dataset_name, declared, judge_scale_raw, log):
+    def __init__(
+        self,
+        cursor: CursorWrapper,
+        project: Project,
+        parsed: ParsedScores,
+        dataset_name: str,
+        declared: dict[str, tuple[str, Scale]],
+        judge_scale_raw: bool,
+        log: ProblemLog,
+    ) -> None:
         self.cursor = cursor
         self.project: Project = project
         self.parsed: ParsedScores = parsed
@@ -559,7 +569,7 @@ class _Plan:
         star = self.declared.get(ALL_SKILLS)
         for key in self.parsed.skills:
             skill_id = self.skill_ids.get(key)
-            current = stored.get(skill_id, DEFAULT_SCALE)
+            current = DEFAULT_SCALE if skill_id is None else stored.get(skill_id, DEFAULT_SCALE)
             wanted = self.declared.get(key, star)
             if wanted is None:
                 self.scales[key] = current
@@ -788,7 +798,7 @@ class _Plan:
                     skill_id=self.skill_ids[key],
                     defaults={"low": scale.low, "high": scale.high, "continuous": scale.continuous},
                 )
-        items_created = self._write_items()
+        items_created = self._write_items(dataset=self.dataset)
         responses_created = self._write_responses()
         self._fill_texts()
         cursor.execute(f"SELECT keep, COUNT(*) FROM {_ROW} WHERE keep >= 0 GROUP BY keep")
@@ -832,7 +842,7 @@ class _Plan:
             skills_created=[self.skill_names[k] for k in self.new_skills],
         )
 
-    def _write_items(self) -> int:
+    def _write_items(self, *, dataset: Dataset) -> int:
         # an item known only by its id is stored with an empty instruction, filled in by a
         # later import that has it (annotation.services.items)
         created = 0
@@ -866,7 +876,7 @@ class _Plan:
                         domain_ids=tuple(ids),
                     )
                 )
-            made = items_create(dataset=self.dataset, items=specs, batch=WRITE_BATCH)
+            made = items_create(dataset=dataset, items=specs, batch=WRITE_BATCH)
             if made:
                 self.cursor.executemany(
                     f"UPDATE {_ITEM} SET item_pk = %s WHERE external_id = %s",

@@ -6,6 +6,8 @@ rendered as the `report` partial of the same template."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
@@ -38,7 +40,7 @@ class ReportFilterForm(forms.Form):
     def __init__(self, data, *, options: dict[str, list] | None = None):
         super().__init__(data)
         for name in FILTERS:
-            field = self.fields[name]
+            field = cast(forms.ChoiceField, self.fields[name])
             if options is not None:
                 values = options[name]
             elif name == "difficulty":

@@ -206,7 +206,7 @@ class OpenAICompatibleClient:
         try:
             data = json.loads(content)
             choice = data["choices"][0]
-            content = _clean(choice["message"].get("content") or "")
+            answer = _clean(choice["message"].get("content") or "")
             finish_reason = str(choice.get("finish_reason") or "")[:40]
             usage = data.get("usage") or {}
             prompt_tokens = int(usage.get("prompt_tokens") or 0)
@@ -228,7 +228,7 @@ class OpenAICompatibleClient:
                 latency_ms=latency,
             )
         return ChatResult(
-            content=content,
+            content=answer,
             finish_reason=finish_reason,
             prompt_tokens=max(0, prompt_tokens),
             completion_tokens=max(0, completion_tokens),

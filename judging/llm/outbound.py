@@ -84,7 +84,8 @@ def _resolve(host: str, port: int) -> list[str]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise httpcore.ConnectError(f"cannot resolve {host}: {exc.strerror}") from None
-    return list(dict.fromkeys(info[4][0] for info in infos))
+    # an AF_INET/AF_INET6 sockaddr starts with the address text; str() only narrows the type
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def host_problem(host: str, port: int = 443) -> str:

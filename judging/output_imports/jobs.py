@@ -11,6 +11,7 @@ from django.db import transaction
 
 from annotation.models import Dataset, Project
 from flaskweb.jobs import (
+    ImportJob,
     files_store,
     job_execute,
     jobs_fail_stale,
@@ -57,9 +58,10 @@ def judge_output_import_job_create(
     return job
 
 
-def judge_output_import_job_run(*, job_id: int) -> JudgeOutputImportJob | None:
+def judge_output_import_job_run(*, job_id: int) -> ImportJob | None:
     """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
-    every problem or the error, is on the job row."""
+    every problem or the error, is on the job row. Returns the JudgeOutputImportJob row, or
+    None when it is gone or another worker claimed it."""
 
     def run(job, streams, progress) -> dict:
         result = judge_outputs_import(

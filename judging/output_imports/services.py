@@ -545,7 +545,7 @@ def _existing_run(judge: JudgeConfig, dataset: Dataset, digest: str) -> JudgeRun
 WRITE_BATCH = 1000
 
 _J, _S = "stg_jo_judgment", "stg_jo_score"
-_STAGING_COLUMNS = {
+_STAGING_COLUMNS: dict[str, Sequence[str]] = {
     _J: (
         "seq",
         "file_pos",

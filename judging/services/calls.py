@@ -77,9 +77,14 @@ def llm_call(
     )
     provider = judge.provider
     problem = provider_usable_problem(provider, judge.project_id)
-    if not problem and not outbound.within(provider.base_urls, judge.base_url):
+    # a missing provider always has a problem; the None checks only tell the type checker
+    if (
+        provider is not None
+        and not problem
+        and not outbound.within(provider.base_urls, judge.base_url)
+    ):
         problem = f"{judge.base_url} is not a base URL of provider {provider.name} any more"
-    if problem:
+    if problem or provider is None:
         record(request.body(), "", **NO_CALL, error=problem)
         return
     try:

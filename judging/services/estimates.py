@@ -87,6 +87,7 @@ def pair_run_estimate(
     for rid in sample:
         response = response_for_judging(response_id=rid)
         anchor = anchor_response_for(response=response, anchor_model=anchor_model)
+        assert anchor is not None, "pair_challenger_ids lists responses that have an anchor"
         target = judged_response_read(response=response, campaign=campaign)
         messages = pair_messages(judge=judge, target=target, anchor=anchor, order=0)
         tokens.append(prompts.estimate_tokens(messages))

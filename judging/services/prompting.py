@@ -38,6 +38,7 @@ def response_messages(*, judge: JudgeConfig, target: JudgedResponse) -> list[dic
     """The chat messages asking `judge` to score `target`. Raises prompts.PromptError (e.g. a
     reference template on an item without a reference answer)."""
     template = judge.prompt_template
+    assert template is not None, "an LLM judge gets a template when it is made"
     item = target.response.item
     return prompts.render(
         prompt_of(template),

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import copy
 import logging
+from datetime import timedelta
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from annotation.models import Campaign, Dataset
@@ -163,7 +164,7 @@ def judge_run_start(*, run: JudgeRun, budget: Decimal | None | object = KEEP_BUD
 
 def judge_run_set_status(*, run: JudgeRun, status: str) -> bool:
     """Pause or cancel a running run (queued tasks then do nothing); resume = start."""
-    allowed = {
+    allowed: dict[str, list[str]] = {
         RunStatus.PAUSED: [RunStatus.RUNNING],
         RunStatus.CANCELLED: [RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.PENDING],
     }
@@ -208,6 +209,7 @@ def judge_run_dispatch(*, run_id: int, after_id: int, missing_only: bool = False
 def _responses_missing(run: JudgeRun, response_ids: list[int]) -> list[int]:
     """The responses among `response_ids` that still lack a judgment (a sample, or an
     order of their pair) in `run`."""
+    rows: QuerySet[PairJudgment] | QuerySet[Judgment]
     if run.pairwise_against:
         rows, wanted = PairJudgment.objects.filter(run=run), 2
     else:
@@ -230,7 +232,7 @@ def judge_runs_redispatch_stalled(*, older_than_seconds: int) -> list[int]:
     Redis). Safe to repeat: judgments are unique per (run, response, sample), so a message
     that does come back later finds its judgment and does nothing. Each run is claimed by
     a conditional update, so two sweeps never both re-dispatch it. Returns the run ids."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     stalled = Q(status=RunStatus.RUNNING, updated_at__lt=cutoff) & (
         Q(redispatched_at__isnull=True) | Q(redispatched_at__lt=cutoff)
     )
@@ -241,9 +243,11 @@ def judge_runs_redispatch_stalled(*, older_than_seconds: int) -> list[int]:
         )
         if won:
             swept.append(run_id)
-            transaction.on_commit(
-                lambda run_id=run_id: judge_run_dispatch_task.delay(run_id, 0, True)
-            )
+
+            def redispatch(run_id: int = run_id) -> None:  # the default keeps this run_id
+                judge_run_dispatch_task.delay(run_id, 0, True)
+
+            transaction.on_commit(redispatch)
     if swept:
         logger.warning("judge runs %s stalled; their missing judgments are enqueued again", swept)
     return swept
@@ -262,7 +266,7 @@ def judge_run_finish_if_complete(*, run_id: int) -> None:
 
 def judge_runs_fail_stale(*, older_than_seconds: int) -> int:
     """Fail runs stuck in running with no progress for a long time (all workers lost)."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     return JudgeRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=cutoff).update(
         status=RunStatus.FAILED, error="no progress for a long time; resume to go on"
     )
