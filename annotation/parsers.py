@@ -18,12 +18,18 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from annotation.names import name_problem
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+#: Told the bytes of the file read so far, every few thousand lines, then None at its end.
+ProgressCallback = Callable[[int | None], object]
 
 # --- problem classes -------------------------------------------------------------------------
 
@@ -371,7 +377,7 @@ class _RowContext:
         self.fatal = self.fatal or fatal
 
 
-def _as_text(ctx: _RowContext, obj: dict, key: str, *, required: bool, label: str) -> str:
+def _as_text(ctx: _RowContext, obj: dict[str, Any], key: str, *, required: bool, label: str) -> str:
     value = obj.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
@@ -574,7 +580,7 @@ def _name_check(ctx: _RowContext, label: str, name: str) -> None:
         ctx.problem(label, "invalid_name", f"{label} {name!r} {problem}", fatal=True)
 
 
-def _external_id(ctx: _RowContext, obj: dict, key: str) -> str:
+def _external_id(ctx: _RowContext, obj: dict[str, Any], key: str) -> str:
     value = obj.get(key)
     if value is None or value == "":
         ctx.problem(key, "missing_field", f"{key} is missing", fatal=True)
@@ -620,7 +626,8 @@ def _difficulty(ctx: _RowContext, value: Any, label: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
         ctx.problem(label, "invalid_difficulty", f"difficulty {value!r} is not a level 1-5")
         return None
-    return value
+    level: int = value
+    return level
 
 
 def _name_list(ctx: _RowContext, value: Any, label: str) -> list[str] | None:
@@ -677,7 +684,9 @@ def _domains(ctx: _RowContext, value: Any, catalogue: Catalogue, label: str) -> 
     return domains
 
 
-def _checklists(ctx: _RowContext, value: Any, skills: list[str], label: str):
+def _checklists(
+    ctx: _RowContext, value: Any, skills: list[str], label: str
+) -> dict[str, list[str]]:
     if value is None or value == "":
         return {}
     if not isinstance(value, dict):
@@ -703,7 +712,7 @@ def _checklists(ctx: _RowContext, value: Any, skills: list[str], label: str):
     return result
 
 
-def _metadata(ctx: _RowContext, value: Any, label: str) -> dict:
+def _metadata(ctx: _RowContext, value: Any, label: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -730,7 +739,7 @@ GENERIC_ITEM_KEYS = {
 }
 
 
-def _flask_eval_row(ctx: _RowContext, obj: dict, catalogue: Catalogue) -> ItemRow | None:
+def _flask_eval_row(ctx: _RowContext, obj: dict[str, Any], catalogue: Catalogue) -> ItemRow | None:
     external_id = _external_id(ctx, obj, "idx")
     instruction = _as_text(ctx, obj, "instruction", required=True, label="instruction")
     reference = _as_text(ctx, obj, "answer", required=False, label="answer")
@@ -756,7 +765,7 @@ def _flask_eval_row(ctx: _RowContext, obj: dict, catalogue: Catalogue) -> ItemRo
 
 
 def _generic_item_row(
-    ctx: _RowContext, obj: dict, catalogue: Catalogue
+    ctx: _RowContext, obj: dict[str, Any], catalogue: Catalogue
 ) -> tuple[ItemRow | None, list[ResponseRow]]:
     id_key = "id" if "id" in obj else "external_id"
     external_id = _external_id(ctx, obj, id_key)
@@ -807,7 +816,7 @@ def _generic_item_row(
 
 
 def _response_row(
-    ctx: _RowContext, obj: dict, *, id_key: str, model: str | None
+    ctx: _RowContext, obj: dict[str, Any], *, id_key: str, model: str | None
 ) -> ResponseRow | None:
     external_id = _external_id(ctx, obj, id_key)
     raw_text = obj.get("text")
@@ -834,7 +843,7 @@ def parse_jsonl(
     catalogue: Catalogue,
     model_name: str | None = None,
     max_line_bytes: int = 4 * 1024 * 1024,
-    on_progress=None,
+    on_progress: ProgressCallback | None = None,
 ) -> Iterator[ItemRow | ResponseRow | Problem]:
     """Parse a JSONL file of format flask-eval, flask-output or generic-jsonl."""
     saw_row = False
@@ -940,10 +949,11 @@ class _CountingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        data = self.stream.read(len(buffer))
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)  # io hands a bytearray or a byte memoryview
+        data = self.stream.read(len(view))
         n = len(data)
-        buffer[:n] = data
+        view[:n] = data
         self.count += n
         return n
 
@@ -959,7 +969,7 @@ def parse_csv(
     catalogue: Catalogue,
     model_name: str | None = None,
     max_line_bytes: int = 4 * 1024 * 1024,
-    on_progress=None,
+    on_progress: ProgressCallback | None = None,
 ) -> Iterator[ItemRow | ResponseRow | Problem]:
     """Parse a generic CSV: one row per response (item columns repeat) or per item.
 
@@ -1127,7 +1137,7 @@ def parse_file(
     catalogue: Catalogue,
     model_name: str | None = None,
     max_line_bytes: int = 4 * 1024 * 1024,
-    on_progress=None,
+    on_progress: ProgressCallback | None = None,
 ) -> Iterator[ItemRow | ResponseRow | Problem]:
     if fmt == "generic-csv":
         return parse_csv(
