@@ -167,5 +167,7 @@ def submission_record(submission: Submission) -> tuple[bool, bool]:
     ]
     for row in s.score_rows:
         params += row
-    taken, counted = fetch_one(sql, params)
+    outcome = fetch_one(sql, params)
+    assert outcome is not None  # the final SELECT of two counts answers one row
+    taken, counted = outcome
     return bool(taken), bool(counted)

@@ -58,10 +58,12 @@ def claim(
         return state, None
     expires_at = now + timedelta(seconds=state.lease_seconds)
     stamp = db_datetime(now)
-    (lease_id,) = fetch_one(
+    inserted = fetch_one(
         _INSERT_LEASE,
         [taken[0], campaign_id, annotator_id, db_datetime(expires_at), False, stamp, stamp],
     )
+    assert inserted is not None  # INSERT … RETURNING answers the one row it inserted
+    (lease_id,) = inserted
     return state, NewLease(lease_id, taken[0], expires_at)
 
 
