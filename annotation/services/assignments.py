@@ -124,9 +124,13 @@ def _claim(campaign: Campaign, annotator) -> Assignment | None:
     return _claim_by_policy(campaign, annotator, state, now)
 
 
-@transaction.atomic
 def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> Assignment | None:
-    """Status, quota, gold and repeats decided in Python; then the backend's normal claim."""
+    """Status, quota, gold and repeats decided in Python; then the backend's normal claim.
+
+    No transaction around it all: each write is one on its own (the gold or repeat lease,
+    or the backend's claim), so the claim's waiting round holds no lock from an earlier
+    step (a row its SKIP LOCKED round rechecked and rejected stays locked until the
+    transaction ends, and a waiting claim holding one could deadlock with another)."""
     if state.status != CampaignStatus.ACTIVE:
         return None
     if state.quota is not None:
@@ -135,21 +139,10 @@ def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> A
         (done,) = counted
         if done >= state.quota:
             return None
-    expires_at = now + timedelta(seconds=state.lease_seconds)
-    # Counted only when a rate needs it: most campaigns have neither gold nor repeats.
-    served = 0
-    if state.gold_rate > 0 or state.repeat_rate > 0:
-        counted = fetch_one(_SERVED, [campaign.pk, annotator.pk])
-        assert counted is not None  # COUNT(*) answers one row
-        (served,) = counted
-    if _every(state.gold_rate, served):
-        gold = _claim_gold(campaign, annotator, expires_at)
-        if gold is not None:
-            return gold
-    if _every(state.repeat_rate, served):
-        repeat = _claim_repeat(campaign, annotator, expires_at)
-        if repeat is not None:
-            return repeat
+    if state.gold_rate > 0 or state.repeat_rate > 0:  # most campaigns have neither
+        special = _claim_gold_or_repeat(campaign, annotator, state, now)
+        if special is not None:
+            return special
     _, lease = _hot_path().claim(
         campaign_id=campaign.pk,
         annotator_id=annotator.pk,
@@ -158,6 +151,24 @@ def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> A
         routing=state.route_by_domain,
     )
     return None if lease is None else _new_lease(lease, campaign.pk, annotator.pk, now)
+
+
+@transaction.atomic  # a savepoint in a caller's transaction: a lost race leaves it usable
+def _claim_gold_or_repeat(
+    campaign: Campaign, annotator, state: ClaimState, now
+) -> Assignment | None:
+    """A gold or attention task, or a hidden repeat, when this claim is the one due for it."""
+    counted = fetch_one(_SERVED, [campaign.pk, annotator.pk])
+    assert counted is not None  # COUNT(*) answers one row
+    (served,) = counted
+    expires_at = now + timedelta(seconds=state.lease_seconds)
+    if _every(state.gold_rate, served):
+        gold = _claim_gold(campaign, annotator, expires_at)
+        if gold is not None:
+            return gold
+    if _every(state.repeat_rate, served):
+        return _claim_repeat(campaign, annotator, expires_at)
+    return None
 
 
 def _assignment_stub(assignment_id: int, campaign_id: int, annotator_id: int) -> Assignment:
