@@ -16,7 +16,8 @@ claim/submit workflow does not hold afterwards. Steps:
    --max-submissions; --rate paces the whole crowd to that many submissions/s (0 = as fast
    as the server answers: a closed loop without think time);
 4. figures (submissions/s, p50/p95/p99 of next and of submit, errors) and the invariants
-   checked in the database; --profile adds the queries per request, the in-process cost of
+   checked in the database, including that no claim answered "no task" while that annotator
+   still had an open task (checked at each such answer); --profile adds the queries per request, the in-process cost of
    one next/submit, and EXPLAIN ANALYZE of the claim query.
 
 Standard library plus the project's own virtualenv (Django, psycopg, gunicorn) only.
@@ -269,7 +270,7 @@ def campaign_setup(annotators: int, overlap: int):
     with connection.cursor() as cursor:  # steady-state planner statistics, as autovacuum keeps
         cursor.execute("ANALYZE")
     log(f"campaign {campaign.pk}: {tasks:,} tasks, K = {overlap}, {annotators} annotators")
-    return campaign, tokens
+    return campaign, tokens, [u.pk for u in users]
 
 
 # --- server ---------------------------------------------------------------------------------
@@ -333,6 +334,8 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     accepted: dict[int, int] = field(default_factory=dict)  # assignment id -> skills scored
     no_task: Counter = field(default_factory=Counter)
+    # per "no_task_available" answer: tasks still open to that annotator right after it
+    open_at_no_task: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, kind: str, seconds: float, status: int) -> None:
@@ -342,8 +345,11 @@ class Tally:
 
 
 class Annotator(threading.Thread):
-    def __init__(self, *, port, token, campaign_id, tally, stop, budget, pace, seed, chained):
+    def __init__(
+        self, *, port, token, annotator_id, campaign_id, tally, stop, budget, pace, seed, chained
+    ):
         super().__init__(daemon=True)
+        self.annotator_id = annotator_id
         self.chained = chained
         self.submit_kind = "submit+next" if chained else "submit"
         self.port, self.campaign_id = port, campaign_id
@@ -423,8 +429,13 @@ class Annotator(threading.Thread):
             self.conn.close()
 
     def no_task(self, reason, *, give_back: bool = True) -> None:
+        open_now = None
+        if reason == "no_task_available":
+            open_now = tasks_open_to(self.campaign_id, self.annotator_id)
         with self.tally.lock:
             self.tally.no_task[reason] += 1
+            if open_now is not None:
+                self.tally.open_at_no_task.append(open_now)
         if give_back:
             self.budget.give_back()
 
@@ -433,6 +444,24 @@ class Annotator(threading.Thread):
             return  # already recorded as a connection error
         with self.tally.lock:
             self.tally.errors.append(f"{kind}: HTTP {status} {payload[:200]!r}")
+
+
+_OPEN_TO = """
+SELECT count(*) FROM annotation_task t
+WHERE t.campaign_id = %s AND t.kind = 'normal' AND t.assigned < t.overlap
+  AND NOT EXISTS (SELECT 1 FROM annotation_assignment a
+                  WHERE a.task_id = t.id AND a.annotator_id = %s AND a.kind = 'normal')
+"""
+
+
+def tasks_open_to(campaign_id: int, annotator_id: int) -> int:
+    """Normal tasks with a free slot that the annotator never had, read just after a claim
+    answered "no task". Nothing in this benchmark frees a slot (no skips, 15-minute leases),
+    so a task open now was open at that answer: any is a claim that wrongly said none."""
+    import psycopg
+
+    with psycopg.connect(DATABASE_URL.replace("postgres://", "postgresql://")) as conn:
+        return conn.execute(_OPEN_TO, [campaign_id, annotator_id]).fetchone()[0]
 
 
 class Budget:
@@ -494,7 +523,9 @@ def cpu_used(before: dict, after: dict) -> dict[str, float]:
     return result
 
 
-def run_crowd(args, port: int, campaign_id: int, tokens: list[str]) -> tuple[Tally, float]:
+def run_crowd(
+    args, port: int, campaign_id: int, tokens: list[str], annotator_ids: list[int]
+) -> tuple[Tally, float]:
     tally = Tally()
     stop = threading.Event()
     budget = Budget(args.max_submissions)
@@ -503,6 +534,7 @@ def run_crowd(args, port: int, campaign_id: int, tokens: list[str]) -> tuple[Tal
         Annotator(
             port=port,
             token=token,
+            annotator_id=annotator_id,
             campaign_id=campaign_id,
             tally=tally,
             stop=stop,
@@ -511,7 +543,7 @@ def run_crowd(args, port: int, campaign_id: int, tokens: list[str]) -> tuple[Tal
             seed=args.seed + i,
             chained=args.chained,
         )
-        for i, token in enumerate(tokens)
+        for i, (token, annotator_id) in enumerate(zip(tokens, annotator_ids, strict=True))
     ]
     t0 = time.perf_counter()
     for annotator in crowd:
@@ -560,6 +592,7 @@ def report(args, tally: Tally, elapsed: float) -> dict:
         "errors": len(tally.errors),
         "statuses": {f"{k} {s}": n for (k, s), n in sorted(tally.statuses.items())},
         "no_task": dict(tally.no_task),
+        "no_task_with_tasks_open": sum(1 for n in tally.open_at_no_task if n),
     }
     log("")
     mode = f"paced to {args.rate:g} submissions/s" if args.rate else "closed loop"
@@ -681,6 +714,12 @@ def check_invariants(campaign_id: int, overlap: int, tally: Tally) -> list[str]:
     )
     if per_skill - {overlap}:
         problems.append(f"complete tasks with score counts per skill {sorted(per_skill)}")
+    wrong = [n for n in tally.open_at_no_task if n]
+    if wrong:
+        problems.append(
+            f"{len(wrong)} claims answered no task while the annotator had tasks open "
+            f"({sorted(wrong)[:5]} open)"
+        )
     counts = tasks.aggregate(
         complete=Count("pk", filter=Q(submitted=F("overlap"))),
         partial=Count("pk", filter=Q(submitted__gt=0, submitted__lt=F("overlap"))),
@@ -817,7 +856,7 @@ def main() -> int:
     else:
         build_database(args.items, args.models, args.seed)
     django_setup()
-    campaign, tokens = campaign_setup(args.annotators, args.overlap)
+    campaign, tokens, annotator_ids = campaign_setup(args.annotators, args.overlap)
     from django.db import connection
 
     connection.close()  # not held open while the server works
@@ -826,7 +865,7 @@ def main() -> int:
         warm_up(args.port, tokens[0])
         log(f"load: {args.annotators} annotators for {args.duration:g} s ...")
         before = cpu_snapshot(server.pid)
-        tally, elapsed = run_crowd(args, args.port, campaign.pk, tokens)
+        tally, elapsed = run_crowd(args, args.port, campaign.pk, tokens, annotator_ids)
         after = cpu_snapshot(server.pid)
     finally:
         stop_server(server)
