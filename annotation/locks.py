@@ -9,8 +9,9 @@ Invariants these locks protect (all also backed by CHECK/UNIQUE constraints):
 
 Lock order: an Assignment row before its Task row. The claim (fixed SQL in
 services/hot_path_postgres.py) locks a single Task, first with SKIP LOCKED; only when that
-finds nothing does it wait, for one Task row at a time, holding no row lock while it waits. Its new lease may wait on the one-lease index for the same annotator's other
-claim, which holds no lock the first one needs. Submit (one statement there too: it takes
+finds nothing does it wait, for one Task row at a time, holding no row lock while it
+waits. Its new lease may wait on the one-lease index for the same annotator's other claim,
+which holds no lock the first one needs. Submit (one statement there too: it takes
 the assignment, then counts the task), skip and expire lock an assignment, then its task.
 """
 

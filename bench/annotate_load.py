@@ -17,8 +17,8 @@ claim/submit workflow does not hold afterwards. Steps:
    as the server answers: a closed loop without think time);
 4. figures (submissions/s, p50/p95/p99 of next and of submit, errors) and the invariants
    checked in the database, including that no claim answered "no task" while that annotator
-   still had an open task (checked at each such answer); --profile adds the queries per request, the in-process cost of
-   one next/submit, and EXPLAIN ANALYZE of the claim query.
+   still had an open task (checked at each such answer); --profile adds the queries per
+   request, the in-process cost of one next/submit, and EXPLAIN ANALYZE of the claim query.
 
 Standard library plus the project's own virtualenv (Django, psycopg, gunicorn) only.
 """
