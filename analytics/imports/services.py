@@ -44,17 +44,16 @@ from analytics.imports.parsers import (
     DEFAULT_SCALE,
     Given,
     ParsedScores,
-    Problem,
     Scale,
     ScoreRow,
     normalized_text,
     scale_spec_parse,
     scores_parse,
-    skill_key,
 )
 from analytics.models import ImportedScore, RaterKind, ScoreImport, SkillScale
 from annotation.models import Dataset, Difficulty, Project
 from annotation.names import NameRefused, NameScope
+from annotation.parsers import Problem, skill_key
 from annotation.selectors import (
     dataset_get_by_name,
     domain_list_for_project,
