@@ -1,6 +1,6 @@
 # The two commands a newcomer needs:
 #   make demo   — set up and run the app on embedded defaults (SQLite, no Redis), demo data + logins
-#   make test   — lint, architecture check and the whole test suite on PostgreSQL + Redis + Chromium
+#   make test   — format, lint, types, architecture and the whole test suite on PostgreSQL + Redis + Chromium
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -24,14 +24,15 @@ demo: install
 services:
 	scripts/services-up
 
+# format, lint, types (mypy: strict on the pure modules, [tool.mypy]) and the import layers
 lint: install
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: install services
+test: lint services
 	scripts/ensure-chromium
-	$(BIN)/ruff check .
-	$(BIN)/lint-imports --no-cache
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 fmt: install
