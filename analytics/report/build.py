@@ -430,7 +430,9 @@ def group_means(
     if not whole:
         parts: dict[str, list[tuple[Total, int]]] = defaultdict(list)
         for g, total, count in zip(groups, totals, c.tolist(), strict=True):
-            parts[g].append((total if isinstance(total, int) else _exact(total), count))
+            # a Fraction total is exact already: through float it would round, and two
+            # groups with equal means could then rank apart
+            parts[g].append((total if isinstance(total, int | Fraction) else _exact(total), count))
         return {g: _exact_mean(p) for g, p in parts.items()}
     codes: dict[str, int] = {}
     code = np.fromiter((codes.setdefault(g, len(codes)) for g in groups), np.int64, n)

@@ -286,6 +286,20 @@ def test_the_leaderboard_ranks_systems_by_exact_means():
     assert tied[0]["humans_rank"] == tied[1]["humans_rank"] == 1
 
 
+def test_groups_with_equal_exact_means_tie_when_their_totals_are_fractions():
+    # given exact (Fraction) totals: group a's two parts and group b's one part have the
+    # same exact mean, but rounding each total to a float first would tell them apart
+    from analytics.report.build import group_means
+
+    x, y = Fraction(70446, 298427), Fraction(888599, 841236)
+
+    # when the group means are taken
+    means = group_means(["a", "a", "b"], [x, y, x + y], [1, 1, 2])
+
+    # then they are one float, the correctly rounded exact mean
+    assert means["a"] == means["b"] == float((x + y) / 2)
+
+
 def test_breakdowns_and_filters(scored_project):
     report = project_report(project=scored_project, resamples=0)
     overall = report["correlation"]["rouge"]["Readability"]["instance"]["n"]
