@@ -10,7 +10,7 @@ with {"detail", "code", "problems": [{file, line, field, code, message}], "probl
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import Any
 
 from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -160,11 +160,11 @@ def api_exception_handler(exc: Exception, context: dict) -> ApiResponse:
         body = {"code": exc.default_code, **exc.detail}
         body.setdefault("detail", _summary(exc.detail))
     else:
-        # a list detail is flat ErrorDetail strings here (no exception raises a nested one)
+        # a list detail, nested or not, is every message in order
         message = (
             exc.detail
             if not isinstance(exc.detail, list)
-            else "; ".join(cast("list[str]", exc.detail))
+            else "; ".join(text for _, text in _messages(exc.detail))
         )
         code = getattr(exc.detail, "code", None) or exc.default_code
         body = {"detail": str(message), "code": code}

@@ -125,3 +125,21 @@ def test_the_strict_decoder_refuses_depth_and_duplicates_and_keeps_the_rest():
     ]:
         with pytest.raises(JsonRefused, match=message):
             json_loads_strict(text)
+
+
+def test_an_api_exception_with_a_nested_list_detail_answers_its_messages_not_a_crash():
+    # given an exception whose detail nests lists (DRF allows it; none of ours raises one yet)
+    from rest_framework.exceptions import APIException
+
+    from flaskweb.api_errors import api_exception_handler
+
+    class Refused(APIException):
+        status_code = 409
+        default_code = "refused"
+
+    # when the handler answers it
+    response = api_exception_handler(Refused(detail=[["first"], "second"]), {})
+
+    # then it is the exception's own status with every message, in order
+    assert response.status_code == 409
+    assert response.data == {"detail": "first; second", "code": "refused"}
