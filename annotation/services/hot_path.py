@@ -48,7 +48,9 @@ C = Campaign._meta.db_table
 # group), the annotator's active lease here, and `may_claim`: whether the claim goes on to a
 # normal task now. Without `decided` that is only the plain case (no quota, gold, repeats or
 # routing, which the policy in Python decides first); with it, whenever the annotator is in
-# the pool, holds no lease and the campaign is active.
+# the pool, holds no lease and the campaign is active. (`LIMIT 1`, on a query of one row,
+# keeps PostgreSQL from pulling the inner query up, which would copy the pool check into
+# may_claim and run it twice: measured 0.1 ms per claim.)
 # Params: decided, user, user, user, campaign.
 CLAIM_STATE = f"""
 SELECT s.*, (s.in_pool AND s.lease_id IS NULL AND s.status = 'active'
@@ -61,6 +63,7 @@ FROM (
   FROM {C} c
   LEFT JOIN {A} a ON a.campaign_id = c.id AND a.annotator_id = %s AND a.status = 'active'
   WHERE c.id = %s
+  LIMIT 1
 ) s"""
 CLAIM_STATE_WIDTH = 11  # columns of CLAIM_STATE
 
