@@ -17,4 +17,5 @@ RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only python manage.py col
 USER flaskweb
 
 EXPOSE 8000
-CMD ["gunicorn", "flaskweb.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]
+# gunicorn reads ./gunicorn.conf.py: the one web recipe (README "Production")
+CMD ["gunicorn", "flaskweb.wsgi:application"]

@@ -31,6 +31,7 @@ import json
 import os
 import random
 import resource
+import runpy
 import signal
 import statistics
 import subprocess
@@ -276,30 +277,44 @@ def campaign_setup(annotators: int, overlap: int):
 # --- server ---------------------------------------------------------------------------------
 
 
-def start_server(port: int, workers: int, threads: int, settings_file: str) -> subprocess.Popen:
-    command = [
-        GUNICORN,
-        "flaskweb.wsgi:application",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-        "--worker-class",
-        "gthread",
-        "--threads",
-        str(threads),
-        "--keep-alive",
-        "30",
-        "--log-level",
-        "warning",
-        "--error-logfile",
-        "-",
-    ]
+def recipe_env(args) -> dict[str, str]:
+    """The web recipe's environment (gunicorn.conf.py): what the run overrides of it."""
+    env = {"GUNICORN_BIND": f"127.0.0.1:{args.port}"}
+    if args.workers is not None:
+        env["WEB_CONCURRENCY"] = str(args.workers)
+    if args.threads is not None:
+        env["GUNICORN_THREADS"] = str(args.threads)
+    return env
+
+
+def recipe_shape(args) -> dict:
+    """Workers, threads and worker class the run serves with: gunicorn.conf.py as the
+    README documents it, read with this run's overrides (--worker-class aside)."""
+    saved = dict(os.environ)
+    os.environ.update(recipe_env(args))
+    try:
+        conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return {
+        "workers": conf["workers"],
+        "threads": conf["threads"],
+        "worker_class": args.worker_class or conf["worker_class"],
+    }
+
+
+def start_server(args) -> subprocess.Popen:
+    """gunicorn as the README runs it: `gunicorn flaskweb.wsgi:application` in the checkout,
+    so it reads gunicorn.conf.py (the one web recipe), plus this run's overrides."""
+    port = args.port
+    command = [GUNICORN, "flaskweb.wsgi:application", "--log-level", "warning"]
+    if args.worker_class:
+        command += ["--worker-class", args.worker_class]
+    env = {**server_env(args.settings_file), **recipe_env(args)}
     OUT.mkdir(parents=True, exist_ok=True)
     log_file = open(OUT / "gunicorn.log", "w")  # noqa: SIM115 (lives as long as the server)
-    server = subprocess.Popen(
-        command, cwd=ROOT, env=server_env(settings_file), stdout=log_file, stderr=subprocess.STDOUT
-    )
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -581,8 +596,7 @@ def report(args, tally: Tally, elapsed: float) -> dict:
     submitted = len(tally.accepted)
     figures = {
         "annotators": args.annotators,
-        "workers": args.workers,
-        "threads": args.threads,
+        **recipe_shape(args),
         "rate_target": args.rate,
         "settings_file": args.settings_file,
         "chained": args.chained,
@@ -598,9 +612,10 @@ def report(args, tally: Tally, elapsed: float) -> dict:
     mode = f"paced to {args.rate:g} submissions/s" if args.rate else "closed loop"
     if args.chained:
         mode += ", chained (submit returns the next task)"
+    shape = recipe_shape(args)
     log(
-        f"{args.annotators} annotators, gunicorn {args.workers} workers x {args.threads} "
-        f"threads (gthread), {mode}"
+        f"{args.annotators} annotators, gunicorn {shape['workers']} workers x "
+        f"{shape['threads']} threads ({shape['worker_class']}), {mode}"
     )
     log(f"  elapsed            {elapsed:8.1f} s")
     log(f"  submissions        {submitted:8d}   ({submitted / elapsed:.1f}/s)")
@@ -821,8 +836,18 @@ def main() -> int:
     parser.add_argument("--overlap", type=int, default=3, help="K annotators per response")
     parser.add_argument("--items", type=int, default=2500)
     parser.add_argument("--models", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="gunicorn workers (default: gunicorn.conf.py's)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="threads per worker (default: gunicorn.conf.py's)"
+    )
+    parser.add_argument(
+        "--worker-class",
+        choices=["gthread", "sync"],
+        default=None,
+        help="gunicorn worker class (default: gunicorn.conf.py's; sync ignores --threads)",
+    )
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument(
         "--settings-file", default="", help="serve with this settings module file (to try a tuning)"
@@ -860,7 +885,7 @@ def main() -> int:
     from django.db import connection
 
     connection.close()  # not held open while the server works
-    server = start_server(args.port, args.workers, args.threads, args.settings_file)
+    server = start_server(args)
     try:
         warm_up(args.port, tokens[0])
         log(f"load: {args.annotators} annotators for {args.duration:g} s ...")
