@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 
 from flaskweb.db import TimestampedModel
+from flaskweb.jobs import JobStatus
 
 
 class Ability(models.TextChoices):
@@ -341,12 +342,10 @@ class Response(models.Model):
         return f"{self.item_id}:{self.model_name}"
 
 
-class UploadStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    REJECTED = "rejected", "Rejected"  # validation found problems set to "reject"
-    FAILED = "failed", "Failed"  # crashed; nothing was written
+# A dataset upload is an import job like the score and judge-output imports: one state
+# machine (flaskweb.jobs), one set of statuses. REJECTED: validation found problems set to
+# "reject"; FAILED: it crashed. Neither wrote anything.
+UploadStatus = JobStatus
 
 
 class UploadSource(models.TextChoices):
