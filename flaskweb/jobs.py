@@ -98,6 +98,7 @@ class ImportJob(TimestampedModel):
 #: write (`status` whose pending, running and failed values are JobStatus's, `started_at`,
 #: `finished_at`, `error`), like analytics' ExportJob.
 J = TypeVar("J", bound=models.Model)
+IJ = TypeVar("IJ", bound="ImportJob")
 
 
 def job_claim(model: type[J], job_id: int) -> J | None:
@@ -219,14 +220,14 @@ class _Rejection(Protocol):
 
 
 def job_execute(
-    model: type[ImportJob],
+    model: type[IJ],
     job_id: int,
     *,
     label: str,
     progress_key: str,
     rejected: type[Exception],
-    run: Callable[[ImportJob, list[tuple[str, IO[bytes]]], Progress], dict[str, Any]],
-) -> ImportJob | None:
+    run: Callable[[IJ, list[tuple[str, IO[bytes]]], Progress], dict[str, Any]],
+) -> IJ | None:
     """Claim job `job_id` (pending -> running) and run it to its end state: `run(job,
     streams, progress)` imports from the stored files and returns the job fields of a
     success; `rejected` (with `.problems` and `.count`) ends it rejected; any other

@@ -6,6 +6,7 @@ calls it in process). Docs: docs/IMPORT_FORMATS.md, "Long-format scores (analyti
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import IO
 
 from django.db import transaction
 
@@ -14,7 +15,7 @@ from analytics.models import ScoreImportJob
 from analytics.tasks import score_import_task
 from annotation.models import Project
 from flaskweb.jobs import (
-    ImportJob,
+    Progress,
     files_store,
     job_execute,
     jobs_fail_stale,
@@ -64,12 +65,12 @@ def score_import_job_create(
     return job
 
 
-def score_import_job_run(*, job_id: int) -> ImportJob | None:
+def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
     """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
     every problem or the error, is on the job row. Returns the ScoreImportJob row, or None when
     it is gone or another worker claimed it."""
 
-    def run(job, streams, progress) -> dict:
+    def run(job: ScoreImportJob, streams: list[tuple[str, IO[bytes]]], progress: Progress) -> dict:
         options = job.options
         result = scores_import(
             project_slug=options["project"],

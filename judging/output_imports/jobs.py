@@ -6,12 +6,13 @@ command calls it in process). Docs: docs/JUDGE_OUTPUT_IMPORTS.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import IO
 
 from django.db import transaction
 
 from annotation.models import Dataset, Project
 from flaskweb.jobs import (
-    ImportJob,
+    Progress,
     files_store,
     job_execute,
     jobs_fail_stale,
@@ -58,12 +59,14 @@ def judge_output_import_job_create(
     return job
 
 
-def judge_output_import_job_run(*, job_id: int) -> ImportJob | None:
+def judge_output_import_job_run(*, job_id: int) -> JudgeOutputImportJob | None:
     """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
     every problem or the error, is on the job row. Returns the JudgeOutputImportJob row, or
     None when it is gone or another worker claimed it."""
 
-    def run(job, streams, progress) -> dict:
+    def run(
+        job: JudgeOutputImportJob, streams: list[tuple[str, IO[bytes]]], progress: Progress
+    ) -> dict:
         result = judge_outputs_import(
             project=job.project,
             dataset=job.dataset,
