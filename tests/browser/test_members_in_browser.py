@@ -46,6 +46,7 @@ def test_a_project_admin_manages_members_by_keyboard(
         page.keyboard.type("charlie")
         page.keyboard.press("Enter")
         page.wait_for_selector("tr[data-member=charlie]")
+        _settled(page)
         assert "charlie added as annotator." in page.inner_text("#members")
         assert _roles(project)["charlie"] == "annotator"
         # change charlie's role: focus the select, pick with the keyboard, Tab to Save, Enter
@@ -54,11 +55,13 @@ def test_a_project_admin_manages_members_by_keyboard(
         page.keyboard.press("Tab")
         page.keyboard.press("Enter")
         page.wait_for_selector("tr[data-member=charlie] td[data-role=researcher]")
+        _settled(page)
         assert _roles(project)["charlie"] == "researcher"
         # remove: the first confirm is dismissed (nothing changes), the second accepted
         page.focus("tr[data-member=charlie] button.danger")
         page.keyboard.press("Enter")
         page.wait_for_timeout(300)
+        _settled(page)
         assert "charlie" in _roles(project)
         page.focus("tr[data-member=charlie] button.danger")
         page.keyboard.press("Enter")
@@ -72,3 +75,11 @@ def test_a_project_admin_manages_members_by_keyboard(
         assert errors == []
     finally:
         context.close()
+
+
+def _settled(page) -> None:
+    """htmx has finished: no request in flight and the last swap settled, so the next
+    keystroke lands on the new rows (a key pressed mid-swap can reach a replaced element)."""
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
