@@ -170,26 +170,47 @@ def skills_for_response(*, response: Response, campaign: Campaign | None) -> lis
     """What a response is scored on: in a campaign, exactly what its annotators see (the
     pinned rubric versions); outside one, the item's skills with the rubric in force. Judge
     prompts are built from this, so people and judges score against the same wording."""
+    return skills_for_responses(responses=[response], campaign=campaign)[response.pk]
+
+
+def skills_for_responses(
+    *, responses: Sequence[Response], campaign: Campaign | None
+) -> dict[int, list[TaskSkill]]:
+    """skills_for_response for many responses of one dataset at once (response id -> its
+    skills), in two or three queries whatever their number: a judge batch reads it once."""
+    item_ids = {r.item_id for r in responses}
+    rows = (
+        ItemSkill.objects.filter(item_id__in=item_ids)
+        .order_by("item_id", "rank")
+        .values_list("item_id", "skill_id", "skill__name", "checklist")
+    )
+    by_item: dict[int, list[tuple[int, str, list]]] = {item_id: [] for item_id in item_ids}
+    for item_id, skill_id, name, checklist in rows:
+        by_item[item_id].append((skill_id, name, checklist))
+    per_item: dict[int, list[TaskSkill]] = {}
     if campaign is not None:
-        return skills_for_item(item_id=response.item_id, campaign=campaign)
-    project = Item.objects.select_related("dataset__project").get(pk=response.item_id)
-    rubrics = rubrics_current_for_project(project=project.dataset.project)
-    result = []
-    for item_skill in ItemSkill.objects.filter(item_id=response.item_id).select_related("skill"):
-        rubric = rubrics.get(item_skill.skill_id)
-        if rubric is None:
-            continue
-        result.append(
-            TaskSkill(
-                skill_id=item_skill.skill_id,
-                name=item_skill.skill.name,
-                rubric_id=rubric.pk,
-                criterion=rubric.criterion,
-                anchors=rubric.anchors,
-                checklist=item_skill.checklist,
+        for item_id, skills in by_item.items():
+            pairs = [[skill_id, checklist] for skill_id, _, checklist in skills]
+            per_item[item_id] = skills_for_item(
+                item_id=item_id, campaign=campaign, item_skills=pairs
             )
-        )
-    return result
+    elif item_ids:
+        project = Project.objects.filter(datasets__items__id=next(iter(item_ids))).first()
+        rubrics = rubrics_current_for_project(project=project)
+        for item_id, skills in by_item.items():
+            per_item[item_id] = [
+                TaskSkill(
+                    skill_id=skill_id,
+                    name=name,
+                    rubric_id=rubric.pk,
+                    criterion=rubric.criterion,
+                    anchors=rubric.anchors,
+                    checklist=checklist,
+                )
+                for skill_id, name, checklist in skills
+                if (rubric := rubrics.get(skill_id)) is not None
+            ]
+    return {r.pk: per_item[r.item_id] for r in responses}
 
 
 def item_skills_sql(item_ref: str) -> str:
@@ -300,6 +321,26 @@ def response_count_for_run(*, dataset_id: int, model_names: list[str] | None = N
 def response_for_judging(*, response_id: int) -> Response:
     """A response with its item (instruction, reference) loaded."""
     return Response.objects.select_related("item").get(pk=response_id)
+
+
+def responses_for_judging(*, response_ids: Sequence[int]) -> list[Response]:
+    """The responses (with their items loaded) of `response_ids` that exist, in id order."""
+    return list(Response.objects.select_related("item").filter(pk__in=response_ids).order_by("pk"))
+
+
+def anchor_responses_for(
+    *, responses: Sequence[Response], anchor_model: str
+) -> dict[int, Response]:
+    """anchor_response_for for many responses: item id -> the anchor model's response (with
+    its item loaded), for the items that have one."""
+    anchors: dict[int, Response] = {}
+    for anchor in (
+        Response.objects.select_related("item")
+        .filter(item_id__in={r.item_id for r in responses}, model_name=anchor_model)
+        .order_by("-pk")
+    ):
+        anchors[anchor.item_id] = anchor  # the lowest pk wins, as in anchor_response_for
+    return anchors
 
 
 # --- pairwise judging: a challenger response and the anchor model's response to its item ---

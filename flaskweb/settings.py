@@ -15,6 +15,7 @@ from flaskweb.env import (
     database_from_url,
     embedded_secret_key,
     env_bool,
+    env_float,
     env_int,
     env_list,
     env_secret,
@@ -279,9 +280,22 @@ FLASKWEB_MAX_LINE_BYTES = env_int("FLASKWEB_MAX_LINE_BYTES", 4 * 1024 * 1024)
 # A judge run with no progress for this long is marked failed (resume restarts it).
 FLASKWEB_JUDGE_STALE_SECONDS = env_int("FLASKWEB_JUDGE_STALE_SECONDS", 6 * 3600)
 # A running judge run that recorded nothing for this long has its missing judgments enqueued
-# again (a killed worker's messages). Longer than a judge task's time limit (360 s) plus the
-# longest retry backoff (120 s), so a run that is merely slow is left alone.
+# again (a killed worker's messages). Longer than a judge batch's launch time
+# (FLASKWEB_JUDGE_TASK_SECONDS, 300 s) plus a call's timeout, so a run that is merely slow
+# is left alone.
 FLASKWEB_JUDGE_REDISPATCH_SECONDS = env_int("FLASKWEB_JUDGE_REDISPATCH_SECONDS", 600)
+# The judging engine (docs/JUDGING.md "How many calls are in flight"): responses per
+# judge_batch_task, calls on the wire per worker process at most (also its connection pool),
+# how long a batch launches calls before it hands the rest to a follow-up task, how long
+# calls on the wire may finish after a pause or cancel, the rate limiter's burst in seconds of
+# requests, and the backoff of retryable errors without Retry-After (full jitter).
+FLASKWEB_JUDGE_BATCH_SIZE = env_int("FLASKWEB_JUDGE_BATCH_SIZE", 64)
+FLASKWEB_JUDGE_MAX_IN_FLIGHT = env_int("FLASKWEB_JUDGE_MAX_IN_FLIGHT", 512)
+FLASKWEB_JUDGE_TASK_SECONDS = env_int("FLASKWEB_JUDGE_TASK_SECONDS", 300)
+FLASKWEB_JUDGE_STOP_GRACE_SECONDS = env_float("FLASKWEB_JUDGE_STOP_GRACE_SECONDS", 2.0)
+FLASKWEB_JUDGE_BURST_SECONDS = env_float("FLASKWEB_JUDGE_BURST_SECONDS", 1.0)
+FLASKWEB_JUDGE_BACKOFF_BASE_SECONDS = env_float("FLASKWEB_JUDGE_BACKOFF_BASE_SECONDS", 2.0)
+FLASKWEB_JUDGE_BACKOFF_CAP_SECONDS = env_float("FLASKWEB_JUDGE_BACKOFF_CAP_SECONDS", 120.0)
 # An upload still "running" after this many seconds is marked failed by the health check.
 FLASKWEB_IMPORT_STALE_SECONDS = env_int("FLASKWEB_IMPORT_STALE_SECONDS", 2 * 3600)
 

@@ -14,6 +14,8 @@ os.environ.setdefault(
     "DATABASE_URL", os.environ.get("TEST_DATABASE_URL", "postgres://root@127.0.0.1:5432/flaskweb")
 )
 os.environ.setdefault("REDIS_URL", os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
+# Retries without Retry-After wait milliseconds, not seconds (worker subprocesses inherit it).
+os.environ.setdefault("FLASKWEB_JUDGE_BACKOFF_BASE_SECONDS", "0.02")
 # Cache and broker keys (queues included) carry a per-run prefix, so two test runs on one
 # machine never read each other's counters or consume each other's messages. Worker
 # subprocesses inherit it through os.environ. Parallel test processes (pytest -n) inherit

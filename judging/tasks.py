@@ -17,10 +17,11 @@ logger = logging.getLogger(__name__)
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=120, time_limit=150)
 def judge_run_dispatch_task(run_id: int, after_id: int, missing_only: bool = False) -> None:
-    """Enqueue one batch of judge_response_task for run `run_id` after response `after_id`,
-    then re-enqueue itself with the new cursor. Idempotent: enqueuing a response twice is
-    harmless (judgments are unique per run, response and sample), so it acks late: if its
-    worker dies mid-batch the message comes back instead of the rest of the run being lost."""
+    """Enqueue judge_batch_task for the next page of run `run_id`'s responses after response
+    `after_id`, then re-enqueue itself with the new cursor. Idempotent: enqueuing a response
+    twice is harmless (judgments are unique per run, response and sample), so it acks late:
+    if its worker dies mid-page the message comes back instead of the rest of the run being
+    lost."""
     from judging.services import judge_run_dispatch
 
     try:
@@ -33,29 +34,34 @@ def judge_run_dispatch_task(run_id: int, after_id: int, missing_only: bool = Fal
 
 
 @shared_task(
-    bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
-    max_retries=None,
-    soft_time_limit=300,
-    time_limit=360,
+    soft_time_limit=settings.FLASKWEB_JUDGE_TASK_SECONDS + 900,
+    time_limit=settings.FLASKWEB_JUDGE_TASK_SECONDS + 960,
 )
-def judge_response_task(self, run_id: int, response_id: int, attempt: int = 1) -> None:
-    """Judge one response (all its samples) in run `run_id`. Idempotent (missing
-    judgments only), so it acks late and is redelivered if its worker dies. Retryable API
-    errors re-queue it after the server's Retry-After or a jittered backoff; the service
-    records a failure once the judge's max_attempts are used."""
-    from judging.services import RetryLater, judge_response
+def judge_batch_task(run_id: int, response_ids: list[int]) -> None:
+    """Make the missing judgments of `response_ids` in run `run_id`, many calls in flight on
+    this process's judging engine (retries, Retry-After and the shared rate limit inside).
+    Idempotent (missing judgments only), so it acks late and is delivered again if its
+    worker dies. Enqueues a follow-up judge_batch_task with what it had not started when its
+    FLASKWEB_JUDGE_TASK_SECONDS were up. Not retried by Celery: every call's failure is
+    recorded on its judgment once its attempts are used."""
+    from judging.services import judge_batch
 
     try:
-        judge_response(run_id=run_id, response_id=response_id, attempt=attempt)
-    except RetryLater as exc:
-        next_attempt = attempt + 1 if exc.counts else attempt
-        raise self.retry(
-            args=(run_id, response_id, next_attempt), countdown=exc.countdown
-        ) from None
+        left = judge_batch(run_id=run_id, response_ids=list(response_ids))
     except JudgeRun.DoesNotExist:
         logger.info("judge run %s is gone", run_id)
+        return
+    if left:
+        judge_batch_task.delay(run_id, left)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=1200, time_limit=1260)
+def judge_response_task(run_id: int, response_id: int, attempt: int = 1) -> None:
+    """A message of the previous release (one task per response), still queued after an
+    upgrade: judged as a batch of one. Idempotent; enqueues a follow-up batch if needed."""
+    judge_batch_task(run_id, [response_id])
 
 
 @shared_task

@@ -23,6 +23,7 @@ provider). Three rules hold on every call, whatever the URL says:
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from urllib.parse import urlsplit
@@ -32,6 +33,8 @@ import httpx
 
 __all__ = [
     "AddressRefused",
+    "GuardedAsyncBackend",
+    "GuardedAsyncTransport",
     "GuardedBackend",
     "GuardedTransport",
     "address_problem",
@@ -107,17 +110,9 @@ class GuardedBackend(httpcore.SyncBackend):
     """httpcore's socket backend, connecting only to public addresses (see the module)."""
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        addresses = _resolve(host, port)
-        for address in addresses:
-            problem = address_problem(address)
-            if problem:
-                raise AddressRefused(
-                    f"refused to connect to {host}: it resolves to {address}, "
-                    f"{problem.split(' is ', 1)[1]}; only a provider a site admin marks as "
-                    "local may reach such addresses"
-                )
+        address = _checked(host, _resolve(host, port))
         return super().connect_tcp(
-            addresses[0], port, timeout, local_address=local_address, socket_options=socket_options
+            address, port, timeout, local_address=local_address, socket_options=socket_options
         )
 
 
@@ -131,6 +126,57 @@ class GuardedTransport(httpx.HTTPTransport):
         super().__init__(trust_env=False, **kwargs)
         assert isinstance(self._pool, httpcore.ConnectionPool)
         self._pool._network_backend = GuardedBackend()
+
+
+def _checked(host: str, addresses: list[str]) -> str:
+    """The first of `addresses` (all checked), or AddressRefused naming the refused one."""
+    for address in addresses:
+        problem = address_problem(address)
+        if problem:
+            raise AddressRefused(
+                f"refused to connect to {host}: it resolves to {address}, "
+                f"{problem.split(' is ', 1)[1]}; only a provider a site admin marks as "
+                "local may reach such addresses"
+            )
+    return addresses[0]
+
+
+class GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
+    """The asyncio twin of GuardedBackend: the host is resolved without blocking the event
+    loop, every address checked, and the connection made to the address checked."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc.strerror}") from None
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        return await self._inner.connect_tcp(
+            _checked(host, addresses),
+            port,
+            timeout,
+            local_address=local_address,
+            socket_options=socket_options,
+        )
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise AddressRefused("judge calls connect over TCP only")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class GuardedAsyncTransport(httpx.AsyncHTTPTransport):
+    """httpx's async transport on the guarded backend (the same swap as GuardedTransport)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(trust_env=False, **kwargs)
+        assert isinstance(self._pool, httpcore.AsyncConnectionPool)
+        self._pool._network_backend = GuardedAsyncBackend()
 
 
 def url_problem(url: str) -> str:

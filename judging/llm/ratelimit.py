@@ -31,9 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis as redis_lib
+import redis.asyncio as redis_async
 from redis.exceptions import NoScriptError
 
 __all__ = [
+    "AsyncRateLimiter",
+    "LocalRateLimiter",
     "DEFAULT_PREFIX",
     "LimiterState",
     "RateLimitTimeout",
@@ -188,6 +191,11 @@ def _limit(value: float | None, what: str) -> float:
     return float(value)
 
 
+def _reply(reply: Any) -> tuple[int, float | None, float | None, float]:
+    wait_ms, requests, tokens, penalty_ms = reply
+    return int(wait_ms), _num(requests), _num(tokens), int(penalty_ms) / 1000.0
+
+
 def _num(value: Any) -> float | None:
     if value in (b"", ""):
         return None
@@ -255,10 +263,8 @@ class RateLimiter:
 
     # -- the script ------------------------------------------------------------------------
 
-    def _call(
-        self, op: str, a: float = 0, b: float = 0
-    ) -> tuple[int, float | None, float | None, float]:
-        args = (
+    def _args(self, op: str, a: float, b: float) -> tuple[str, ...]:
+        return (
             op,
             repr(self.burst or 0.0),
             repr((self.rpm or 0.0) / 60.0),
@@ -267,6 +273,11 @@ class RateLimiter:
             repr(float(a)),
             repr(float(b)),
         )
+
+    def _call(
+        self, op: str, a: float = 0, b: float = 0
+    ) -> tuple[int, float | None, float | None, float]:
+        args = self._args(op, a, b)
         try:
             reply = self.redis.evalsha(self._sha, 1, self.key, *args)
         except NoScriptError:
@@ -274,8 +285,7 @@ class RateLimiter:
             # source, which also caches it, so the next EVALSHA succeeds again.
             reply = self.redis.eval(SCRIPT, 1, self.key, *args)
             self._sha = SCRIPT_SHA
-        wait_ms, requests, tokens, penalty_ms = reply
-        return int(wait_ms), _num(requests), _num(tokens), int(penalty_ms) / 1000.0
+        return _reply(reply)
 
     def _check_tokens(self, tokens: int) -> int:
         try:
@@ -361,3 +371,108 @@ class RateLimiter:
     def reset(self) -> None:
         """Forget all usage and penalties: full buckets for every worker."""
         self.redis.delete(self.key)
+
+
+class AsyncRateLimiter:
+    """The same shared budget as RateLimiter (the same Redis key, script and semantics), for
+    the asyncio judging engine: `redis` is a redis.asyncio client of the engine's loop.
+    Waiting is the caller's business (the engine paces one waiter per limiter at a time)."""
+
+    def __init__(self, redis: redis_async.Redis, limiter: RateLimiter) -> None:
+        self.redis = redis
+        self.limiter = limiter  # the settings and arguments; its own client is not used
+        self.name = limiter.name
+
+    async def _call(self, op: str, a: float = 0, b: float = 0) -> int:
+        args = self.limiter._args(op, a, b)
+        try:
+            reply = await self.redis.evalsha(SCRIPT_SHA, 1, self.limiter.key, *args)
+        except NoScriptError:
+            reply = await self.redis.eval(SCRIPT, 1, self.limiter.key, *args)
+        return _reply(reply)[0]
+
+    async def try_acquire(self, tokens: int = 1) -> float:
+        wait_ms = await self._call("acquire", 1, self.limiter._check_tokens(tokens))
+        if wait_ms < 0:
+            raise ValueError(f"request cannot fit in rate limit {self.name!r}")
+        return wait_ms / 1000.0
+
+    async def penalize(self, seconds: float) -> None:
+        if seconds > 0:
+            await self._call("penalize", float(seconds) * 1_000_000)
+
+    async def adjust(self, delta_tokens: int) -> None:
+        if delta_tokens and self.limiter.tpm:
+            await self._call("adjust", 0, -delta_tokens)
+
+    async def refund(self, tokens: int = 0, requests: int = 0) -> None:
+        if (tokens and self.limiter.tpm) or (requests and self.limiter.rpm):
+            await self._call("adjust", requests, tokens)
+
+
+class LocalRateLimiter:
+    """The same two buckets and penalty as the Redis script, kept in this process: the
+    limit of a deployment with no Redis (the embedded default runs one worker process, so
+    one process-wide budget is the whole budget). Async methods, the interface of
+    AsyncRateLimiter; the state is only touched on the engine's event loop."""
+
+    def __init__(
+        self,
+        name: str,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        burst: float | None = None,
+        *,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.rpm = _limit(rpm, "rpm") or None
+        self.tpm = _limit(tpm, "tpm") or None
+        self.burst = float(burst) if burst is not None else self.rpm
+        self._clock = clock
+        self._requests = self.burst or 0.0
+        self._tokens = self.tpm or 0.0
+        self._at = clock()
+        self._penalty_until = 0.0
+
+    def _refill(self) -> float:
+        now = self._clock()
+        elapsed = max(0.0, now - self._at)
+        self._at = now
+        if self.rpm and self.burst:
+            self._requests = min(self.burst, self._requests + elapsed * self.rpm / 60.0)
+        if self.tpm:
+            self._tokens = min(self.tpm, self._tokens + elapsed * self.tpm / 60.0)
+        return now
+
+    async def try_acquire(self, tokens: int = 1) -> float:
+        if (self.rpm and self.burst and self.burst < 1) or (self.tpm and tokens > self.tpm):
+            raise ValueError(f"request cannot fit in rate limit {self.name!r}")
+        now = self._refill()
+        wait = max(0.0, self._penalty_until - now)
+        if self.rpm and self._requests < 1:
+            wait = max(wait, (1 - self._requests) / (self.rpm / 60.0))
+        if self.tpm and self._tokens < tokens:
+            wait = max(wait, (tokens - self._tokens) / (self.tpm / 60.0))
+        if wait > 0:
+            return max(wait, 0.001)
+        if self.rpm:
+            self._requests -= 1
+        if self.tpm:
+            self._tokens -= tokens
+        return 0.0
+
+    async def penalize(self, seconds: float) -> None:
+        self._penalty_until = max(self._penalty_until, self._clock() + max(0.0, seconds))
+
+    async def adjust(self, delta_tokens: int) -> None:
+        if delta_tokens and self.tpm:
+            self._refill()
+            self._tokens = min(self.tpm, self._tokens - delta_tokens)
+
+    async def refund(self, tokens: int = 0, requests: int = 0) -> None:
+        self._refill()
+        if self.tpm:
+            self._tokens = min(self.tpm, self._tokens + tokens)
+        if self.rpm and self.burst:
+            self._requests = min(self.burst, self._requests + requests)

@@ -6,15 +6,18 @@
 - `prompting`: a response with its skills (`JudgedResponse`) and the messages sent;
 - `estimates`: a run's calls, tokens and cost before it starts, and what tokens cost;
 - `runs`: a run's life: create, start/resume, pause/cancel, dispatch, budget, finish, sweeps;
-- `calls`: one LLM call with the response cache, the shared rate limit and retries;
-- `recording`: a judgment, its scores and the run's counters, in one transaction;
-- `pairwise`: both orders of one pair;
-- `responses`: judging one response in one run (the unit of work of a task).
+- `calls`: what one LLM call is: its request, provider and key, cache key, rate limit;
+- `batches`: a batch of judgments (the unit of work of a task) on this process's judging
+  engine (judging.llm.engine): planned, answered from the cache, called many at a time,
+  written many per transaction, stopped by a pause, cancel or budget;
+- `recording`: judgments, their scores and the run's counters, in one transaction;
+- `pairwise`: recording one order of a pair;
+- `responses`: judging one response (a batch of one) and the offline baselines.
 
 What views, APIs, commands, tasks and other apps call is re-exported here.
 """
 
-from judging.services.calls import RetryLater
+from judging.services.batches import judge_batch
 from judging.services.estimates import judge_run_estimate
 from judging.services.judges import judge_config_create
 from judging.services.providers import provider_problems, provider_save
@@ -36,7 +39,7 @@ from judging.services.templates import (
 
 __all__ = [
     "KEEP_BUDGET",
-    "RetryLater",
+    "judge_batch",
     "judge_config_create",
     "judge_response",
     "judge_run_create",

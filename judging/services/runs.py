@@ -12,6 +12,7 @@ import logging
 from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, F, Q, QuerySet
@@ -30,11 +31,12 @@ from judging.models import (
 )
 from judging.services.estimates import judge_run_estimate, pair_run_estimate
 from judging.services.providers import provider_usable_problem
-from judging.tasks import judge_response_task, judge_run_dispatch_task
+from judging.tasks import judge_batch_task, judge_run_dispatch_task
 
 logger = logging.getLogger(__name__)
 
-DISPATCH_BATCH = 200
+#: Responses read per dispatch step; they are enqueued in batches of FLASKWEB_JUDGE_BATCH_SIZE.
+DISPATCH_BATCH = 256
 BUDGET_REACHED = "budget reached; raise it and resume to go on"
 
 
@@ -178,29 +180,31 @@ def judge_run_set_status(*, run: JudgeRun, status: str) -> bool:
 
 
 def judge_run_dispatch(*, run_id: int, after_id: int, missing_only: bool = False) -> int | None:
-    """Enqueue judge tasks for the next batch of responses; return the cursor to continue
+    """Enqueue judge batches for the next page of responses; return the cursor to continue
     from, or None when the fan-out is complete (or the run stopped). With `missing_only`
     (the stall sweep), only responses whose judgments are not all recorded are enqueued."""
     run = JudgeRun.objects.select_related("campaign", "judge").get(pk=run_id)
     if run.status != RunStatus.RUNNING:
         return None
     models = run.campaign.model_names if run.campaign else None
-    if run.pairwise_against:  # one task per challenger response: both orders of its pair
+    size = settings.FLASKWEB_JUDGE_BATCH_SIZE
+    page = max(DISPATCH_BATCH, size)
+    if run.pairwise_against:  # a challenger response stands for both orders of its pair
         ids = pair_challenger_ids(
             dataset_id=run.dataset_id,
             anchor_model=run.pairwise_against,
             model_names=models,
             after_id=after_id,
-            limit=DISPATCH_BATCH,
+            limit=page,
         )
     else:
         ids = response_ids_for_run(
-            dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=DISPATCH_BATCH
+            dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=page
         )
     todo = _responses_missing(run, ids) if missing_only else ids
-    for response_id in todo:
-        judge_response_task.delay(run_id, response_id)
-    if len(ids) < DISPATCH_BATCH:
+    for start in range(0, len(todo), size):
+        judge_batch_task.delay(run_id, todo[start : start + size])
+    if len(ids) < page:
         judge_run_finish_if_complete(run_id=run_id)
         return None
     return ids[-1]

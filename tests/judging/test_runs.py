@@ -4,6 +4,7 @@ budget, baselines; and a run end to end through a real Celery worker on Redis.""
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 
 import pytest
@@ -14,7 +15,7 @@ from devtools.openai_server import FakeOpenAIServer, expected_scores
 from judging import prompts
 from judging.models import JudgeKind, JudgeRun, JudgeScore, Judgment, JudgmentStatus, RunStatus
 from judging.services import (
-    RetryLater,
+    judge_batch,
     judge_config_create,
     judge_response,
     judge_run_create,
@@ -110,19 +111,31 @@ def test_judging_twice_changes_nothing_and_a_rerun_comes_from_the_cache(project,
     assert server.stats()["completions"] == calls == 6
 
 
-def test_retryable_errors_ask_for_a_retry_then_are_recorded_as_failed(project, dataset, server):
+def test_retryable_errors_are_retried_after_retry_after_then_recorded_as_failed(
+    project, dataset, server
+):
+    # given a server answering 503 with Retry-After: 1 to every call
     server.configure(fail_first=100, fail_first_kind="http_503")
     judge = llm_judge(project, server, max_attempts=2)
     run = running(judge_run_create(judge=judge, dataset=dataset))
-    rid = response_ids(run)[0]
-    with pytest.raises(RetryLater):
-        judge_response(run_id=run.pk, response_id=rid, attempt=1)
-    assert not Judgment.objects.filter(run=run).exists()
-    judge_response(run_id=run.pk, response_id=rid, attempt=2)
+    # when one response is judged
+    started = time.monotonic()
+    judge_response(run_id=run.pk, response_id=response_ids(run)[0])
+    # then the second attempt waited for the server's Retry-After, and the last error is kept
+    assert time.monotonic() - started >= 0.95
     judgment = Judgment.objects.get(run=run)
     assert judgment.status == JudgmentStatus.FAILED and "503" in judgment.error
-    assert judgment.attempts == 2
+    assert judgment.attempts == 2 and server.stats()["requests"] == 2
     assert JudgeRun.objects.get(pk=run.pk).failed == 1
+
+
+def test_a_retry_that_succeeds_is_recorded_once_with_its_attempts(project, dataset, server):
+    server.configure(fail_first=1, fail_first_kind="http_500")
+    judge = llm_judge(project, server, max_attempts=3)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    judge_response(run_id=run.pk, response_id=response_ids(run)[0])
+    judgment = Judgment.objects.get(run=run)
+    assert judgment.status == JudgmentStatus.OK and judgment.attempts == 2
 
 
 def test_permanent_errors_are_recorded_without_retry(project, dataset, server):
@@ -133,7 +146,7 @@ def test_permanent_errors_are_recorded_without_retry(project, dataset, server):
 
     os.environ["FLASKWEB_TEST_JUDGE_KEY"] = "wrong-key"
     try:
-        judge_response(run_id=run.pk, response_id=response_ids(run)[0], attempt=1)
+        judge_response(run_id=run.pk, response_id=response_ids(run)[0])
     finally:
         del os.environ["FLASKWEB_TEST_JUDGE_KEY"]
     judgment = Judgment.objects.get(run=run)
@@ -202,21 +215,20 @@ def test_a_run_completes_through_a_real_worker(celery_worker_process, project, t
     assert Judgment.objects.filter(run=run).values("response").distinct().count() == 12
 
 
-def test_a_shared_rate_limit_defers_calls_without_using_attempts(project, dataset, server):
-    # given a judge allowed 2 requests per minute (a Redis bucket shared by all workers)
-    judge = llm_judge(project, server, requests_per_minute=2)
+def test_a_shared_rate_limit_paces_a_batch_without_using_attempts(project, dataset, server):
+    # given a judge allowed 120 requests per minute (a Redis bucket shared by all workers,
+    # holding one second of requests) and a server refusing more than 4 in any second
+    server.configure(rpm=4, rate_window=1.0)
+    judge = llm_judge(project, server, requests_per_minute=120)
     run = running(judge_run_create(judge=judge, dataset=dataset))
-    ids = response_ids(run)
-    # when three responses are judged at once
-    judge_response(run_id=run.pk, response_id=ids[0])
-    judge_response(run_id=run.pk, response_id=ids[1])
-    with pytest.raises(RetryLater) as deferred:
-        judge_response(run_id=run.pk, response_id=ids[2])
-    # then the third waits for the bucket to refill (~30 s at 2/min), not as a failure
-    assert deferred.value.counts is False
-    assert 10 < deferred.value.countdown < 60
-    assert server.stats()["completions"] == 2
-    assert Judgment.objects.filter(run=run).count() == 2
+    # when six responses are judged in one batch
+    started = time.monotonic()
+    judge_batch(run_id=run.pk, response_ids=response_ids(run))
+    # then two leave at once and the others at 2 per second: never refused, no attempt spent
+    assert time.monotonic() - started >= 1.8
+    assert server.stats()["rate_limited"] == 0 and server.stats()["completions"] == 6
+    judgments = Judgment.objects.filter(run=run)
+    assert judgments.count() == 6 and {j.attempts for j in judgments} == {1}
 
 
 def test_a_prompt_that_cannot_be_built_is_refused_up_front_and_recorded_at_run_time(

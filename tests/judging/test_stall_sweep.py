@@ -72,9 +72,9 @@ def test_a_re_dispatch_enqueues_only_responses_without_their_judgments(run):
     responses = list(Response.objects.filter(item__dataset=run.dataset).order_by("pk"))
     add_judgment(run, responses[0], status=JudgmentStatus.OK)
     add_judgment(run, responses[2], status=JudgmentStatus.FAILED)
-    with mock.patch("judging.tasks.judge_response_task.delay") as delay:
+    with mock.patch("judging.tasks.judge_batch_task.delay") as delay:
         assert judge_run_dispatch(run_id=run.pk, after_id=0, missing_only=True) is None
-    enqueued = [call.args[1] for call in delay.call_args_list]
+    enqueued = [rid for call in delay.call_args_list for rid in call.args[1]]
     assert enqueued == [r.pk for r in responses if r not in (responses[0], responses[2])]
 
 
