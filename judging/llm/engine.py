@@ -311,8 +311,8 @@ class Engine:
         async def shutdown() -> None:
             for client in self._clients.values():
                 await client.aclose()
-            for client in self._redis.values():
-                await client.aclose()
+            for redis_client in self._redis.values():
+                await redis_client.aclose()
 
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout)

@@ -178,7 +178,7 @@ def _llm(run: JudgeRun, units: list[Unit]) -> list[int]:
         raise
     if watch.stopped or not batch.unfinished:
         return []
-    return sorted({asked[key][0].target.response.pk for key in batch.unfinished})
+    return sorted({asked[int(key)][0].target.response.pk for key in batch.unfinished})  # type: ignore[call-overload]
 
 
 def _calls(
