@@ -303,7 +303,7 @@ class LLMCacheEntry(models.Model):
     """A stored answer to an exact request (rendered prompt, model, parameters, sample
     index) of one project to one provider with one credential: identical requests are
     answered from here, so re-runs cost nothing. The key hashes the provider, the key's
-    fingerprint and the project with the request (judging.services.calls._cache_key), so one
+    fingerprint and the project with the request (judging.services.calls.cache_key), so one
     project never gets another's paid answers unless the provider shares its cache."""
 
     key = models.CharField(max_length=64, unique=True)

@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from devtools.openai_server import FakeOpenAIServer
 from tests.conftest import REPO, wait_for
 
 pytestmark = pytest.mark.slow
@@ -37,6 +38,42 @@ def _env(var_dir) -> dict:
     )
     env.pop("DJANGO_MEDIA_ROOT", None)
     return env
+
+
+def _shell(env: dict, code: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return out.splitlines()[-1] if out else ""
+
+
+LLM_RUN = """
+from annotation.models import Dataset
+from judging.models import JudgeKind, Provider
+from judging.services import judge_config_create, judge_run_create, judge_run_start
+dataset = Dataset.objects.get(name="Demo set")
+provider = Provider.objects.create(
+    name="local-fake", base_urls=["{url}"], is_local=True, approved=True,
+    requests_per_minute=1200,
+)
+judge = judge_config_create(
+    project=dataset.project, name="fake judge", kind=JudgeKind.LLM, provider=provider,
+    base_url="{url}", model="fake-judge", use_reference=False,
+)
+run = judge_run_create(judge=judge, dataset=dataset)
+judge_run_start(run=run)
+print(run.pk, run.total)
+"""
+RUN_STATUS = """
+from judging.models import JudgeRun
+run = JudgeRun.objects.get(pk={pk})
+print(run.status, run.done, run.failed)
+"""
 
 
 def _multipart(fields: dict, files: dict) -> tuple[bytes, str]:
@@ -149,6 +186,21 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
 
         status, done, total = wait_for(judge_run_status, timeout=60, interval=1)
         assert int(done) == int(total) == 64
+        # and an LLM judge run goes at its limit from the one worker, with no Redis: calls
+        # leave at 20 a second (the in-process limiter) and ~20 are on the wire at once
+        with FakeOpenAIServer(style="json", latency=1.0, rpm=1260) as srv:
+            started = _shell(env, LLM_RUN.format(url=srv.url)).split()
+            assert started[-1] == "65"  # the demo's 64 responses and the one imported
+
+            def llm_run_done():
+                fields = _shell(env, RUN_STATUS.format(pk=started[-2])).split()
+                return fields if fields[0] == "done" else None
+
+            status, done, failed = wait_for(llm_run_done, timeout=90, interval=1)
+            stats = srv.stats()
+        assert (int(done), int(failed)) == (65, 0)
+        assert stats["rate_limited"] == 0 and stats["completions"] == 65
+        assert stats["max_concurrent"] >= 10  # one call at a time before the engine
     finally:
         os.killpg(server.pid, signal.SIGINT)
         try:

@@ -260,6 +260,25 @@ def worker_logs(workers):
 # --- tests ------------------------------------------------------------------------------------
 
 
+def test_one_worker_of_the_documented_shape_keeps_its_batches_calls_on_the_wire(
+    workers, project, dataset
+):
+    # given a provider answering in 1 s, no limit, one worker (8 threads)
+    with FakeOpenAIServer(style="json", latency=1.0) as srv:
+        run = judge_run_create(judge=llm_judge(project, srv), dataset=dataset)
+        workers.start()
+        # when the run goes
+        assert judge_run_start(run=run)
+        try:
+            wait_for(lambda: status(run) == RunStatus.DONE, timeout=45)
+        except AssertionError:
+            pytest.fail(f"run not done: {judgments(run)} judgments\n{worker_logs(workers)}")
+        stats = srv.stats()
+    # then its 8 batches' calls were on the wire together, not one per thread
+    assert stats["max_concurrent"] >= 3 * CONCURRENCY, stats["max_concurrent"]
+    assert assert_recorded_exactly_once(run, dataset) == {JudgmentStatus.OK: RESPONSES}
+
+
 def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(workers, project, dataset):
     # given a run in progress on one worker (its 8 batches at once, 10 calls a second)
     with FakeOpenAIServer(style="json", latency=0.5) as srv:

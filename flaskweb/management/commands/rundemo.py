@@ -40,8 +40,12 @@ class Command(BaseCommand):
                     "-B",
                     "-Q",
                     "default,imports,judging",
+                    # threads: a few tasks at once (a judge batch on the judging engine, an
+                    # import, an export) in the one process; docs/JUDGING.md
                     "-P",
-                    "solo",
+                    "threads",
+                    "--concurrency",
+                    "4",
                     "--loglevel",
                     "WARNING",
                     "--schedule",
