@@ -302,10 +302,18 @@ def _campaign_pins(campaign: Campaign) -> _Pinned:
 
 
 def response_ids_for_run(
-    *, dataset_id: int, model_names: list[str] | None = None, after_id: int = 0, limit: int = 500
+    *,
+    dataset_id: int,
+    model_names: list[str] | None = None,
+    after_id: int = 0,
+    limit: int = 500,
+    last_id: int | None = None,
 ) -> list[int]:
-    """Keyset pagination over a dataset's response ids (judge-run fan-out)."""
+    """Keyset pagination over a dataset's response ids (judge-run fan-out): after
+    `after_id`, up to `last_id` (included) if given."""
     qs = Response.objects.filter(item__dataset_id=dataset_id, pk__gt=after_id)
+    if last_id is not None:
+        qs = qs.filter(pk__lte=last_id)
     if model_names:
         qs = qs.filter(model_name__in=model_names)
     return list(qs.order_by("pk").values_list("pk", flat=True)[:limit])
@@ -375,9 +383,13 @@ def pair_challenger_ids(
     model_names: list[str] | None = None,
     after_id: int = 0,
     limit: int = 500,
+    last_id: int | None = None,
 ) -> list[int]:
-    """Keyset page over the responses that have an anchor response on their item."""
+    """Keyset page over the responses that have an anchor response on their item (after
+    `after_id`, up to `last_id` included if given)."""
     qs = _pair_challengers(dataset_id, anchor_model, model_names).filter(pk__gt=after_id)
+    if last_id is not None:
+        qs = qs.filter(pk__lte=last_id)
     return list(qs.order_by("pk").values_list("pk", flat=True)[:limit])
 
 

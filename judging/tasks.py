@@ -39,29 +39,30 @@ def judge_run_dispatch_task(run_id: int, after_id: int, missing_only: bool = Fal
     soft_time_limit=settings.FLASKWEB_JUDGE_TASK_SECONDS + 900,
     time_limit=settings.FLASKWEB_JUDGE_TASK_SECONDS + 960,
 )
-def judge_batch_task(run_id: int, response_ids: list[int]) -> None:
-    """Make the missing judgments of `response_ids` in run `run_id`, many calls in flight on
-    this process's judging engine (retries, Retry-After and the shared rate limit inside).
-    Idempotent (missing judgments only), so it acks late and is delivered again if its
-    worker dies. Enqueues a follow-up judge_batch_task with what it had not started when its
-    FLASKWEB_JUDGE_TASK_SECONDS were up. Not retried by Celery: every call's failure is
-    recorded on its judgment once its attempts are used."""
-    from judging.services import judge_batch
+def judge_batch_task(run_id: int, after_id: int, last_id: int) -> None:
+    """Make the missing judgments of run `run_id`'s responses with ids in (after_id,
+    last_id], many calls in flight on this process's judging engine (retries, Retry-After
+    and the shared rate limit inside). Idempotent (missing judgments only), so it acks late
+    and is delivered again if its worker dies. Enqueues a follow-up judge_batch_task with
+    the part of its range it had not started when its FLASKWEB_JUDGE_TASK_SECONDS were up.
+    Not retried by Celery: every call's failure is recorded on its judgment once its
+    attempts are used."""
+    from judging.services import judge_batch_range
 
     try:
-        left = judge_batch(run_id=run_id, response_ids=list(response_ids))
+        rest = judge_batch_range(run_id=run_id, after_id=after_id, last_id=last_id)
     except JudgeRun.DoesNotExist:
         logger.info("judge run %s is gone", run_id)
         return
-    if left:
-        judge_batch_task.delay(run_id, left)
+    if rest is not None:
+        judge_batch_task.delay(run_id, rest, last_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=1200, time_limit=1260)
 def judge_response_task(run_id: int, response_id: int, attempt: int = 1) -> None:
     """A message of the previous release (one task per response), still queued after an
-    upgrade: judged as a batch of one. Idempotent; enqueues a follow-up batch if needed."""
-    judge_batch_task(run_id, [response_id])
+    upgrade: judged as the batch (response_id - 1, response_id]. Idempotent."""
+    judge_batch_task(run_id, response_id - 1, response_id)
 
 
 @shared_task

@@ -17,7 +17,7 @@
 What views, APIs, commands, tasks and other apps call is re-exported here.
 """
 
-from judging.services.batches import judge_batch
+from judging.services.batches import judge_batch, judge_batch_range
 from judging.services.estimates import judge_run_estimate
 from judging.services.judges import judge_config_create
 from judging.services.providers import provider_problems, provider_save
@@ -40,6 +40,7 @@ from judging.services.templates import (
 __all__ = [
     "KEEP_BUDGET",
     "judge_batch",
+    "judge_batch_range",
     "judge_config_create",
     "judge_response",
     "judge_run_create",

@@ -48,6 +48,7 @@ from judging.services.runs import (
     judge_run_finish_if_complete,
     judge_run_pause_if_over_budget,
     run_judge,
+    run_response_ids,
 )
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,18 @@ def engine() -> Engine:
         backoff_base=settings.FLASKWEB_JUDGE_BACKOFF_BASE_SECONDS,
         backoff_cap=settings.FLASKWEB_JUDGE_BACKOFF_CAP_SECONDS,
     )
+
+
+def judge_batch_range(*, run_id: int, after_id: int, last_id: int) -> int | None:
+    """judge_batch over the run's responses with ids in (after_id, last_id]. Returns the
+    `after_id` of the follow-up range (last_id stays) when time was up before every
+    response was started, else None. Raises JudgeRun.DoesNotExist."""
+    run = JudgeRun.objects.select_related("campaign").get(pk=run_id)
+    if last_id <= after_id:
+        return None
+    ids = run_response_ids(run, after_id=after_id, limit=last_id - after_id, last_id=last_id)
+    left = judge_batch(run_id=run_id, response_ids=ids)
+    return min(left) - 1 if left else None
 
 
 def judge_batch(*, run_id: int, response_ids: list[int]) -> list[int]:

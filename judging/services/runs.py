@@ -181,33 +181,51 @@ def judge_run_set_status(*, run: JudgeRun, status: str) -> bool:
 
 def judge_run_dispatch(*, run_id: int, after_id: int, missing_only: bool = False) -> int | None:
     """Enqueue judge batches for the next page of responses; return the cursor to continue
-    from, or None when the fan-out is complete (or the run stopped). With `missing_only`
-    (the stall sweep), only responses whose judgments are not all recorded are enqueued."""
+    from, or None when the fan-out is complete (or the run stopped). A batch is a range of
+    response ids, (after, last]: its task judges what is missing there. With `missing_only`
+    (the stall sweep), only batches holding a response whose judgments are not all recorded
+    are enqueued."""
     run = JudgeRun.objects.select_related("campaign", "judge").get(pk=run_id)
     if run.status != RunStatus.RUNNING:
         return None
-    models = run.campaign.model_names if run.campaign else None
     size = settings.FLASKWEB_JUDGE_BATCH_SIZE
     page = max(DISPATCH_BATCH, size)
-    if run.pairwise_against:  # a challenger response stands for both orders of its pair
-        ids = pair_challenger_ids(
-            dataset_id=run.dataset_id,
-            anchor_model=run.pairwise_against,
-            model_names=models,
-            after_id=after_id,
-            limit=page,
-        )
-    else:
-        ids = response_ids_for_run(
-            dataset_id=run.dataset_id, model_names=models, after_id=after_id, limit=page
-        )
-    todo = _responses_missing(run, ids) if missing_only else ids
-    for start in range(0, len(todo), size):
-        judge_batch_task.delay(run_id, todo[start : start + size])
+    ids = run_response_ids(run, after_id=after_id, limit=page)
+    missing = set(_responses_missing(run, ids)) if missing_only else None
+    previous = after_id
+    for start in range(0, len(ids), size):
+        chunk = ids[start : start + size]
+        if missing is None or missing.intersection(chunk):
+            judge_batch_task.delay(run_id, previous, chunk[-1])
+        previous = chunk[-1]
     if len(ids) < page:
         judge_run_finish_if_complete(run_id=run_id)
         return None
     return ids[-1]
+
+
+def run_response_ids(
+    run: JudgeRun, *, after_id: int, limit: int, last_id: int | None = None
+) -> list[int]:
+    """The responses a run judges, by id, after `after_id` (up to `last_id`): a campaign's
+    models only; for a pairwise run, the challengers (each stands for both orders)."""
+    models = run.campaign.model_names if run.campaign else None
+    if run.pairwise_against:
+        return pair_challenger_ids(
+            dataset_id=run.dataset_id,
+            anchor_model=run.pairwise_against,
+            model_names=models,
+            after_id=after_id,
+            limit=limit,
+            last_id=last_id,
+        )
+    return response_ids_for_run(
+        dataset_id=run.dataset_id,
+        model_names=models,
+        after_id=after_id,
+        limit=limit,
+        last_id=last_id,
+    )
 
 
 def _responses_missing(run: JudgeRun, response_ids: list[int]) -> list[int]:

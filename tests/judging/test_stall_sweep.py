@@ -10,6 +10,7 @@ from unittest import mock
 
 import pytest
 from django.conf import settings
+from django.test import override_settings
 from django.utils import timezone
 
 from annotation.models import Response
@@ -67,15 +68,23 @@ def test_a_stalled_run_is_re_dispatched_once_per_interval(run, django_capture_on
     assert lively.pk not in first and paused.pk not in first
 
 
-def test_a_re_dispatch_enqueues_only_responses_without_their_judgments(run):
+@override_settings(FLASKWEB_JUDGE_BATCH_SIZE=2)
+def test_a_re_dispatch_enqueues_only_batches_with_a_response_without_its_judgments(run):
+    # given a run whose first two responses are judged (one ok, one failed) and the rest not
     set_status(run, RunStatus.RUNNING)
     responses = list(Response.objects.filter(item__dataset=run.dataset).order_by("pk"))
+    assert len(responses) >= 5
     add_judgment(run, responses[0], status=JudgmentStatus.OK)
-    add_judgment(run, responses[2], status=JudgmentStatus.FAILED)
+    add_judgment(run, responses[1], status=JudgmentStatus.FAILED)
+    # when the sweep re-dispatches it
     with mock.patch("judging.tasks.judge_batch_task.delay") as delay:
         assert judge_run_dispatch(run_id=run.pk, after_id=0, missing_only=True) is None
-    enqueued = [rid for call in delay.call_args_list for rid in call.args[1]]
-    assert enqueued == [r.pk for r in responses if r not in (responses[0], responses[2])]
+    # then the batches (ranges of 2 response ids) that hold a missing response are enqueued,
+    # and the complete first batch is not
+    ranges = [call.args[1:] for call in delay.call_args_list]
+    enqueued = [r.pk for r in responses if any(a < r.pk <= b for a, b in ranges)]
+    assert enqueued == [r.pk for r in responses[2:]]
+    assert all(call.args[0] == run.pk for call in delay.call_args_list)
 
 
 def test_a_run_resumed_after_a_long_pause_is_not_taken_for_a_stalled_one(run):
@@ -90,8 +99,9 @@ def test_the_sweep_runs_every_minute_in_beat():
     entry = settings.CELERY_BEAT_SCHEDULE["judge-runs-redispatch"]
     assert entry["task"] == "judging.tasks.judge_runs_redispatch_task"
     assert entry["schedule"] == 60.0
-    # longer than a judge task may run plus the longest backoff, so slow runs are left alone
-    assert settings.FLASKWEB_JUDGE_REDISPATCH_SECONDS > 360 + 120
+    # longer than a judge batch launches calls plus a call's default timeout, so slow runs
+    # are left alone
+    assert settings.FLASKWEB_JUDGE_REDISPATCH_SECONDS > settings.FLASKWEB_JUDGE_TASK_SECONDS + 60
 
 
 def test_the_run_page_shows_what_is_waiting_and_the_sweeps(researcher_client, run):
