@@ -16,9 +16,11 @@ from judging import prompts
 from judging.models import JudgeKind, JudgeRun, JudgeScore, Judgment, JudgmentStatus, RunStatus
 from judging.services import (
     judge_batch,
+    judge_batch_range,
     judge_config_create,
     judge_response,
     judge_run_create,
+    judge_run_set_status,
     judge_run_start,
     prompt_template_create,
 )
@@ -280,3 +282,51 @@ def test_a_run_keeps_the_settings_its_judge_had_when_it_was_created(project, dat
     rerun = running(judge_run_create(judge=type(judge).objects.get(pk=judge.pk), dataset=dataset))
     judge_response(run_id=rerun.pk, response_id=response_ids(rerun)[0])
     assert Judgment.objects.get(run=rerun).request["model"] == "edited-model"
+
+
+def test_a_batch_past_its_time_hands_what_it_did_not_start_to_a_follow_up(
+    project, dataset, server, settings
+):
+    # given a judge paced to one call a second, and batches that may launch for no time
+    settings.FLASKWEB_JUDGE_TASK_SECONDS = 0
+    judge = llm_judge(project, server, requests_per_minute=60)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    ids = response_ids(run)
+    # when the batch over all six responses runs
+    rest = judge_batch_range(run_id=run.pk, after_id=ids[0] - 1, last_id=ids[-1])
+    # then it stopped launching at once, recorded what it had started, and names the rest
+    made = Judgment.objects.filter(run=run).count()
+    assert 1 <= made < 6 and rest is not None and ids[0] - 1 <= rest < ids[-1]
+    # and the follow-up (with time) makes exactly the missing judgments
+    settings.FLASKWEB_JUDGE_TASK_SECONDS = 300
+    assert judge_batch_range(run_id=run.pk, after_id=rest, last_id=ids[-1]) is None
+    assert Judgment.objects.filter(run=run).count() == 6
+    assert server.stats()["completions"] == 6
+    assert JudgeRun.objects.get(pk=run.pk).status == RunStatus.DONE
+
+
+def test_pausing_a_run_stops_its_batch_within_seconds(transactional_db, project, dataset, server):
+    import threading
+
+    # given a batch of slow calls (2 s each), paced so that they leave one by one
+    server.configure(latency=2.0)
+    judge = llm_judge(project, server, requests_per_minute=120)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    worker = threading.Thread(
+        target=judge_batch, kwargs={"run_id": run.pk, "response_ids": response_ids(run)}
+    )
+    worker.start()
+    wait_for(lambda: server.stats()["in_flight"] >= 1, timeout=10, interval=0.01)
+    # when the run is paused
+    paused_at = time.monotonic()
+    assert judge_run_set_status(run=run, status=RunStatus.PAUSED)
+    # then the batch ends within seconds (it reads its run every second; the calls on the
+    # wire get the stop grace) and launches nothing more
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert time.monotonic() - paused_at < 6
+    requests = server.stats()["requests"]
+    assert requests < 6
+    time.sleep(0.5)
+    assert server.stats()["requests"] == requests
+    assert JudgeRun.objects.get(pk=run.pk).status == RunStatus.PAUSED
