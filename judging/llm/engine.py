@@ -15,10 +15,12 @@ How many calls are in flight: each call passes, in order,
 2. the **rate limiter** of its provider and key (requests and tokens per minute, shared
    through Redis by every worker, or kept in this process without Redis), paced by one
    waiter per limiter and process, so waiting calls cost no Redis round trips,
-3. the provider's **window**: no limit until the provider answers 429; then it halves
-   (at most once per measured latency) and grows back by one per window of successes
-   (additive increase, multiplicative decrease), so a provider whose limits we do not know
-   settles where it stops refusing,
+3. for a provider with no declared limits only, its **window**: no limit until the
+   provider answers 429; then it halves (at most once per measured latency) and grows back
+   by one per window of successes (additive increase, multiplicative decrease), so a
+   provider whose limits nobody declared settles where it stops refusing. Where limits are
+   declared, the limiter paces and a 429 penalises it instead: a window would also count
+   hung calls against the rate, and let a few 429s starve a paced run,
 4. the process's **slots** (`max_in_flight`, also the connection pool's size).
 With a rate limit R, calls leave at R and each stays one latency L on the wire, so the
 engine keeps R x L in flight (Little's law), whatever L is, up to the slots. Without one,
@@ -419,7 +421,7 @@ class Engine:
     async def _one(self, batch: Batch, call: Call, pacer: _Pacer | None) -> None:
         stopping = batch._stopping
         assert stopping is not None and self._slots is not None
-        window = self._window(call, batch)
+        window = self._window(call, batch) if pacer is None else None
         attempt = 0
         admitted = False
         try:
@@ -442,7 +444,7 @@ class Engine:
                             batch.unfinished.append(call.key)
                             return
                         continue
-                if not await window.enter(stopping):
+                if window is not None and not await window.enter(stopping):
                     batch._release(call.cost)
                     batch.unfinished.append(call.key)
                     return
@@ -463,10 +465,11 @@ class Engine:
                             self._on_wire(batch, -1)
                 finally:
                     throttled = error is not None and error.status == 429
-                    window.leave(
-                        latency=result.latency_ms / 1000 if result is not None else None,
-                        throttled=throttled,
-                    )
+                    if window is not None:
+                        window.leave(
+                            latency=result.latency_ms / 1000 if result is not None else None,
+                            throttled=throttled,
+                        )
                 if result is not None:
                     if pacer is not None and call.tokens:
                         used = result.prompt_tokens + result.completion_tokens

@@ -132,6 +132,18 @@ def test_a_provider_that_refuses_shrinks_the_window_and_every_call_still_ends_ok
     assert window.size < engine.max_in_flight
 
 
+def test_with_declared_limits_a_429_penalises_the_limiter_and_no_window_is_kept(engine):
+    # given a judge limit far above what the provider really takes (5 calls in any second)
+    spec = LimitSpec(name=f"test-engine:{uuid.uuid4().hex}", rpm=6000, tpm=None, burst=100)
+    with FakeOpenAIServer(style="json", latency=0.05, rpm=5, rate_window=1.0) as srv:
+        outcomes = drain(engine.submit(calls(srv, 15, max_attempts=50), limit=spec))
+        stats = srv.stats()
+    # then the refusals paused the limiter (Retry-After) and every call ended ok, with no
+    # window: hung or slow calls never count against a paced provider's rate
+    assert stats["rate_limited"] > 0 and all(o.result is not None for o in outcomes)
+    assert engine._windows == {}
+
+
 def test_a_hung_call_costs_its_timeout_and_a_slot_not_the_batch(engine):
     # given a provider that hangs on half of the calls for 30 s
     with FakeOpenAIServer(
