@@ -130,7 +130,9 @@ class _Pacer:
         self.lock = asyncio.Lock()
 
     async def acquire(self, tokens: int, stopping: asyncio.Event) -> bool:
-        async with self.lock:
+        if not await self._lock(stopping):
+            return False
+        try:
             while not stopping.is_set():
                 wait = await self.limiter.try_acquire(tokens)
                 if wait <= 0:
@@ -138,6 +140,39 @@ class _Pacer:
                 if await _sleep_unless(stopping, wait + random.uniform(0, 0.02)):
                     break
             return False
+        finally:
+            self.lock.release()
+
+    async def _lock(self, stopping: asyncio.Event) -> bool:
+        """Take the turn, unless the batch stops first (a stopped batch's calls leave the
+        queue at once instead of waiting for the calls ahead of them to be granted)."""
+        if not self.lock.locked():
+            await self.lock.acquire()
+            return True
+        turn = asyncio.ensure_future(self.lock.acquire())
+        stop = asyncio.ensure_future(stopping.wait())
+        try:
+            await asyncio.wait({turn, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the call is abandoned: give up the turn too
+            if turn.done() and not turn.cancelled():
+                self.lock.release()
+            else:
+                turn.cancel()
+            raise
+        finally:
+            stop.cancel()
+        if turn.done() and not turn.cancelled():
+            if stopping.is_set():
+                self.lock.release()
+                return False
+            return True
+        turn.cancel()
+        try:
+            await turn
+        except asyncio.CancelledError:
+            return False
+        self.lock.release()  # granted just before the cancel took effect
+        return False
 
 
 class _Window:

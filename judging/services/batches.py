@@ -226,13 +226,14 @@ def _calls(
             record.add(unit, body, key, {**NO_CALL, "content": cached[key], "from_cache": True})
             continue
         tokens = estimated_tokens(judge, messages)
+        prompt_tokens = prompts.estimate_tokens(messages)
         calls.append(
             Call(
                 key=index,
                 request=replace(request, api_key=access.api_key),
                 tokens=tokens,
                 max_attempts=judge.max_attempts,
-                cost=float(tokens_cost(judge, tokens - judge.max_tokens, judge.max_tokens)),
+                cost=float(tokens_cost(judge, prompt_tokens, judge.max_tokens)),
                 local=access.provider.is_local,
             )
         )

@@ -194,6 +194,25 @@ def test_stop_ends_a_batch_within_its_grace_and_names_what_did_not_finish(engine
     assert 5 <= requests < 50
 
 
+def test_a_stopped_batch_leaves_the_limiters_queue_at_once(engine):
+    # given two batches sharing a limiter of one call a second; the first queued ahead
+    spec = LimitSpec(name=f"test-engine:{uuid.uuid4().hex}", rpm=60, tpm=None, burst=1)
+    with FakeOpenAIServer(style="json", latency=0.05) as srv:
+        ahead = engine.submit(calls(srv, 10), limit=spec)
+        time.sleep(0.2)
+        behind = engine.submit(calls(srv, 5), limit=spec)
+        time.sleep(0.2)
+        # when the second stops (as at its deadline: calls on the wire may finish)
+        stopped = time.monotonic()
+        behind.stop(grace=None)
+        # then it is over without waiting for the first batch's calls to be granted
+        assert drain(behind, timeout=10) == []
+        assert time.monotonic() - stopped < 2.0
+        assert sorted(behind.unfinished) == list(range(5))
+        ahead.stop()
+        drain(ahead)
+
+
 def test_the_budget_credit_holds_back_calls_until_the_caller_has_written(engine):
     # given a batch with credit for one call's estimate and a half (each costs 0.6)
     with FakeOpenAIServer(style="json", latency=0.05) as srv:
