@@ -197,6 +197,9 @@ class Scenario:
             rate = min(rate, self.max_in_flight / self.latency)
         if shape is not None and shape.name == "previous":
             rate = min(rate, shape.concurrency * shape.processes / self.latency)
+            if self.fault_rate:
+                # its slots wait out hangs and backoffs: measured 2.8/s of 8 slots at 1 s
+                rate *= 0.4
         return rate
 
 
@@ -212,11 +215,22 @@ SCENARIOS = {
             "faults",
             1.0,
             600,
-            1000,
+            600,
             fault_rate=0.3,
             hang_seconds=20.0,
             judge_timeout=30.0,
             about="R = 600/min, 30 % faults incl. 20 s hangs, judge timeout 30 s",
+        ),
+        Scenario(
+            "faults-no429",
+            1.0,
+            600,
+            600,
+            fault_rate=0.3 * 8 / 9,
+            fault_kinds=",".join(k for k in FAULT_KINDS.split(",") if k != "http_429"),
+            hang_seconds=20.0,
+            judge_timeout=30.0,
+            about="the same faults but injected 429s (26.7 % of calls, each kind 3.3 %)",
         ),
         Scenario(
             "inflight100",
@@ -241,6 +255,7 @@ DEFAULT_SCENARIOS = "rpm600,rpm3000,rpm600-l10,unlimited,faults,inflight100,infl
 SCENARIO_SHAPES = {
     "unlimited": ("production", "previous"),
     "faults": ("production", "previous"),
+    "faults-no429": ("production",),
     "inflight100": ("production",),
     "inflight500": ("production",),
 }
@@ -1028,14 +1043,20 @@ def measure(shape, scenario, tag, run_id, capped, timeline, depth, cpu, stats, m
 
 
 def worker_log_figures(tag: str) -> dict | None:
-    """Celery task run times and retries, from the workers' INFO log of this pass."""
-    times, retries = [], 0
+    """From the workers' INFO log of this pass: Celery task run times and retries, the
+    engine's 'provider throttled: window N' lines (its concurrency window after 429s), and
+    the lines at WARNING or above."""
+    times, retries, windows, warnings = [], 0, [], 0
     for path in WORK.glob(f"worker-{tag}-*.log"):
         for line in path.read_text(errors="replace").splitlines():
             if " succeeded in " in line:
                 times.append(float(line.rsplit(" succeeded in ", 1)[1].split("s")[0]))
             elif " retry: Retry in " in line:
                 retries += 1
+            elif "throttled: window " in line:
+                windows.append(int(line.rsplit("window ", 1)[1].split()[0]))
+            if ": WARNING/" in line or ": ERROR/" in line or ": CRITICAL/" in line:
+                warnings += 1
     if not times:
         return None
     times.sort()
@@ -1046,6 +1067,9 @@ def worker_log_figures(tag: str) -> dict | None:
         "p50": round(times[len(times) // 2], 3),
         "p90": round(times[int(len(times) * 0.9)], 3),
         "max": round(times[-1], 3),
+        "throttled": len(windows),
+        "window_min": min(windows) if windows else None,
+        "warnings": warnings,
     }
 
 
@@ -1105,7 +1129,9 @@ def report(f: dict) -> None:
     if t:
         log(
             f"  celery tasks: {t['count']:,} run, {t['retries']:,} retried; run time mean"
-            f" {t['mean']} s, p90 {t['p90']} s, max {t['max']} s"
+            f" {t['mean']} s, p90 {t['p90']} s, max {t['max']} s; engine throttled"
+            f" {t['throttled']} times (window down to {t['window_min']}); {t['warnings']}"
+            " warnings or errors logged"
         )
     log(
         f"  SQL: {f['judgments']:,} judgments, {f['duplicates']} duplicated, {f['missing']} missing"
@@ -1149,6 +1175,7 @@ def summarize(passes: list[dict]) -> list[dict]:
                 "calls_of_bound": _median([p["calls_of_bound"] for p in ps]),
                 "rate_429": _median([p["server"]["rate_limited"] for p in ps]),
                 "retried_calls": _median([p["retried_calls"] for p in ps]),
+                "throttled": _median([(p["tasks"] or {}).get("throttled", 0) for p in ps]),
                 "longest_stall_s": _median([p["longest_stall_s"] for p in ps]),
                 "max_in_flight": _median([p["server"]["max_concurrent"] for p in ps]),
                 "worker_hwm_mb": _median([p["memory"]["worker_hwm_mb"] for p in ps]),
@@ -1177,15 +1204,16 @@ def _num(x: float | None, fmt: str = ".1f") -> str:
 def print_summary(rows: list[dict]) -> None:
     log(
         "\nscenario      shape        runs      N   wall s  judgm./s  of bound  calls/bound"
-        "  x prev   429s  retried  stall s  in flight  VmHWM MB  Pss MB  CPU ms/j  capped"
-        "  problems"
+        "  x prev   429s  retried  throttled  stall s  in flight  VmHWM MB  Pss MB  CPU ms/j"
+        "  capped  problems"
     )
     for r in rows:
         log(
             f"{r['scenario']:<13} {r['shape']:<11} {r['runs']:>5} {r['responses']:>6.0f}"
             f" {r['wall_s']:>8.1f} {r['rate_per_s']:>9.1f} {_pct(r['of_bound']):>9}"
             f" {_pct(r['calls_of_bound']):>12} {_num(r['ratio_to_previous'], '.2f'):>7}"
-            f" {r['rate_429']:>6.0f} {r['retried_calls']:>8.0f} {r['longest_stall_s']:>8.1f}"
+            f" {r['rate_429']:>6.0f} {r['retried_calls']:>8.0f} {r['throttled']:>10.0f}"
+            f" {r['longest_stall_s']:>8.1f}"
             f" {r['max_in_flight']:>10.0f} {r['worker_hwm_mb']:>9.1f} {r['pss_peak_mb']:>7.1f}"
             f" {_num(r['worker_cpu_ms'], '.2f'):>9} {r['capped']:>7} {r['problems']:>9}"
         )
@@ -1270,6 +1298,11 @@ def main() -> int:
         f" --scenarios {DEFAULT_SCENARIOS} unless given)",
     )
     mode.add_argument("--scenarios", default="", help=f"comma list of: {', '.join(SCENARIOS)}")
+    mode.add_argument(
+        "--series-for",
+        default="",
+        help="rounds of some scenarios if not K: NAME=K2[,NAME=K3] (long ones once, say)",
+    )
     mode.add_argument(
         "--quick",
         action="store_true",
@@ -1422,10 +1455,14 @@ def main() -> int:
             + ", ".join(f"{size_for(scenario, s)} ({s.name})" for s in run_on)
         )
 
+    rounds = {}
+    for item in filter(None, args.series_for.split(",")):
+        name, _, count = item.partition("=")
+        rounds[name.strip()] = int(count)
     passes: list[dict] = []
     t_start = time.monotonic()
     for scenario, run_on in order:
-        for k in range(args.series):
+        for k in range(rounds.get(scenario.name, args.series)):
             # alternate the shapes, starting with a different one each round
             rotated = run_on[k % len(run_on) :] + run_on[: k % len(run_on)]
             for shape in rotated:
