@@ -856,10 +856,19 @@ def run_pass(args, shape: Shape, scenario: Scenario, size: int, tag: str) -> dic
         depth: list[int] = []
         hwm: dict[int, int] = {}
         pss_peak = 0
+        calls: list[tuple[float, int]] = []  # (t, requests the server accepted so far)
         next_print = t0 + 10
         capped = False
+        polls = 0
         while True:
             time.sleep(0.5)
+            polls += 1
+            if polls % 4 == 0:
+                try:
+                    live = admin_stats(url)
+                    calls.append((time.monotonic() - t0, live["requests"] - live["rate_limited"]))
+                except OSError:
+                    pass
             (row,) = store.rows(
                 "SELECT status, done, failed, parse_failed FROM judging_judgerun WHERE id = %s",
                 (run["run"],),
@@ -917,6 +926,7 @@ def run_pass(args, shape: Shape, scenario: Scenario, size: int, tag: str) -> dic
         cpu_used(before, after),
         stats,
         mem,
+        calls,
     )
 
 
@@ -926,7 +936,33 @@ def _timestamp(value) -> datetime | None:
     return datetime.fromisoformat(str(value))
 
 
-def measure(shape, scenario, tag, run_id, capped, timeline, depth, cpu, stats, mem) -> dict:
+def _at(series: list[tuple[float, int]], t: float) -> float:
+    """The value of a sampled counter at time t (linear between samples)."""
+    before = [(x, v) for x, v in series if x <= t]
+    after = [(x, v) for x, v in series if x >= t]
+    if not before:
+        return float(after[0][1]) if after else 0.0
+    if not after:
+        return float(before[-1][1])
+    (x0, v0), (x1, v1) = before[-1], after[0]
+    return float(v0) if x1 == x0 else v0 + (v1 - v0) * (t - x0) / (x1 - x0)
+
+
+def steady(timeline, calls, total) -> tuple[float | None, float | None, float | None]:
+    """(judgments/s, accepted calls/s, t95) from the first completion until 95 % of the run's
+    judgments were made: the run without its start (one latency) and its tail (the last
+    retries, hangs and backoffs)."""
+    first = next((t for t, n in timeline if n > 0), None)
+    t95 = next((t for t, n in timeline if n >= 0.95 * total), None)
+    if first is None or t95 is None or t95 - first < 1:
+        return None, None, None
+    span = t95 - first
+    rate = (_at(timeline, t95) - _at(timeline, first)) / span
+    call_rate = (_at(calls, t95) - _at(calls, first)) / span if calls else None
+    return rate, call_rate, t95
+
+
+def measure(shape, scenario, tag, run_id, capped, timeline, depth, cpu, stats, mem, calls) -> dict:
     store = Store(shape)
     ((status, total, done, failed, parse_failed, cached, started_at, finished_at),) = store.rows(
         "SELECT status, total, done, failed, parse_failed, cached, started_at, finished_at"
@@ -970,6 +1006,7 @@ def measure(shape, scenario, tag, run_id, capped, timeline, depth, cpu, stats, m
         wall = (finished - started).total_seconds()
         rate = completed / wall if wall else 0.0
     bound = scenario.bound
+    s_rate, s_calls, t95 = (None, None, None) if capped else steady(timeline, calls, total)
     server = {
         k: stats.get(k)
         for k in ("requests", "completions", "rate_limited", "by_status", "by_fault")
@@ -1012,6 +1049,12 @@ def measure(shape, scenario, tag, run_id, capped, timeline, depth, cpu, stats, m
         "of_bound": round(rate / bound, 3) if bound else None,
         "calls_per_s": round(call_rate, 2),
         "calls_of_bound": round(call_rate / bound, 3) if bound else None,
+        "steady_rate_per_s": round(s_rate, 2) if s_rate is not None else None,
+        "steady_of_bound": round(s_rate / bound, 3) if bound and s_rate is not None else None,
+        "steady_calls_of_bound": round(s_calls / bound, 3)
+        if bound and s_calls is not None
+        else None,
+        "t95_s": t95,
         "first_completion_s": first,
         "longest_stall_s": _longest_stall(timeline),
         "rate_10s_windows": _window_rates(timeline, 10.0),
@@ -1114,6 +1157,17 @@ def report(f: dict) -> None:
         else f" (no limit); calls accepted {f['calls_per_s']:.1f}/s"
     )
     log(f"  rate {f['rate_per_s']:.1f} judgments/s{bound}; per 10 s: {f['rate_10s_windows']}")
+    if f["steady_rate_per_s"] is not None:
+        share = (
+            f" = {f['steady_of_bound']:.1%} of the bound, calls accepted"
+            f" {f['steady_calls_of_bound']:.1%}"
+            if f["steady_of_bound"] is not None and f["steady_calls_of_bound"] is not None
+            else ""
+        )
+        log(
+            f"  steady (first completion to 95 % done at {f['t95_s']} s):"
+            f" {f['steady_rate_per_s']:.1f} judgments/s{share}"
+        )
     log(
         f"  server: {s['requests']:,} requests, {s['completions']:,} answers, "
         f"{s['rate_limited']:,} 429 from its limiter, max {s['max_concurrent']} at once; "
@@ -1173,6 +1227,9 @@ def summarize(passes: list[dict]) -> list[dict]:
                 "rate_per_s": _median([p["rate_per_s"] for p in ps]),
                 "of_bound": _median([p["of_bound"] for p in ps]),
                 "calls_of_bound": _median([p["calls_of_bound"] for p in ps]),
+                "steady_rate_per_s": _median([p["steady_rate_per_s"] for p in ps]),
+                "steady_of_bound": _median([p["steady_of_bound"] for p in ps]),
+                "steady_calls_of_bound": _median([p["steady_calls_of_bound"] for p in ps]),
                 "rate_429": _median([p["server"]["rate_limited"] for p in ps]),
                 "retried_calls": _median([p["retried_calls"] for p in ps]),
                 "throttled": _median([(p["tasks"] or {}).get("throttled", 0) for p in ps]),
@@ -1204,14 +1261,15 @@ def _num(x: float | None, fmt: str = ".1f") -> str:
 def print_summary(rows: list[dict]) -> None:
     log(
         "\nscenario      shape        runs      N   wall s  judgm./s  of bound  calls/bound"
-        "  x prev   429s  retried  throttled  stall s  in flight  VmHWM MB  Pss MB  CPU ms/j"
-        "  capped  problems"
+        "  steady  steady calls  x prev   429s  retried  throttled  stall s  in flight  VmHWM MB"
+        "  Pss MB  CPU ms/j  capped  problems"
     )
     for r in rows:
         log(
             f"{r['scenario']:<13} {r['shape']:<11} {r['runs']:>5} {r['responses']:>6.0f}"
             f" {r['wall_s']:>8.1f} {r['rate_per_s']:>9.1f} {_pct(r['of_bound']):>9}"
-            f" {_pct(r['calls_of_bound']):>12} {_num(r['ratio_to_previous'], '.2f'):>7}"
+            f" {_pct(r['calls_of_bound']):>12} {_pct(r['steady_of_bound']):>7}"
+            f" {_pct(r['steady_calls_of_bound']):>13} {_num(r['ratio_to_previous'], '.2f'):>7}"
             f" {r['rate_429']:>6.0f} {r['retried_calls']:>8.0f} {r['throttled']:>10.0f}"
             f" {r['longest_stall_s']:>8.1f}"
             f" {r['max_in_flight']:>10.0f} {r['worker_hwm_mb']:>9.1f} {r['pss_peak_mb']:>7.1f}"
