@@ -69,6 +69,11 @@ class Unit:
     anchor: Response | None = None  # pairwise: the anchor model's response
 
 
+#: The calls of a batch by their engine key: the unit asked, the body sent, its cache key,
+#: and the units of the batch whose request is the same (answered by the same call).
+Asked = dict[int, tuple[Unit, dict, str, list[Unit]]]
+
+
 def engine() -> Engine:
     """This process's judging engine."""
     return Engine.for_process(
@@ -191,12 +196,16 @@ def _llm(run: JudgeRun, units: list[Unit]) -> list[int]:
         raise
     if watch.stopped or not batch.unfinished:
         return []
-    return sorted({asked[int(key)][0].target.response.pk for key in batch.unfinished})  # type: ignore[call-overload]
+    return sorted(
+        unit.target.response.pk
+        for key in batch.unfinished
+        for unit in [asked[int(key)][0], *asked[int(key)][3]]  # type: ignore[call-overload]
+    )
 
 
 def _calls(
     run: JudgeRun, units: list[Unit], access: Access, record: _Recorder
-) -> tuple[list[Call], dict[int, tuple[Unit, dict, str]]]:
+) -> tuple[list[Call], Asked]:
     """The engine's calls for the units not answered by the cache (those are recorded)."""
     judge = run.judge
     planned: list[tuple[Unit, list[dict], ChatRequest, str]] = []
@@ -219,12 +228,18 @@ def _calls(
     cached = dict(
         LLMCacheEntry.objects.filter(key__in=[p[3] for p in planned]).values_list("key", "content")
     )
-    calls, asked = [], {}
+    calls: list[Call] = []
+    asked: Asked = {}
+    leaders: dict[str, int] = {}
     for index, (unit, messages, request, key) in enumerate(planned):
         body = request.body()
         if key in cached:
             record.add(unit, body, key, {**NO_CALL, "content": cached[key], "from_cache": True})
             continue
+        if key in leaders:  # the same request twice in one batch: asked once, answered twice
+            asked[leaders[key]][3].append(unit)
+            continue
+        leaders[key] = index
         tokens = estimated_tokens(judge, messages)
         prompt_tokens = prompts.estimate_tokens(messages)
         calls.append(
@@ -237,13 +252,13 @@ def _calls(
                 local=access.provider.is_local,
             )
         )
-        asked[index] = (unit, body, key)
+        asked[index] = (unit, body, key, [])
     return calls, asked
 
 
 def _drain(
     batch: Batch,
-    asked: dict[int, tuple[Unit, dict, str]],
+    asked: Asked,
     record: _Recorder,
     watch: _Watch,
     deadline: float,
@@ -274,10 +289,10 @@ def _drain(
         _write(pending, asked, record)
 
 
-def _write(outcomes: list[Outcome], asked, record: _Recorder) -> float:
+def _write(outcomes: list[Outcome], asked: Asked, record: _Recorder) -> float:
     cache = []
     for outcome in outcomes:
-        unit, body, key = asked[outcome.key]
+        unit, body, key, followers = asked[int(outcome.key)]  # type: ignore[call-overload]
         if outcome.result is not None:
             result = outcome.result
             record.add(
@@ -293,6 +308,9 @@ def _write(outcomes: list[Outcome], asked, record: _Recorder) -> float:
                 },
             )
             cache.append((key, result))
+            for follower in followers:  # as the cache would have answered it
+                answer = {**NO_CALL, "content": result.content, "from_cache": True}
+                record.add(follower, body, key, answer)
         else:
             error = outcome.error
             assert error is not None
@@ -307,6 +325,9 @@ def _write(outcomes: list[Outcome], asked, record: _Recorder) -> float:
                     "error": str(error),
                 },
             )
+            for follower in followers:
+                failed = {**NO_CALL, "error": f"{error} (the same request as another judgment)"}
+                record.add(follower, body, key, failed)
     record.flush(cache=cache)
     return sum(o.cost for o in outcomes)
 

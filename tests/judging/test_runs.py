@@ -330,3 +330,22 @@ def test_pausing_a_run_stops_its_batch_within_seconds(transactional_db, project,
     time.sleep(0.5)
     assert server.stats()["requests"] == requests
     assert JudgeRun.objects.get(pk=run.pk).status == RunStatus.PAUSED
+
+
+def test_the_same_request_twice_in_a_batch_is_asked_once(project, dataset, server):
+    # given two models that gave the same answer to the same item (the same prompt)
+    first, second = (
+        dataset.items.order_by("pk").first().responses.order_by("pk")[:2]  # m1 and m2
+    )
+    type(second).objects.filter(pk=second.pk).update(text=first.text)
+    judge = llm_judge(project, server)
+    run = running(judge_run_create(judge=judge, dataset=dataset))
+    # when both are judged in one batch
+    judge_batch(run_id=run.pk, response_ids=[first.pk, second.pk])
+    # then the provider was asked once, and both are judged alike, the second as the cache
+    # would have answered it
+    assert server.stats()["completions"] == 1
+    one, two = Judgment.objects.filter(run=run).order_by("response_id")
+    assert (one.from_cache, two.from_cache) == (False, True)
+    assert one.raw_output == two.raw_output and one.cache_key == two.cache_key
+    assert two.prompt_tokens == 0 and JudgeRun.objects.get(pk=run.pk).cached == 1
