@@ -10,9 +10,10 @@
 - `batches`: a batch of judgments (the unit of work of a task) on this process's judging
   engine (judging.llm.engine): planned, answered from the cache, called many at a time,
   written many per transaction, stopped by a pause, cancel or budget;
-- `recording`: judgments, their scores and the run's counters, in one transaction;
+- `recording`: judgments (many at a time), their scores and the run's counters, in one
+  transaction; an offline baseline's judgment;
 - `pairwise`: recording one order of a pair;
-- `responses`: judging one response (a batch of one) and the offline baselines.
+- `responses`: judging one response (a batch of one).
 
 What views, APIs, commands, tasks and other apps call is re-exported here.
 """

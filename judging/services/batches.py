@@ -43,7 +43,7 @@ from judging.services.prompting import (
     pair_messages,
     response_messages,
 )
-from judging.services.recording import Recorded, judgments_record_many
+from judging.services.recording import Recorded, baseline_judge, judgments_record_many
 from judging.services.runs import (
     judge_run_finish_if_complete,
     judge_run_pause_if_over_budget,
@@ -159,8 +159,6 @@ def _plan(run: JudgeRun, response_ids: list[int]) -> list[Unit]:
 
 def _baselines(run: JudgeRun, units: list[Unit]) -> None:
     """Offline baselines: computed here, no call, no cost; stops at a pause or cancel."""
-    from judging.services.responses import baseline_judge
-
     watch = _Watch(run)
     for unit in units:
         if not watch.running():

@@ -6,6 +6,7 @@ counters move only in the transaction that inserts the judgment."""
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
@@ -14,7 +15,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotation.models import Response
 from judging import prompts
+from judging.baselines import BASELINES
 from judging.models import JudgeRun, JudgeScore, Judgment, JudgmentStatus
 from judging.services.estimates import tokens_cost
 from judging.services.prompting import JudgedResponse
@@ -190,3 +193,47 @@ def run_counters_add(
         cost=F("cost") + cost,
         updated_at=timezone.now(),
     )
+
+
+def baseline_judge(run: JudgeRun, target: JudgedResponse, sample: int) -> None:
+    """An offline baseline's scores for one sample: computed here, no call, no cost."""
+    judge = BASELINES[run.judge.baseline]
+    response: Response = target.response
+    skills = target.skills
+    item = response.item
+    result = judge.score(
+        instruction=item.instruction,
+        response=response.text,
+        reference=item.reference_answer,
+        skills=[s.name for s in skills],
+    )
+    body = {"baseline": run.judge.baseline}
+    try:
+        with transaction.atomic():
+            judgment = Judgment.objects.create(
+                run=run,
+                response=response,
+                sample_index=sample,
+                status=JudgmentStatus.OK,
+                request=body,
+                raw_output=json.dumps(result.raw),
+                parse_method="baseline",
+                error=result.note if all(v is None for v in result.scores.values()) else "",
+            )
+            JudgeScore.objects.bulk_create(
+                JudgeScore(
+                    judgment=judgment,
+                    run=run,
+                    response=response,
+                    skill_id=s.skill_id,
+                    rubric_id=s.rubric_id,
+                    score=result.scores.get(s.name),
+                    is_na=result.scores.get(s.name) is None,
+                    raw_value=result.raw.get(s.name),
+                    feedback=result.note,
+                )
+                for s in skills
+            )
+            JudgeRun.objects.filter(pk=run.pk).update(done=F("done") + 1, updated_at=timezone.now())
+    except IntegrityError:
+        logger.info("baseline judgment (%s, %s) exists already", run.pk, response.pk)
