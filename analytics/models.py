@@ -239,3 +239,106 @@ class ScoreImportJob(ImportJob):
 
     def __str__(self) -> str:
         return f"score import job {self.pk} ({self.status})"
+
+
+# --- report snapshots ---------------------------------------------------------------------------
+
+
+class SnapshotStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for a worker"
+    RUNNING = "running", "Computing"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+#: A snapshot in one of these is being computed (or is about to be): one per key at a time.
+IN_FLIGHT = (SnapshotStatus.PENDING, SnapshotStatus.RUNNING)
+
+
+class ReportSnapshot(TimestampedModel):
+    """One computation of a project's analytics report (project + filters + resamples +
+    compared judge pairs, together `params`, hashed into `key`) by a worker on the
+    `analytics` queue (analytics/report/snapshots.py). Pages and the API serve the latest
+    done snapshot of a key at once; a refresh adds a new row, and at most one row per key is
+    pending or running (the constraint below makes a second request find the first).
+
+    `watermark` says what the inputs were when the computation started: {"as_of": ISO time,
+    "human": rows, "judge": rows, "judges": names, "responses": n} — the page counts what
+    changed after `as_of`. `stale` is set once scores changed after it (beat, or a page view
+    that saw the change). The report itself and what the dashboard draws from it are stored
+    apart, one SnapshotPart each, so a page reads only what it shows."""
+
+    # no own index: snapshot_project_key_done leads with project
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    key = models.CharField(max_length=64)
+    # {"skills", "judges", "systems", "domains", "difficulties", "resamples", "compare",
+    #  "compare_all"}: lists sorted, as analytics.report.snapshots.snapshot_params cleans them
+    params = models.JSONField(default=dict)
+    # no filters, the default resamples and pairs: the one beat keeps fresh
+    is_default = models.BooleanField(default=False)
+    status = models.CharField(
+        max_length=10, choices=SnapshotStatus.choices, default=SnapshotStatus.PENDING
+    )
+    stale = models.BooleanField(default=False)
+    progress = models.FloatField(default=0.0)  # 0 to 1
+    phase = models.CharField(max_length=200, blank=True)
+    watermark = models.JSONField(default=dict, blank=True)
+    # "requested" by a person, "default" (first view), "beat" (stale refresh)
+    reason = models.CharField(max_length=20, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_seconds = models.FloatField(null=True, blank=True)
+    size_bytes = models.PositiveBigIntegerField(default=0)  # the report's JSON, uncompressed
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=SnapshotStatus.values), name="reportsnapshot_status_valid"
+            ),
+            # a refresh while one is computing finds that one (deduplicated)
+            models.UniqueConstraint(
+                fields=["project", "key"],
+                condition=Q(status__in=["pending", "running"]),
+                name="reportsnapshot_one_in_flight",
+            ),
+        ]
+        indexes = [
+            # the latest done snapshot of a key
+            models.Index(
+                fields=["project", "key", "status", "-finished_at"],
+                name="snapshot_project_key_done",
+            ),
+            # the health check looks for old running ones; beat for stale default ones
+            models.Index(fields=["status", "started_at"], name="snapshot_status_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"report snapshot {self.pk} ({self.status})"
+
+    @property
+    def is_in_flight(self) -> bool:
+        return self.status in IN_FLIGHT
+
+
+class SnapshotPart(models.Model):
+    """One stored part of a snapshot, zlib-compressed JSON text (key order kept, floats
+    exact): "report" (what `analytics_report` prints) and the dashboard's precomputed views
+    (analytics/report/parts.py)."""
+
+    snapshot = models.ForeignKey(ReportSnapshot, on_delete=models.CASCADE, related_name="parts")
+    name = models.CharField(max_length=40)
+    data = models.BinaryField()
+    size_bytes = models.PositiveBigIntegerField(default=0)  # uncompressed
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "name"], name="snapshotpart_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} of snapshot {self.snapshot_id}"

@@ -723,8 +723,11 @@ class HumanScore(TimestampedModel):
     assignment = models.ForeignKey(
         Assignment, on_delete=models.CASCADE, related_name="scores", db_index=False
     )
-    # Denormalised from the assignment for analytics reads (written once, with it).
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    # Denormalised from the assignment for analytics reads (written once, with it). No own
+    # index: humanscore_campaign_updated leads with campaign.
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     response = models.ForeignKey(
         Response, on_delete=models.CASCADE, related_name="human_scores", db_index=False
     )
@@ -750,6 +753,8 @@ class HumanScore(TimestampedModel):
         indexes = [
             models.Index(fields=["response", "skill"], name="humanscore_response_skill"),
             models.Index(fields=["annotator", "campaign"], name="humanscore_annotator"),
+            # what changed in a project since a report snapshot was computed
+            models.Index(fields=["campaign", "updated_at"], name="humanscore_campaign_updated"),
         ]
 
     def __str__(self) -> str:
