@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from analytics.report.build import breakdowns, build_report
 from analytics.rows import ReportRows
 from analytics.selectors import report_rows
@@ -23,10 +25,13 @@ def project_report(
     resamples: int = DEFAULT_RESAMPLES,
     with_breakdowns: bool = True,
     rows: ReportRows | None = None,
+    progress: Callable[[float, str], None] | None = None,
 ) -> dict:
     """Agreement among the project's annotators and each judge's correlation with them,
     per skill (analytics/report/build.py). `skills` and `judges` narrow it down by name. `rows`:
-    the `report_rows` of these filters, when the caller has read them already."""
+    the `report_rows` of these filters, when the caller has read them already. `progress`
+    (fraction done, what is being computed) is called between the parts (report snapshots
+    show it)."""
     if rows is None:
         rows = report_rows(
             project=project,
@@ -36,10 +41,14 @@ def project_report(
             domains=domains,
             difficulties=difficulties,
         )
+    if progress is not None:
+        progress(0.1, f"agreement and correlations ({resamples:,} resamples)")
     report = build_report(
         rows.human, rows.judge, skills=skills, resamples=resamples, off_scale=rows.off_scale
     )
     if with_breakdowns:
+        if progress is not None:
+            progress(0.8, "breakdowns by domain, difficulty and system")
         report["breakdowns"] = breakdowns(
             rows.human, rows.judge, rows.facets, skills=skills, off_scale=rows.off_scale
         )
