@@ -419,11 +419,14 @@ def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) 
         if value is not None:
             judge_scores[(judge, skill)][rid] = value
     maps: list[Heatmap] = []
+    means_of: dict[str, dict] = {}  # per skill, computed once for every judge
     for judge in judges:
         for skill in skills:
             if (judge, skill) in rows.off_scale:
                 continue
-            means = human_means(human_by_skill[skill])
+            if skill not in means_of:
+                means_of[skill] = human_means(human_by_skill[skill])
+            means = means_of[skill]
             scored = judge_scores.get((judge, skill), {})
             pairs = [
                 (half_step(means[r][2]), half_step(v)) for r, v in scored.items() if r in means
