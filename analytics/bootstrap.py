@@ -28,6 +28,8 @@ import numpy.typing as npt
 from numpy.typing import ArrayLike
 from scipy import sparse
 
+from analytics import metrics
+
 CONFIDENCE = 0.95
 _CELLS_PER_CHUNK = 2_000_000  # floats held at once per chunk of resamples
 #: Resamples drawn at once by a Resampler (fewer when there are many items).
@@ -174,15 +176,9 @@ def _pearson_table(
     sx_vals: npt.NDArray[np.float64],
     sy_vals: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
-    sx, sy = (tx * sx_vals).sum(axis=1), (ty * sy_vals).sum(axis=1)
-    sxx, syy = (tx * sx_vals**2).sum(axis=1), (ty * sy_vals**2).sum(axis=1)
-    sxy = np.einsum("rij,ri,rj->r", tables, sx_vals, sy_vals)
-    with np.errstate(divide="ignore", invalid="ignore"):  # empty tables: NaN
-        cov = sxy - sx * sy / n
-        vx, vy = sxx - sx * sx / n, syy - sy * sy / n
-        r = cov / np.sqrt(vx * vy)
-    r[(vx <= 1e-12 * np.maximum(sxx, 1)) | (vy <= 1e-12 * np.maximum(syy, 1))] = np.nan
-    return np.asarray(r, dtype=np.float64)
+    # centred on the unit scale before any product (1e-320 or 1e300 values neither
+    # underflow to 0/0 nor overflow), constant sides found exactly (metrics.table_pearson)
+    return metrics.table_pearson(tables, tx, ty, sx_vals, sy_vals)
 
 
 def correlation_intervals(

@@ -16,6 +16,7 @@ NaN where a rater did not rate a unit (Krippendorff's layout). Category codes ar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -220,28 +221,50 @@ class Correlation:
 
 
 def correlate(x: ArrayLike, y: ArrayLike) -> Correlation:
-    """Pearson, Spearman and Kendall's tau-b (scipy) and the agreement figures of paired
-    scores (pairs with a missing side are left out). A coefficient is None when undefined
-    (fewer than two pairs, or a constant side)."""
+    """Pearson (`row_pearson`, equal to scipy's wherever scipy is accurate), Spearman and
+    Kendall's tau-b (scipy) and the agreement figures of paired scores (pairs with a missing
+    side are left out). A coefficient is None when undefined (fewer than two pairs, or a
+    constant side: all values equal, compared exactly)."""
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     keep = ~np.isnan(a) & ~np.isnan(b)
     a, b = a[keep], b[keep]
     n = int(a.size)
     if n == 0:
         return Correlation(0, None, None, None, None, None, None)
-    diff = np.abs(a - b)
-    mae, exact, within = float(diff.mean()), float(np.mean(diff < 0.5)), float(np.mean(diff <= 1))
-    if n < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+    with np.errstate(over="ignore"):  # |a - b| past the largest float is inf: not < 0.5
+        diff = np.abs(a - b)
+    mae = mean_abs_difference(a, b)
+    exact, within = float(np.mean(diff < 0.5)), float(np.mean(diff <= 1))
+    if n < 2 or _constant(a) or _constant(b):
         return Correlation(n, None, None, None, mae, exact, within)
     return Correlation(
         n=n,
-        pearson=float(stats.pearsonr(a, b).statistic),
+        pearson=float(row_pearson(a[None, :], b[None, :])[0]),
         spearman=float(stats.spearmanr(a, b).statistic),
         kendall=float(stats.kendalltau(a, b, variant="b").statistic),
         mae=mae,
         exact=exact,
         within_one=within,
     )
+
+
+def _constant(values: npt.NDArray[np.float64]) -> bool:
+    return bool(values.min() == values.max())
+
+
+def mean_abs_difference(x: ArrayLike, y: ArrayLike) -> float:
+    """The mean of |x - y|, finite whenever it is below the largest float: the differences
+    are taken as they are unless one of them or their sum would overflow, and then at a
+    power-of-two scale (exact) that keeps them and their sum finite."""
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        mean = float(np.abs(a - b).mean())
+    if math.isfinite(mean):
+        return mean
+    half = np.abs(a * 0.5 - b * 0.5)  # each at most the largest float
+    shift = int(np.frexp(half.max())[1]) + int(half.size).bit_length()
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(np.ldexp(half, -shift).mean(), shift + 1))
 
 
 def grouped_correlations(
@@ -269,22 +292,100 @@ def grouped_correlations(
     return out
 
 
-def row_pearson(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Pearson of each row pair of two equally shaped 2-D arrays; NaN for a constant row."""
-    da = a - a.mean(axis=1, keepdims=True)
-    db = b - b.mean(axis=1, keepdims=True)
-    num = (da * db).sum(axis=1)
-    den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+def _unit_scale(
+    values: npt.NDArray[np.float64], present: npt.NDArray[np.bool_] | None = None
+) -> npt.NDArray[np.float64]:
+    """Each row times the power of two that brings its largest |value| (of the `present`
+    ones) into [0.5, 1). A power of two moves only the exponent, so this is exact: it
+    scales subnormals (1e-320 has a few significant bits, and a mean of such values rounds
+    to them) and values near the largest float (whose sums overflow) onto the unit scale,
+    where products neither underflow nor overflow. Only values more than 2**1074 times
+    smaller than the row's largest flush to zero, where they cannot move a correlation.
+    Values not `present` become 0."""
+    magnitude = np.abs(values) if present is None else np.where(present, np.abs(values), 0.0)
+    exponent = np.frexp(magnitude.max(axis=-1, keepdims=True))[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = np.ldexp(values, -exponent)
+    return scaled if present is None else np.where(present, scaled, 0.0)
+
+
+def _centred(
+    values: npt.NDArray[np.float64],
+    weights: npt.NDArray[np.float64] | None = None,
+    total: npt.NDArray[np.float64] | None = None,
+) -> npt.NDArray[np.float64]:
+    """Each row less its (weighted) mean, with the corrected two-pass step (Chan, Golub &
+    LeVeque 1983): the mean of the deviations is taken off again, so that nearly constant
+    rows, whose deviations are a few units in the last place, keep them exact."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # empty rows: NaN
+        if weights is None:
+            d = values - values.mean(axis=-1, keepdims=True)
+            d -= d.mean(axis=-1, keepdims=True)
+        else:
+            assert total is not None
+            d = values - ((weights * values).sum(axis=-1) / total)[:, None]
+            d -= ((weights * d).sum(axis=-1) / total)[:, None]
+    return np.asarray(d, dtype=np.float64)
+
+
+def _pearson_of_deviations(
+    dx: npt.NDArray[np.float64],
+    dy: npt.NDArray[np.float64],
+    sxy: npt.NDArray[np.float64],
+    weights_x: npt.NDArray[np.float64] | float,
+    weights_y: npt.NDArray[np.float64] | float,
+) -> npt.NDArray[np.float64]:
+    # deviations of unit-scaled values: their squares sum to at least ~1e-33 (two distinct
+    # floats near the largest differ by an ulp) and at most 4 per pair, far from both limits
+    sxx = (weights_x * dx * dx).sum(axis=-1)
+    syy = (weights_y * dy * dy).sum(axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = num / den
-    r[(np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0)] = np.nan
-    return np.asarray(r, dtype=np.float64)
+        r = sxy / (np.sqrt(sxx) * np.sqrt(syy))
+    return np.asarray(np.clip(r, -1.0, 1.0), dtype=np.float64)
+
+
+def row_pearson(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Pearson of each row pair of two equally shaped 2-D arrays; NaN for a constant row
+    (all values equal, compared exactly, as scipy decides it). Any finite values: rows
+    are brought to the unit scale (`_unit_scale`) and centred (`_centred`) before any
+    product, so 1e-320 and 1e300 give scipy's coefficient, not 0/0 or inf/inf."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    da, db = _centred(_unit_scale(a)), _centred(_unit_scale(b))
+    r = _pearson_of_deviations(da, db, (da * db).sum(axis=1), 1.0, 1.0)
+    r[(a.max(axis=1) == a.min(axis=1)) | (b.max(axis=1) == b.min(axis=1))] = np.nan
+    return r
+
+
+def table_pearson(
+    tables: npt.NDArray[np.float64],
+    tx: npt.NDArray[np.float64],
+    ty: npt.NDArray[np.float64],
+    x_values: npt.NDArray[np.float64],
+    y_values: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Pearson per joint table of counts (rows x nx x ny, with margins `tx` = sum over y
+    and `ty` = sum over x): the pairs (x_values[.., i], y_values[.., j]) counted
+    tables[r, i, j] times. `x_values` and `y_values` are one vector for every table or one
+    row per table (midranks). As `row_pearson`: scaled by a power of two per table over
+    the values it holds, centred, then multiplied; NaN for a table with fewer than two
+    distinct values on a side."""
+    t = np.asarray(tables, dtype=np.float64)
+    n = tx.sum(axis=1)
+    hx, hy = tx > 0, ty > 0
+    dx = _centred(_unit_scale(np.broadcast_to(x_values, tx.shape), hx), tx, n)
+    dy = _centred(_unit_scale(np.broadcast_to(y_values, ty.shape), hy), ty, n)
+    dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
+    r = _pearson_of_deviations(dx, dy, np.einsum("rij,ri,rj->r", t, dx, dy), tx, ty)
+    r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
+    return r
 
 
 def row_tau_b(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Kendall's tau-b of each row pair (all pairs of columns); NaN for a constant row."""
+    """Kendall's tau-b of each row pair (all pairs of columns); NaN for a constant row.
+    Pairs are ordered by comparison, not by the sign of a difference (which overflows)."""
     i, j = np.triu_indices(a.shape[1], k=1)
-    sa, sb = np.sign(a[:, i] - a[:, j]), np.sign(b[:, i] - b[:, j])
+    sa = (a[:, i] > a[:, j]).astype(np.float64) - (a[:, i] < a[:, j])
+    sb = (b[:, i] > b[:, j]).astype(np.float64) - (b[:, i] < b[:, j])
     s = (sa * sb).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         tau = s / np.sqrt((sa != 0).sum(axis=1) * (sb != 0).sum(axis=1))
