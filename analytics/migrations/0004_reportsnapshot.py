@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('analytics', '0003_scoreimportjob'),
-        ('annotation', '0011_alter_humanscore_campaign_and_more'),
+        ('annotation', '0011_humanscore_campaign_updated'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
