@@ -61,3 +61,31 @@ def score_import_jobs_health_check_task() -> int:
     from analytics.imports.jobs import score_import_jobs_fail_stale
 
     return score_import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)
+
+
+@shared_task(soft_time_limit=1700, time_limit=1800)
+def report_snapshot_compute_task(snapshot_id: int) -> None:
+    """Compute report snapshot `snapshot_id` (analytics/report/snapshots.py). Idempotent: the
+    snapshot is claimed pending -> running by a conditional update, so a redelivered message
+    finds it claimed and returns. Enqueues nothing. Not retried: a failure is recorded on the
+    row and a refresh asks again. Routed to the `analytics` queue: a long report never waits
+    behind imports, nor they behind it."""
+    from analytics.report.snapshots import report_snapshot_compute
+
+    if report_snapshot_compute(snapshot_id=snapshot_id) is None:
+        logger.info("report snapshot %s is missing or already claimed", snapshot_id)
+
+
+@shared_task
+def report_snapshots_refresh_task() -> int:
+    """Fail snapshots whose worker died, mark snapshots stale whose scores changed, and
+    enqueue a refresh of stale default snapshots (rate limited per project and tick).
+    Idempotent (conditional updates; one snapshot in flight per key); run by beat every
+    minute."""
+    from analytics.report.snapshots import (
+        report_snapshots_fail_stale,
+        report_snapshots_refresh_stale,
+    )
+
+    report_snapshots_fail_stale(older_than_seconds=settings.FLASKWEB_REPORT_STALE_SECONDS)
+    return len(report_snapshots_refresh_stale())

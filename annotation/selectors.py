@@ -26,6 +26,7 @@ from annotation.models import (
     Dataset,
     Domain,
     HumanScore,
+    HumanScoreDeletion,
     Item,
     ItemDomain,
     ItemSkill,
@@ -435,6 +436,24 @@ def human_scores_accepted(*, project: Project) -> QuerySet[HumanScore]:
     assignments, submitted (gold, attention checks and hidden repeats are quality control).
     The report (human_score_rows) and the exports read these."""
     return HumanScore.objects.filter(campaign__project=project).accepted()
+
+
+def human_scores_changed_since(*, project: Project, since: datetime) -> int:
+    """How many of the project's accepted campaign scores were written or edited after
+    `since`, plus how many of its scores were deleted after it (analytics' snapshots say
+    "N new scores since"). An index range scan per campaign (humanscore_campaign_updated)."""
+    campaigns = list(Campaign.objects.filter(project=project).values_list("pk", flat=True))
+    if not campaigns:
+        return 0
+    changed = (
+        HumanScore.objects.filter(campaign_id__in=campaigns, updated_at__gt=since)
+        .accepted()
+        .count()
+    )
+    deleted = HumanScoreDeletion.objects.filter(
+        campaign_ref__in=campaigns, deleted_at__gt=since
+    ).count()
+    return changed + deleted
 
 
 def human_score_rows(*, project: Project) -> list[tuple]:

@@ -185,6 +185,8 @@ CELERY_TASK_ROUTES = {
     "annotation.tasks.dataset_import_task": {"queue": "imports"},
     "analytics.tasks.export_run_task": {"queue": "imports"},
     "analytics.tasks.score_import_task": {"queue": "imports"},
+    # reports take seconds to minutes: their own queue and worker (docs/ANALYTICS.md)
+    "analytics.tasks.report_snapshot_compute_task": {"queue": "analytics"},
     # an exact name wins over the pattern below: imports are not LLM calls
     "judging.tasks.judge_output_import_task": {"queue": "imports"},
     "judging.tasks.*": {"queue": "judging"},
@@ -226,6 +228,12 @@ CELERY_BEAT_SCHEDULE = {
     "judge-output-import-jobs-health-check": {
         "task": "judging.tasks.judge_output_import_jobs_health_check_task",
         "schedule": crontab(minute="*/5"),
+    },
+    # Report snapshots whose scores changed are marked stale and the default ones computed
+    # again (rate limited); snapshots whose worker died are failed.
+    "report-snapshots-refresh": {
+        "task": "analytics.tasks.report_snapshots_refresh_task",
+        "schedule": 60.0,
     },
     # Exports whose worker died are failed; export files past their retention are deleted.
     "export-jobs-health-check": {
@@ -269,6 +277,14 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Export files are deleted this many days after they were made (the job row stays).
 FLASKWEB_EXPORT_RETENTION_DAYS = env_int("FLASKWEB_EXPORT_RETENTION_DAYS", 7)
+# Report snapshots (docs/ANALYTICS.md "Report snapshots"): at most this many computing per
+# project at once; a stale default snapshot is computed again by beat at most once per
+# REFRESH_MIN_SECONDS per project and REFRESH_PER_TICK per minute in all; one pending or
+# running longer than STALE_SECONDS lost its worker and is failed.
+FLASKWEB_REPORT_MAX_IN_FLIGHT = env_int("FLASKWEB_REPORT_MAX_IN_FLIGHT", 4)
+FLASKWEB_REPORT_REFRESH_MIN_SECONDS = env_int("FLASKWEB_REPORT_REFRESH_MIN_SECONDS", 300)
+FLASKWEB_REPORT_REFRESH_PER_TICK = env_int("FLASKWEB_REPORT_REFRESH_PER_TICK", 4)
+FLASKWEB_REPORT_STALE_SECONDS = env_int("FLASKWEB_REPORT_STALE_SECONDS", 3600)
 # Largest request body anywhere but the upload endpoints, refused (413) before it is read
 # (flaskweb.request_limits); also the allowance for form fields on the upload endpoints.
 FLASKWEB_MAX_BODY_BYTES = env_int("FLASKWEB_MAX_BODY_BYTES", 2 * 1024 * 1024)

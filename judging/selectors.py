@@ -464,6 +464,21 @@ def pairwise_report(*, run: JudgeRun) -> PairwiseReport:
 # --- analytics: each judge's scores of a project, as plain rows -----------------------------------
 
 
+def judge_runs_finished_since(*, project: Project, since: datetime) -> list[tuple[str, int]]:
+    """(judge name, judgments done) of the project's pointwise runs that finished after
+    `since`: each may replace its judge's scores in the report (judge_score_rows)."""
+    return list(
+        JudgeRun.objects.filter(
+            judge__project=project,
+            status=RunStatus.DONE,
+            pairwise_against="",
+            finished_at__gt=since,
+        )
+        .order_by("finished_at")
+        .values_list("judge__name", "done")
+    )
+
+
 def judge_score_rows(*, project: Project) -> list[tuple]:
     """(response id, item id, system, skill name, judge name, score or None for N/A) per
     judge of the project: from each judge's latest finished pointwise run per dataset,

@@ -146,7 +146,7 @@ def celery_worker_process(transactional_db, settings):
             "flaskweb",
             "worker",
             "-Q",
-            "default,imports,judging",
+            "default,imports,judging,analytics",
             "-P",
             "solo",
             "--without-heartbeat",

@@ -420,13 +420,18 @@ def group_means(
     c = np.ones(n, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
     t = np.asarray(totals)
     whole = t.dtype.kind in "iu" or (
-        t.dtype.kind == "f" and bool(np.all(np.isfinite(t))) and bool(np.all(t == np.round(t)))
+        t.dtype.kind == "f"
+        and bool(np.all(np.isfinite(t)))
+        and bool(np.all(t == np.round(t)))
+        and float(np.abs(t).max()) < 2**53  # int64 holds it (1e300 is whole too)
     )
     if whole:
         t = t.astype(np.int64)
         common = math.lcm(*np.unique(c).tolist())
         numerators = t * (common // c)
         whole = int(np.abs(numerators).max()) * n < 2**53
+    if not whole and counts is None and t.dtype.kind == "f" and bool(np.all(np.isfinite(t))):
+        return _float_group_means(groups, t)
     if not whole:
         parts: dict[str, list[tuple[Total, int]]] = defaultdict(list)
         for g, total, count in zip(groups, totals, c.tolist(), strict=True):
@@ -439,6 +444,45 @@ def group_means(
     sums = np.bincount(code, weights=numerators.astype(float), minlength=len(codes))
     sizes = np.bincount(code, minlength=len(codes))
     return {g: int(sums[k]) / (common * int(sizes[k])) for g, k in codes.items()}
+
+
+def _float_group_means(groups: Sequence[str], values: npt.NDArray[np.float64]) -> dict[str, float]:
+    """`group_means` of finite floats (a judge's raw values), exactly as the Fraction path
+    gives it, without a Fraction per value: a float is m * 2**e with m a 53-bit integer, so
+    per group and exponent the m are summed as integers (in two 27-bit halves, which int64
+    holds for up to 2**36 values), the few partial sums are shifted onto the group's
+    smallest exponent as Python ints, and the exact total is divided once by the count
+    (int / int is correctly rounded, subnormal results included)."""
+    codes: dict[str, int] = {}
+    code = np.fromiter((codes.setdefault(g, len(codes)) for g in groups), np.int64, len(groups))
+    fraction, exponent = np.frexp(values)
+    mantissa = (fraction * 2.0**53).astype(np.int64)  # exact: 53 significant bits
+    exponent = exponent.astype(np.int64) - 53
+    low_exponent = int(exponent.min())
+    span = int(exponent.max()) - low_exponent + 1
+    bucket = code * span + (exponent - low_exponent)
+    order = np.argsort(bucket, kind="stable")
+    bucket, mantissa = bucket[order], mantissa[order]
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    high = mantissa >> 26
+    high_sums = np.add.reduceat(high, starts).tolist()
+    low_sums = np.add.reduceat(mantissa - (high << 26), starts).tolist()
+    sizes = np.bincount(code, minlength=len(codes)).tolist()
+    totals: dict[int, tuple[int, int]] = {}  # group -> (exact total over 2**-exp, exp)
+    for key, hi, lo in zip(bucket[starts].tolist(), high_sums, low_sums, strict=True):
+        group, exp = divmod(key, span)
+        part = (hi << 26) + lo
+        if group in totals:  # buckets come by rising exponent: shift onto the first one's
+            total, first = totals[group]
+            totals[group] = (total + (part << (exp - first)), first)
+        else:
+            totals[group] = (part, exp)
+    out: dict[str, float] = {}
+    for g, k in codes.items():
+        total, exp = totals[k]
+        exp += low_exponent
+        out[g] = (total << exp) / sizes[k] if exp >= 0 else total / (sizes[k] << -exp)
+    return out
 
 
 def _corr_dict(c: metrics.Correlation) -> Json:

@@ -404,7 +404,10 @@ def instance_register(
     vx, cx = _codes(h)
     vy, cy = _codes(j)
     nx, ny = vx.size, vy.size
-    diff = np.abs(vx[:, None] - vy[None, :])
+    with np.errstate(over="ignore"):  # a difference past the largest float is inf: not <= 1
+        diff = np.abs(vx[:, None] - vy[None, :])
+    _, per_item = np.unique(np.asarray(items), return_counts=True)
+    scaled, exponent = _scaled_differences(vx, vy, int(per_item.size * per_item.max(initial=0)))
     with_tau = nx * ny <= MAX_TAU_CELLS
 
     def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
@@ -418,12 +421,29 @@ def instance_register(
         if with_tau:
             out["kendall"] = tau_b_tables(t)
         if agreement:
-            out["mae"] = _safe_div((t * diff).sum(axis=(1, 2)), n)
+            with np.errstate(over="ignore"):
+                out["mae"] = np.ldexp(_safe_div((t * scaled).sum(axis=(1, 2)), n), exponent)
             out["exact"] = _safe_div((t * (diff < 0.5)).sum(axis=(1, 2)), n)
             out["within_one"] = _safe_div((t * (diff <= 1)).sum(axis=(1, 2)), n)
         return out
 
     rs.add(items, _onehot(cx * ny + cy, nx * ny), fn, sink=sink, key=key)
+
+
+def _scaled_differences(
+    vx: npt.NDArray[np.float64], vy: npt.NDArray[np.float64], most: int
+) -> tuple[npt.NDArray[np.float64], int]:
+    """|vx_i - vy_j| as (d, e) with |vx_i - vy_j| = d_ij * 2**e, so that sums of up to
+    `most` of them stay finite: the differences themselves (e = 0) unless a difference
+    or such a sum would overflow (values near 1e308), and then halved and brought down by
+    a power of two (exact but for differences 2**1074 times below the largest)."""
+    with np.errstate(over="ignore"):
+        d = np.abs(vx[:, None] - vy[None, :])
+        if not d.size or math.isfinite(float(d.max()) * max(most, 1)):
+            return d, 0
+    half = np.abs(vx[:, None] * 0.5 - vy[None, :] * 0.5)
+    shift = int(np.frexp(half.max())[1]) + max(most, 1).bit_length()
+    return np.ldexp(half, -shift), shift + 1
 
 
 def item_level_register(
@@ -478,6 +498,14 @@ def system_level_register(
             [float(t) / int(c) for t, c in zip(exact_totals, count_array, strict=True)]
         )
     judge = np.asarray(j, dtype=np.float64)
+    # a resample's per-system sum holds at most every drawn row: near 1e308 the judge's
+    # values are brought down by a power of two first (exact; means and their correlations
+    # keep their order), elsewhere they are summed as they are, like the point estimate
+    _, per_item = np.unique(np.asarray(items), return_counts=True)
+    most = max(int(per_item.size * per_item.max(initial=0)), 1)
+    top = float(np.abs(judge).max(initial=0.0))
+    if not math.isfinite(top * most):
+        judge = np.ldexp(judge, -(int(np.frexp(top)[1]) + most.bit_length()))
     rows = np.arange(sidx.size)
     features = sparse.csr_matrix(
         (

@@ -39,7 +39,7 @@ class Command(BaseCommand):
                     "worker",
                     "-B",
                     "-Q",
-                    "default,imports,judging",
+                    "default,imports,judging,analytics",
                     # threads: a few tasks at once (a judge batch on the judging engine, an
                     # import, an export) in the one process; docs/JUDGING.md
                     "-P",

@@ -1,0 +1,30 @@
+"""What a report snapshot stores besides the report: the dashboard's views of it, computed
+once by the worker (analytics/report/snapshots.py) so that a page only reads and renders.
+
+Each part is JSON-ready (chart_data's functions) and stored on its own, so the dashboard's
+first view reads the small ones and each section the one it shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analytics.report import chart_data
+from analytics.report.build import Json
+from analytics.rows import ReportRows
+
+
+def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
+    """name -> JSON value, for every part the dashboard reads (besides "report")."""
+    skills, judges = chart_data.report_skills(report), chart_data.judge_names(report)
+    return {
+        "tables": chart_data.report_tables(report),
+        "charts": chart_data.dashboard_charts(report, rows),
+        "heatmaps": chart_data.heatmaps(rows, skills=skills, judges=judges),
+        "options": chart_data.filter_options(rows),
+        "summary": {
+            "has_rows": bool(rows.human or rows.judge),
+            "skills": skills,
+            "judges": judges,
+            "resamples": report.get("resamples", 0),
+        },
+    }
