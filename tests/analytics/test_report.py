@@ -27,6 +27,7 @@ from annotation.services.assignments import (
 )
 from devtools.openai_server import FakeOpenAIServer
 from judging.services import judge_response, judge_run_create
+from tests.analytics.snapshot_worker import report_via_api
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
 from tests.judging.test_runs import llm_judge, response_ids, running
@@ -171,9 +172,8 @@ def test_the_command_and_the_api_return_the_same_report(
 
     client = token_client
 
-    answer = client(researcher).get(url)
-    assert answer.status_code == 200 and answer.json() == from_command
-    only = client(researcher).get(url, {"skill": "Readability", "judge": "rouge"}).json()
+    assert report_via_api(client(researcher), url) == from_command
+    only = report_via_api(client(researcher), url, {"skill": "Readability", "judge": "rouge"})
     assert list(only["agreement"]) == ["Readability"]
     assert list(only["correlation"]["rouge"]) == ["Readability"]
     assert client(annotator).get(url).status_code == 403
@@ -207,7 +207,7 @@ def test_the_api_refuses_a_bad_resample_count(scored_project, researcher):
     url = f"/api/v1/projects/{scored_project.slug}/analytics/report"
     assert client.get(url, {"resamples": "many"}).status_code == 400
     assert client.get(url, {"resamples": 20001}).status_code == 400
-    with_ci = client.get(url, {"resamples": 50}).json()
+    with_ci = report_via_api(client, url, {"resamples": 50})
     assert with_ci["resamples"] == 50
     some = next(iter(with_ci["correlation"]["rouge"].values()))
     assert some["instance"]["ci"]["pearson"]["resamples"] <= 50
@@ -331,7 +331,7 @@ def test_the_api_filters_like_the_command(scored_project, researcher):
     )
     url = f"/api/v1/projects/{scored_project.slug}/analytics/report"
     params = {"system": "m1", "difficulty": 2, "domain": "History", "resamples": 0, "breakdowns": 0}
-    body = client.get(url, params).json()
+    body = report_via_api(client, url, params)
     out = StringIO()
     call_command(
         "analytics_report",
