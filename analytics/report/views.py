@@ -3,10 +3,16 @@
 No page computes a report: the dashboard serves the latest stored snapshot of the report its
 filters ask for (analytics/report/snapshots.py), says how fresh it is, and asks a worker for
 one when there is none; a refresh is one POST, deduplicated while it runs. The snapshot's
-progress is a partial polled by htmx, which reloads the page when it is done."""
+progress is a partial polled by htmx, which reloads the page when it is done.
+
+The first view reads only the snapshot's small parts: the headline (each judge's correlation
+with the people at the level and measure the query asks for, beside the human ceiling, and
+the judges ranked) and the summary. Each section (agreement, correlation tables, ...) loads
+when it is opened, from `report_section`, which reads only the parts it draws."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlencode
 
@@ -19,18 +25,55 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from analytics.models import ReportSnapshot
-from analytics.report import snapshots
+from analytics.report import chart_data, snapshots
 from analytics.report.selectors import DEFAULT_RESAMPLES
 from annotation.access import project_get_for_staff
 from annotation.models import Project
-from flaskweb.htmx import HtmxHttpRequest
+from flaskweb.htmx import HtmxHttpRequest, template_for
 
 DASHBOARD = "analytics/dashboard.html"
 STATUS = "analytics/_snapshot_status.html"
+SECTION = "analytics/report_section.html"
 FILTERS = ("skill", "judge", "system", "domain", "difficulty")
 RESAMPLE_CHOICES = (0, 200, 1000, 2000, 10_000)
-#: The parts the report section draws (analytics/report/parts.py).
-REPORT_PARTS = ("tables", "charts", "heatmaps", "summary")
+#: The parts the first view reads (analytics/report/parts.py): small whatever the judges.
+REPORT_PARTS = ("headline", "summary")
+#: Query keys that choose what the page shows, not which report (never part of the key).
+VIEW_KEYS = ("level", "measure", "inline")
+LEVEL_LABELS = {"instance": "Instance", "item": "Item", "system": "System"}
+MEASURE_LABELS = {"pearson": "Pearson", "spearman": "Spearman", "kendall": "Kendall τ-b"}
+#: The headline chart draws the best ranked judges; its table lists every judge.
+HEADLINE_CHART_JUDGES = 12
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    template: str
+    parts: tuple[str, ...]
+    charts: tuple[str, ...] = ()  # the entries of the "charts" part it draws
+
+
+#: The report's sections, in page order, each loaded on demand from the parts it needs.
+SECTIONS: dict[str, Section] = {
+    "agreement": Section(
+        "Agreement among annotators", "analytics/_report_agreement.html", ("tables",)
+    ),
+    "correlation": Section(
+        "Human–judge correlation tables", "analytics/_report_correlation.html", ("tables",)
+    ),
+    "comparison": Section("Judge comparison", "analytics/_report_comparison.html", ("tables",)),
+    "leaderboards": Section(
+        "Leaderboards", "analytics/_report_leaderboards.html", ("tables", "charts"), ("radar",)
+    ),
+    "breakdowns": Section(
+        "By domain and difficulty",
+        "analytics/_report_facets.html",
+        ("charts",),
+        ("domain", "difficulty"),
+    ),
+    "heatmaps": Section("Human vs judge", "analytics/_report_heatmaps.html", ("heatmaps",)),
+}
 
 
 class ReportFilterForm(forms.Form):
@@ -117,23 +160,78 @@ def _query_of(form: ReportFilterForm) -> str:
     )
 
 
+def _filter_query(query) -> str:
+    """The query string without the keys that only choose the view (level, measure, inline):
+    what the sections and the level links carry."""
+    kept = query.copy()
+    for name in VIEW_KEYS:
+        kept.pop(name, None)
+    return kept.urlencode()
+
+
+def headline_choice(query) -> tuple[str, str]:
+    """The level and measure the query asks for; the defaults (instance, Pearson) for
+    anything else: they only choose among stored figures."""
+    level, measure = query.get("level"), query.get("measure")
+    return (
+        level if level in chart_data.LEVELS else "instance",
+        measure if measure in chart_data.MEASURES else "pearson",
+    )
+
+
+def _headline_links(project: Project, query, level: str, measure: str) -> dict:
+    base = _filter_query(query)
+
+    def link(label: str, lv: str, ms: str, current: bool) -> dict:
+        extra = urlencode({"level": lv, "measure": ms})
+        return {
+            "label": label,
+            "url": _dashboard_url(project, f"{base}&{extra}" if base else extra),
+            "current": current,
+        }
+
+    return {
+        "levels": [link(lb, lv, measure, lv == level) for lv, lb in LEVEL_LABELS.items()],
+        "measures": [link(lb, level, ms, ms == measure) for ms, lb in MEASURE_LABELS.items()],
+    }
+
+
 @require_GET
 @login_required
 def dashboard(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     project = project_get_for_staff(request.user, slug)
     options = project_options(project)
     form = ReportFilterForm(request.GET, options=options)
+    level, measure = headline_choice(request.GET)
+    filter_query = _filter_query(request.GET)
     context: dict = {
         "project": project,
         "form": form,
         "query": request.GET.urlencode(),
+        "filter_query": filter_query,
         "default_resamples": DEFAULT_RESAMPLES,
+        "level": level,
+        "measure": measure,
+        "level_label": LEVEL_LABELS[level],
+        "measure_label": MEASURE_LABELS[measure],
+        "links": _headline_links(project, request.GET, level, measure),
+        "sections": [
+            {"name": name, "title": section.title, "url": _section_url(project, name, filter_query)}
+            for name, section in SECTIONS.items()
+        ],
+        "inline": request.GET.get("inline") == "1",
     }
     if form.is_valid():
         context.update(_snapshot_context(request, project, form))
-    response = render(request, DASHBOARD, context)
+    # htmx (the level and measure links) swaps the report region only
+    response = render(request, template_for(request, DASHBOARD, "report-region"), context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def _section_url(project: Project, name: str, query: str) -> str:
+    url = reverse("analytics:report-section", args=[project.slug, name])
+    return f"{url}?{query}" if query else url
 
 
 def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict:
@@ -141,8 +239,10 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
     key = snapshots.snapshot_key(params)
     done = snapshots.snapshot_latest_done(project=project, key=key)
     in_flight = snapshots.snapshot_in_flight(project=project, key=key)
+    failed = snapshots.snapshot_last_failed(project=project, key=key)
     refused = ""
-    if done is None and in_flight is None:
+    # asked for on the first view; after a failure only by the button (no retry loop)
+    if done is None and in_flight is None and failed is None:
         try:
             in_flight, _ = snapshots.snapshot_request(
                 project=project,
@@ -155,7 +255,7 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
     context: dict = {
         "snapshot": done,
         "in_flight": in_flight,
-        "failed": snapshots.snapshot_last_failed(project=project, key=key),
+        "failed": failed,
         "refused": refused,
         "params": params,
     }
@@ -166,7 +266,85 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
         summary = context["summary"] or {}
         context["has_rows"] = summary.get("has_rows", False)
         context["resamples"] = summary.get("resamples", 0)
+        context.update(_headline_context(context.pop("headline"), *headline_choice(request.GET)))
+        if request.GET.get("inline") == "1":  # every section in the page, for no-script readers
+            loaded: dict = {}
+            context["inline_sections"] = [
+                {"title": SECTIONS[name].title, **_section_context(done, name, loaded)}
+                for name in SECTIONS
+            ]
     return context
+
+
+def _headline_context(stored: dict | None, level: str, measure: str) -> dict:
+    """The stored headline of `level` and `measure`, and the chart's data: the best ranked
+    HEADLINE_CHART_JUDGES judges (the table lists them all)."""
+    found = ((stored or {}).get(level) or {}).get(measure)
+    if not found or not found["judges"]:
+        return {"headline": found}
+    shown = found["judges"][:HEADLINE_CHART_JUDGES]
+    chart = {
+        "level": level,
+        "title": f"{LEVEL_LABELS[level]}-level {MEASURE_LABELS[measure]}",
+        "labels": found["labels"],
+        "datasets": [
+            {"label": j["label"], "data": j["data"], "errors": j["errors"]} for j in shown
+        ],
+        "ceiling": found["ceiling"],
+        "ceiling_errors": found["ceiling_errors"],
+    }
+    return {
+        "headline": found,
+        "headline_charts": {"headline": [chart]},
+        "headline_hidden": len(found["judges"]) - len(shown),
+        "headline_rows": [
+            {**j, "cells": list(zip(j["data"], j["errors"], strict=True))} for j in found["judges"]
+        ],
+    }
+
+
+def _section_context(snapshot: ReportSnapshot, name: str, loaded: dict | None = None) -> dict:
+    """What section `name`'s template reads, from only the parts it needs (`loaded`: parts
+    read already, for a page of several sections)."""
+    section = SECTIONS[name]
+    loaded = {} if loaded is None else loaded
+    for part in section.parts:
+        if part not in loaded:
+            loaded[part] = snapshots.snapshot_part(snapshot, part)
+    found = {part: loaded[part] for part in section.parts}
+    if "charts" in found:
+        charts = found["charts"] or {}
+        found["charts"] = {kind: charts.get(kind, []) for kind in section.charts}
+    return {**found, "section": name, "section_template": section.template}
+
+
+@require_GET
+@login_required
+def report_section(request: HtmxHttpRequest, slug: str, name: str) -> HttpResponse:
+    """One section of the report of the query's filters, from the latest done snapshot (never
+    computed here): the dashboard loads it by htmx when it is opened; without htmx it is a
+    page of its own."""
+    project = project_get_for_staff(request.user, slug)
+    if name not in SECTIONS:
+        raise Http404("no such section of the report")
+    form = ReportFilterForm(request.GET, options=project_options(project))
+    filter_query = _filter_query(request.GET)
+    context: dict = {
+        "project": project,
+        "form": form,
+        "section": name,
+        "title": SECTIONS[name].title,
+        "dashboard_url": _dashboard_url(project, filter_query),
+    }
+    if form.is_valid():
+        params = form.snapshot_params()
+        done = snapshots.snapshot_latest_done(project=project, key=snapshots.snapshot_key(params))
+        context["snapshot"] = done
+        if done is not None:
+            context.update(_section_context(done, name))
+    response = render(request, template_for(request, SECTION, "section"), context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 @require_POST
