@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from analytics.explorer.disagreement import PAGE_SIZE, SORTS, Disagreement, DisagreementFilters
 from analytics.explorer.selectors import disagreement_list
+from analytics.explorer.steps import step_url
 from annotation.access import project_get_for_staff
 from annotation.selectors import campaign_list_for_reannotation
 from annotation.services.reannotation import (
@@ -113,6 +114,43 @@ class DisagreementListApi(APIView):
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 
+class _NextStepSerializer(serializers.Serializer):
+    action = serializers.CharField(
+        help_text="send_back_with_more, send_back_in_campaign, wait, add_annotators, "
+        "resume_campaign or create_campaign"
+    )
+    text = serializers.CharField()
+    responses = serializers.ListField(child=serializers.IntegerField())
+    campaign = serializers.IntegerField(allow_null=True)
+    dataset = serializers.IntegerField(allow_null=True)
+    extra = serializers.IntegerField(
+        allow_null=True, help_text="send_back_*: post again with this extra"
+    )
+    url = serializers.SerializerMethodField(
+        help_text="the page to act on (resume_campaign: the form action); null for "
+        "a send-back, made with this API"
+    )
+
+    class Meta:
+        ref_name = "AnalyticsReannotationNextStep"
+
+    def get_url(self, step) -> str | None:
+        return step_url(step, project=self.context["project"])
+
+
+class _ReasonSerializer(serializers.Serializer):
+    code = serializers.CharField(
+        help_text="already_open, no_annotator_left, reopened_partly, at_cap, "
+        "not_in_campaign, quality_task, campaign_finished or campaign_paused"
+    )
+    responses = serializers.ListField(child=serializers.IntegerField())
+    text = serializers.CharField()
+    next_steps = _NextStepSerializer(many=True)
+
+    class Meta:
+        ref_name = "AnalyticsReannotationReason"
+
+
 class ReannotationCreateApi(APIView):
     """Send responses of a campaign back for re-annotation: ask for at least `extra` more
     annotations (1-5) than each has submitted now. Repeating the request changes nothing
@@ -136,7 +174,7 @@ class ReannotationCreateApi(APIView):
             response = serializers.IntegerField()
             outcome = serializers.CharField(
                 help_text="reopened, reopened_partly, already_open, no_annotator_left, "
-                "at_cap or not_in_campaign"
+                "at_cap, not_in_campaign or campaign_finished"
             )
             task = serializers.IntegerField(allow_null=True)
             overlap_before = serializers.IntegerField(allow_null=True)
@@ -156,6 +194,10 @@ class ReannotationCreateApi(APIView):
         campaign_status = serializers.CharField()
         campaign_overlap = serializers.IntegerField(source="request.campaign_overlap_after")
         outcomes = OutcomeSerializer(many=True)
+        reasons = _ReasonSerializer(
+            many=True,
+            help_text="why responses got no new annotation (or fewer), and what would work",
+        )
 
         class Meta:
             ref_name = "AnalyticsReannotation"
@@ -187,4 +229,4 @@ class ReannotationCreateApi(APIView):
                 else {"non_field_errors": exc.messages}
             )
             raise serializers.ValidationError(problems) from None
-        return ApiResponse(self.OutputSerializer(result).data)
+        return ApiResponse(self.OutputSerializer(result, context={"project": project}).data)

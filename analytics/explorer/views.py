@@ -22,6 +22,7 @@ from analytics.explorer.selectors import (
     filter_choices,
     imported_score_list_for_response,
 )
+from analytics.explorer.steps import step_url
 from annotation.access import project_get_for_staff
 from annotation.models import Campaign, Response
 from annotation.selectors import (
@@ -187,11 +188,20 @@ def disagreements_reannotate(request: HtmxHttpRequest, slug: str) -> HttpRespons
             else:  # a message about a field the form does not have is about the whole form
                 for name, errors in exc.message_dict.items():
                     form.add_error(name if name in form.fields else None, errors)
-    context = {"project": project, "reannotate_form": form, "result": result, **_described(result)}
+    context = {
+        "project": project,
+        "reannotate_form": form,
+        "result": result,
+        "query": request.POST.get("query", ""),
+        **_described(result, project),
+    }
     if not request.htmx:  # no script: back to the list, the outcome as messages
         if result is not None:
             for line in [context["summary"], *context["lines"]]:
                 messages.info(request, line)
+            for reason in context["reasons"]:
+                steps = " ".join(s["step"].text for s in reason["steps"])
+                messages.warning(request, f"{reason['reason'].text} {steps}".strip())
         for field_errors in form.errors.values():
             messages.error(request, " ".join(str(e) for e in field_errors))
         query = QueryDict(request.POST.get("query", "")).urlencode()
@@ -200,9 +210,9 @@ def disagreements_reannotate(request: HtmxHttpRequest, slug: str) -> HttpRespons
     return render(request, RESULT, context)  # 200 with the errors too: htmx 2 swaps no 4xx
 
 
-def _described(result: ReannotationResult | None) -> dict:
+def _described(result: ReannotationResult | None, project) -> dict:
     if result is None:
-        return {"summary": "", "lines": []}
+        return {"summary": "", "lines": [], "reasons": []}
     request = result.request
     n = len(result.reopened)
     summary = (
@@ -225,8 +235,19 @@ def _described(result: ReannotationResult | None) -> dict:
             f" {waiting} already had enough annotations on their way and "
             f"{'was' if waiting == 1 else 'were'} left as they are."
         )
+    if not n:
+        summary += " Nothing was changed: why, and what would work, is said below."
     lines = [f"Response {o.response}: {_outcome_text(o)}" for o in result.outcomes]
-    return {"summary": summary, "lines": lines}
+    reasons = [
+        {
+            "reason": reason,
+            "steps": [
+                {"step": step, "url": step_url(step, project=project)} for step in reason.next_steps
+            ],
+        }
+        for reason in result.reasons
+    ]
+    return {"summary": summary, "lines": lines, "reasons": reasons}
 
 
 def _outcome_text(o: ResponseOutcome) -> str:
@@ -247,11 +268,13 @@ def _outcome_text(o: ResponseOutcome) -> str:
             "not reopened: no annotator is left in the campaign's pool who has not already "
             "had it (add annotators to the pool, then send it back again)"
         )
+    if o.outcome == Outcome.CAMPAIGN_FINISHED:
+        return "not reopened: the campaign is finished"
     if o.outcome == Outcome.AT_CAP:
         return (
             f"not reopened: it already has the most annotators a response can have ({MAX_OVERLAP})"
         )
-    return "not reopened: it is not a task of this campaign"
+    return "not reopened: it is not a normal task of this campaign"
 
 
 @require_GET

@@ -27,14 +27,22 @@ the K shown on the campaign page and tasks created by a later activation see the
 
 **Campaign status.** A finished campaign has to become active again to serve the tasks; the
 transition goes through `campaign_set_status`, and while that refuses finished -> active the
-request is refused with a message (nothing changed). A paused campaign stays paused (a
-pause is a deliberate stop); the result says the tasks are served once it is resumed.
+responses it would have raised are reported as "campaign_finished" and nothing is raised. A
+paused campaign stays paused (a pause is a deliberate stop); the tasks are raised and served
+once it is resumed.
+
+**Why, and what would work.** Besides the outcome per response, a result carries `reasons`:
+one per kind of answer that did not (or not yet) bring annotations, naming the responses, a
+sentence that says why, and the next steps that would work (send back with a larger extra,
+send back in the campaign that has the response, add annotators to the pool, resume the
+campaign, or create a new campaign over the dataset). `reasons_for` computes them from the
+outcomes, so the page and the API say the same thing.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -52,6 +60,7 @@ from annotation.models import (
     CampaignStatus,
     ItemDomain,
     ReannotationRequest,
+    Response,
     Task,
     TaskKind,
     accepted_assignment_q,
@@ -74,6 +83,7 @@ class Outcome:
     NO_ANNOTATOR_LEFT = "no_annotator_left"  # everyone in the pool has had it (or can't)
     AT_CAP = "at_cap"  # the task is at MAX_OVERLAP already
     NOT_IN_CAMPAIGN = "not_in_campaign"  # no normal task of the campaign scores it
+    CAMPAIGN_FINISHED = "campaign_finished"  # would be raised, but the campaign is finished
 
     RAISED = (REOPENED, REOPENED_PARTLY)
 
@@ -89,10 +99,54 @@ class ResponseOutcome:
     eligible: int | None = None  # pool annotators who could still be served the task
 
 
+class Step:
+    """What a person can do next (NextStep.action)."""
+
+    SEND_BACK_WITH_MORE = "send_back_with_more"  # the same responses, a larger extra
+    SEND_BACK_IN_CAMPAIGN = "send_back_in_campaign"  # the campaign that has them as tasks
+    WAIT = "wait"  # their annotations are on their way; follow the campaign's progress
+    ADD_ANNOTATORS = "add_annotators"  # to the campaign's pool (its settings)
+    RESUME_CAMPAIGN = "resume_campaign"
+    CREATE_CAMPAIGN = "create_campaign"  # a new (review) campaign over the dataset
+
+
+@dataclass(frozen=True)
+class NextStep:
+    action: str  # a Step
+    text: str
+    responses: tuple[int, ...]
+    campaign: int | None = None  # the campaign to act on (SEND_BACK_*, WAIT, ADD_*, RESUME_*)
+    dataset: int | None = None  # CREATE_CAMPAIGN: the responses' dataset
+    extra: int | None = None  # SEND_BACK_*: the extra to send them back with
+
+
+class Why:
+    """The reasons a result gives (Reason.code): the outcomes that brought no annotation
+    (or not all), and a raise that waits for a paused campaign."""
+
+    ALREADY_OPEN = Outcome.ALREADY_OPEN
+    NO_ANNOTATOR_LEFT = Outcome.NO_ANNOTATOR_LEFT
+    REOPENED_PARTLY = Outcome.REOPENED_PARTLY
+    AT_CAP = Outcome.AT_CAP
+    NOT_IN_CAMPAIGN = Outcome.NOT_IN_CAMPAIGN
+    QUALITY_TASK = "quality_task"  # a gold or attention task of the campaign
+    CAMPAIGN_FINISHED = Outcome.CAMPAIGN_FINISHED
+    CAMPAIGN_PAUSED = "campaign_paused"
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str  # a Why
+    responses: tuple[int, ...]
+    text: str
+    next_steps: tuple[NextStep, ...] = ()
+
+
 @dataclass(frozen=True)
 class ReannotationResult:
     request: ReannotationRequest
     outcomes: list[ResponseOutcome]
+    reasons: list[Reason] = field(default_factory=list)
 
     @property
     def reopened(self) -> list[ResponseOutcome]:
@@ -119,8 +173,9 @@ def responses_reannotate(
     scores; a claim skips a locked task, a submission waits for this short transaction).
 
     Raises ValidationError (a dict by field: "extra", "response_ids", "campaign") and
-    changes nothing when the request is not valid, the campaign is a draft, or it is
-    finished and cannot be made active again.
+    changes nothing when the request is not valid or the campaign is a draft. A finished
+    campaign that cannot be made active again is not an error: its responses are reported
+    as "campaign_finished", with the result's reasons saying what would work.
     """
     wanted_ids = _validated(response_ids, extra)
     campaign = Campaign.objects.select_for_update(no_key=True).get(pk=campaign.pk)
@@ -136,6 +191,8 @@ def responses_reannotate(
         .order_by("pk")
     }
     eligible = _eligible_counts(campaign, list(tasks.values()))
+    # people who could take a slot beyond the open ones (the open ones are theirs first)
+    room = {r: max(0, eligible[t.pk] - (t.overlap - t.assigned)) for r, t in tasks.items()}
     outcomes: list[ResponseOutcome] = []
     for response_id in wanted_ids:
         task = tasks.get(response_id)
@@ -143,8 +200,6 @@ def responses_reannotate(
             outcomes.append(ResponseOutcome(response_id, Outcome.NOT_IN_CAMPAIGN))
             continue
         outcome, overlap = _plan(task, extra, eligible[task.pk])
-        if overlap != task.overlap:
-            Task.objects.filter(pk=task.pk).update(overlap=overlap)
         outcomes.append(
             ResponseOutcome(
                 response_id,
@@ -156,7 +211,20 @@ def responses_reannotate(
                 eligible=eligible[task.pk],
             )
         )
-    raised = [o for o in outcomes if o.outcome in Outcome.RAISED]
+    if campaign.status == CampaignStatus.FINISHED and _raised(outcomes):
+        reactivated = _reactivate(campaign)
+        if reactivated is None:  # nothing is raised: the tasks could never be served
+            outcomes = [
+                replace(o, outcome=Outcome.CAMPAIGN_FINISHED, overlap_after=o.overlap_before)
+                if o.outcome in Outcome.RAISED
+                else o
+                for o in outcomes
+            ]
+        else:
+            campaign = reactivated
+    raised = _raised(outcomes)
+    for o in raised:
+        Task.objects.filter(pk=tasks[o.response].pk).update(overlap=o.overlap_after)
     if raised:
         highest = max(o.overlap_after or 0 for o in raised)
         if highest > campaign.overlap:
@@ -165,8 +233,6 @@ def responses_reannotate(
                 overlap=highest, updated_at=timezone.now()
             )
             campaign.overlap = highest
-        if campaign.status == CampaignStatus.FINISHED:
-            campaign = _reactivate(campaign)
     request = ReannotationRequest(
         campaign=campaign,
         requested_by=requested_by,
@@ -181,7 +247,257 @@ def responses_reannotate(
     )
     request.full_clean()
     request.save()
-    return ReannotationResult(request=request, outcomes=outcomes)
+    reasons = reasons_for(campaign=campaign, outcomes=outcomes, extra=extra, room=room)
+    return ReannotationResult(request=request, outcomes=outcomes, reasons=reasons)
+
+
+def _raised(outcomes: list[ResponseOutcome]) -> list[ResponseOutcome]:
+    return [o for o in outcomes if o.outcome in Outcome.RAISED]
+
+
+def _responses(ids: list[int]) -> str:
+    shown = ", ".join(str(i) for i in ids[:10]) + (
+        f" and {len(ids) - 10} more" if len(ids) > 10 else ""
+    )
+    return f"response{'s' if len(ids) != 1 else ''} {shown}"
+
+
+def reasons_for(
+    *,
+    campaign: Campaign,
+    outcomes: list[ResponseOutcome],
+    extra: int,
+    room: dict[int, int] | None = None,
+) -> list[Reason]:
+    """Why the responses of a request that got no new annotation slot (or fewer than asked,
+    or slots a paused campaign does not serve yet) are as they are, and what would work,
+    in the order of the outcomes' kinds. `room`: response id -> pool annotators beyond
+    its open slots (a larger extra helps only where there are some; unknown counts as
+    none). At most two queries (responses not in the campaign only)."""
+    by: dict[str, list[ResponseOutcome]] = {}
+    for o in outcomes:
+        by.setdefault(o.outcome, []).append(o)
+    name, pk = campaign.name, campaign.pk
+    reasons: list[Reason] = []
+    if by.get(Outcome.ALREADY_OPEN):
+        reasons.append(_already_open(campaign, by[Outcome.ALREADY_OPEN], extra, room or {}))
+    short = by.get(Outcome.NO_ANNOTATOR_LEFT, []) + by.get(Outcome.REOPENED_PARTLY, [])
+    for code, group in (
+        (Why.NO_ANNOTATOR_LEFT, by.get(Outcome.NO_ANNOTATOR_LEFT, [])),
+        (Why.REOPENED_PARTLY, by.get(Outcome.REOPENED_PARTLY, [])),
+    ):
+        if not group:
+            continue
+        ids = tuple(o.response for o in group)
+        what = "got no new slot" if code == Why.NO_ANNOTATOR_LEFT else "got fewer slots than asked"
+        reasons.append(
+            Reason(
+                code,
+                ids,
+                f"{_responses(list(ids)).capitalize()} {what}: everyone in {name}'s pool who "
+                "could still be given them has had them (the claim never serves a response "
+                "twice to one person; quotas and domain routing count too).",
+                (
+                    NextStep(
+                        Step.ADD_ANNOTATORS,
+                        f"Add annotators to {name}'s pool, then send "
+                        f"{'them' if len(ids) != 1 else 'it'} back again.",
+                        tuple(o.response for o in short),
+                        campaign=pk,
+                        extra=extra,
+                    ),
+                ),
+            )
+        )
+    if by.get(Outcome.AT_CAP):
+        ids = tuple(o.response for o in by[Outcome.AT_CAP])
+        reasons.append(
+            Reason(
+                Why.AT_CAP,
+                ids,
+                f"{_responses(list(ids)).capitalize()} already "
+                f"{'have' if len(ids) != 1 else 'has'} {MAX_OVERLAP} annotators in {name}, the "
+                "most a campaign allows.",
+                (_create_step(ids, campaign.dataset_id, "for more annotators"),),
+            )
+        )
+    if by.get(Outcome.NOT_IN_CAMPAIGN):
+        reasons.extend(
+            _not_in_campaign(campaign, [o.response for o in by[Outcome.NOT_IN_CAMPAIGN]], extra)
+        )
+    if by.get(Outcome.CAMPAIGN_FINISHED):
+        ids = tuple(o.response for o in by[Outcome.CAMPAIGN_FINISHED])
+        reasons.append(
+            Reason(
+                Why.CAMPAIGN_FINISHED,
+                ids,
+                f"{name} is finished, and a finished campaign cannot be made active again: "
+                f"nothing was reopened for {_responses(list(ids))}.",
+                (_create_step(ids, campaign.dataset_id, "to annotate them again"),),
+            )
+        )
+    raised = _raised(outcomes)
+    if raised and campaign.status == CampaignStatus.PAUSED:
+        ids = tuple(o.response for o in raised)
+        reasons.append(
+            Reason(
+                Why.CAMPAIGN_PAUSED,
+                ids,
+                f"{name} is paused: the reopened tasks are served once it is resumed.",
+                (NextStep(Step.RESUME_CAMPAIGN, f"Resume {name}.", ids, campaign=pk),),
+            )
+        )
+    return reasons
+
+
+def _already_open(
+    campaign: Campaign, group: list[ResponseOutcome], extra: int, room: dict[int, int]
+) -> Reason:
+    """The target (submitted + extra) is already met by open slots and live leases. The
+    human scores a person saw elsewhere (imported, or of another campaign) are not the
+    campaign's submitted ones: a response with 0 of 3 submitted has 3 on their way."""
+    name = campaign.name
+    ids = tuple(o.response for o in group)
+    counts = "; ".join(
+        f"response {o.response}: {(o.overlap_before or 0) - (o.submitted or 0)} on the way, "
+        f"{o.submitted} of {o.overlap_before} submitted"
+        for o in group[:10]
+    )
+    text = (
+        f"{_responses(list(ids)).capitalize()} already {'have' if len(ids) != 1 else 'has'} "
+        f"the {extra} more annotation{'s' if extra != 1 else ''} asked for on the way in "
+        f"{name} ({counts}). A send-back asks for more than {name}'s own submitted "
+        "annotations: scores imported or given in another campaign do not count toward them."
+    )
+    # the least extra above what is on its way: overlap - submitted + 1
+    need = {o.response: (o.overlap_before or 0) - (o.submitted or 0) + 1 for o in group}
+    reachable = [r for r in ids if need[r] <= MAX_EXTRA]
+    servable = tuple(r for r in reachable if room.get(r, 0) > 0)
+    unserved = tuple(r for r in reachable if room.get(r, 0) <= 0)
+    steps = []
+    if servable:
+        more = max(need[r] for r in servable)
+        steps.append(
+            NextStep(
+                Step.SEND_BACK_WITH_MORE,
+                f"Send {'them' if len(servable) != 1 else 'it'} back with {more} extra "
+                f"annotations, more than {'are' if more - 1 != 1 else 'is'} already on the way.",
+                servable,
+                campaign=campaign.pk,
+                extra=more,
+            )
+        )
+    if unserved:
+        # a larger extra alone would answer "no annotator left": the open slots already
+        # wait for everyone in the pool who has not had them
+        more = max(need[r] for r in unserved)
+        steps.append(
+            NextStep(
+                Step.ADD_ANNOTATORS,
+                f"To ask for more than are on the way, add annotators to {name}'s pool (the "
+                f"open slots already wait for everyone in it), then send "
+                f"{'them' if len(unserved) != 1 else 'it'} back with {more} extra annotations.",
+                unserved,
+                campaign=campaign.pk,
+                extra=more,
+            )
+        )
+    steps.append(
+        NextStep(
+            Step.WAIT,
+            f"Or wait for the annotations on their way ({name}'s progress), then send back "
+            "what people still disagree on.",
+            ids,
+            campaign=campaign.pk,
+        )
+    )
+    return Reason(Why.ALREADY_OPEN, ids, text, tuple(steps))
+
+
+def _not_in_campaign(campaign: Campaign, ids: list[int], extra: int) -> list[Reason]:
+    """Responses the campaign has no normal task for: a gold or attention task of it,
+    normal tasks of other started campaigns of the project, or in no campaign at all."""
+    name = campaign.name
+    quality: list[int] = []
+    elsewhere: dict[tuple[int, str], list[int]] = {}
+    for response_id, campaign_id, campaign_name, kind in (
+        Task.objects.filter(response_id__in=ids, campaign__project_id=campaign.project_id)
+        .exclude(campaign__status=CampaignStatus.DRAFT)
+        .order_by("campaign__name", "campaign_id", "response_id")
+        .values_list("response_id", "campaign_id", "campaign__name", "kind")
+    ):
+        if campaign_id == campaign.pk:
+            quality.append(response_id)
+        elif kind == TaskKind.NORMAL:
+            elsewhere.setdefault((campaign_id, campaign_name), []).append(response_id)
+    reasons: list[Reason] = []
+    quality = sorted(set(quality))
+    if quality:
+        reasons.append(
+            Reason(
+                Why.QUALITY_TASK,
+                tuple(quality),
+                f"{_responses(quality).capitalize()} {'are' if len(quality) != 1 else 'is'} "
+                f"a gold or attention check of {name} (known scores, for quality control): "
+                "checks are never reopened.",
+                (_create_step(tuple(quality), campaign.dataset_id, "to annotate them as data"),),
+            )
+        )
+    placed = set(quality) | {r for rs in elsewhere.values() for r in rs}
+    if elsewhere:
+        others = sorted({r for rs in elsewhere.values() for r in rs} - set(quality))
+        reasons.append(
+            Reason(
+                Why.NOT_IN_CAMPAIGN,
+                tuple(others),
+                f"{_responses(others).capitalize()} {'are' if len(others) != 1 else 'is'} "
+                f"not a task of {name} but of another campaign.",
+                tuple(
+                    NextStep(
+                        Step.SEND_BACK_IN_CAMPAIGN,
+                        f"Send {_responses(rs)} back in {other_name}.",
+                        tuple(rs),
+                        campaign=other_pk,
+                        extra=extra,
+                    )
+                    for (other_pk, other_name), rs in elsewhere.items()
+                ),
+            )
+        )
+    nowhere = [r for r in ids if r not in placed]
+    if nowhere:
+        datasets = dict(
+            Response.objects.filter(
+                pk__in=nowhere, item__dataset__project_id=campaign.project_id
+            ).values_list("pk", "item__dataset_id")
+        )
+        by_dataset: dict[int, list[int]] = {}
+        for r in nowhere:
+            if r in datasets:
+                by_dataset.setdefault(datasets[r], []).append(r)
+        reasons.append(
+            Reason(
+                Why.NOT_IN_CAMPAIGN,
+                tuple(nowhere),
+                f"{_responses(nowhere).capitalize()} {'are' if len(nowhere) != 1 else 'is'} "
+                "a task of no started campaign of the project (their human scores, if any, "
+                "were imported), so there is no task to reopen.",
+                tuple(
+                    _create_step(tuple(rs), dataset_id, "to have them annotated")
+                    for dataset_id, rs in sorted(by_dataset.items())
+                ),
+            )
+        )
+    return reasons
+
+
+def _create_step(ids: tuple[int, ...], dataset_id: int, why: str) -> NextStep:
+    return NextStep(
+        Step.CREATE_CAMPAIGN,
+        f"Create a new (review) campaign over the dataset {why}.",
+        ids,
+        dataset=dataset_id,
+    )
 
 
 def _validated(response_ids, extra) -> list[int]:
@@ -270,17 +586,13 @@ def _eligible_counts(campaign: Campaign, tasks: list[Task]) -> Counter:
     return counts
 
 
-def _reactivate(campaign: Campaign) -> Campaign:
-    """A finished campaign made active again through the campaign state machine; its
-    refusal becomes the request's (and rolls the request back)."""
+def _reactivate(campaign: Campaign) -> Campaign | None:
+    """A finished campaign made active again through the campaign state machine, or None
+    when it refuses (today it allows no finished -> active): the refused transition runs in
+    a savepoint, so it leaves nothing behind."""
     try:
-        return campaign_set_status(campaign=campaign, status=CampaignStatus.ACTIVE)
+        with transaction.atomic():
+            return campaign_set_status(campaign=campaign, status=CampaignStatus.ACTIVE)
     except ValidationError:
-        raise ValidationError(
-            {
-                "campaign": [
-                    f"{campaign.name} is finished, and a finished campaign cannot be made "
-                    "active again; nothing was changed"
-                ]
-            }
-        ) from None
+        campaign.refresh_from_db()
+        return None

@@ -576,13 +576,6 @@ def test_the_page_asks_which_campaign_when_the_responses_are_in_several(
 def test_the_page_shows_refusals_and_works_without_script(project, scored, researcher_client):
     empty = researcher_client.post(send_url(project), {"extra": "1"}, HTTP_HX_REQUEST="true")
     assert empty.status_code == 200 and "tick at least one response" in empty.content.decode()
-    campaign_set_status(campaign=scored, status=CampaignStatus.FINISHED)
-    finished = researcher_client.post(
-        send_url(project),
-        {"response_ids": [rid("i0", "m1")], "extra": "1"},
-        HTTP_HX_REQUEST="true",
-    )
-    assert "is finished" in finished.content.decode()
     assert ReannotationRequest.objects.count() == 0
     plain = researcher_client.post(
         send_url(project), {"response_ids": [rid("i0", "m1")], "extra": "1", "query": "skill=x"}
@@ -645,7 +638,7 @@ def test_the_api_refuses_bad_input_by_field_and_changes_nothing(
     assert ReannotationRequest.objects.count() == 0
 
 
-def test_the_api_refuses_a_campaign_of_another_project_or_a_finished_one(
+def test_the_api_refuses_a_campaign_of_another_project(
     project, scored, researcher, annotator, admin_user
 ):
     other = project_create(slug="other", name="Other")
@@ -655,13 +648,6 @@ def test_the_api_refuses_a_campaign_of_another_project_or_a_finished_one(
     assert api.post(other_url, payload, format="json").status_code == 404  # not a member
     elsewhere = api_client(admin_user).post(other_url, payload, format="json")
     assert elsewhere.status_code == 400 and set(elsewhere.json()["fields"]) == {"campaign"}
-    campaign_set_status(campaign=scored, status=CampaignStatus.FINISHED)
-    finished = api.post(
-        reannotation_url(project),
-        {"campaign": scored.pk, "response_ids": [rid("i0", "m1")], "extra": 1},
-        format="json",
-    )
-    assert finished.status_code == 400 and "finished" in finished.json()["campaign"][0]
     assert (
         api_client(annotator)
         .post(
@@ -674,3 +660,124 @@ def test_the_api_refuses_a_campaign_of_another_project_or_a_finished_one(
     )
     assert HumanScore.objects.filter(campaign=scored).count() == 6 * 2 * 3
     assert ReannotationRequest.objects.count() == 0
+
+
+# --- why nothing was reopened, and what would work --------------------------------------------
+
+
+def reasons_of(body: str) -> list[str]:
+    return [line.split('"')[0] for line in body.split('data-reason="')[1:]]
+
+
+def test_the_page_explains_an_answer_of_nothing_reopened_and_offers_what_works(
+    project, scored, people, researcher_client, django_user_model
+):
+    # given: a second campaign over the same responses, where nothing is submitted yet;
+    # the explorer's human scores are C's, so Second's three slots are still on their way
+    second = campaign_create(
+        project=project, dataset=scored.dataset, name="Second", overlap=3, annotators=people
+    )
+    campaign_activate(campaign=second)
+    target = rid("i0", "m1")
+    # when
+    answer = researcher_client.post(
+        send_url(project),
+        {"response_ids": [target], "extra": "1", "campaign": second.pk},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    # then: the reason, and what would work: as in the demo, the pool (3) is no larger than
+    # the open slots (3), so a larger extra needs more people first
+    assert "Reopened 0 tasks in Second" in answer and "why, and what would work" in answer
+    assert reasons_of(answer) == ["already_open"]
+    assert "3 on the way, 0 of 3 submitted" in answer
+    assert 'data-step="send_back_with_more"' not in answer
+    assert 'data-step="add_annotators"' in answer and "then send it back with 4 extra" in answer
+    assert f'href="/campaigns/{second.pk}/edit/"' in answer
+    assert f'<a href="/campaigns/{second.pk}/">' in answer  # or wait, following its progress
+    # when: one more person in the pool
+    dee = django_user_model.objects.create_user("dee", password="x")
+    second.annotators.add(dee)
+    answer = researcher_client.post(
+        send_url(project),
+        {"response_ids": [target], "extra": "1", "campaign": second.pk},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    # then: a button sends it back with the extra that works, and it does
+    assert 'data-step="send_back_with_more"' in answer
+    assert '<input type="hidden" name="extra" value="4">' in answer
+    again = researcher_client.post(
+        send_url(project),
+        {"response_ids": [target], "extra": "4", "campaign": second.pk},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert "Reopened 1 task in Second" in again and reasons_of(again) == []
+
+
+def test_the_page_offers_adding_annotators_resuming_and_a_new_campaign(
+    project, scored, people, researcher_client
+):
+    target = rid("i0", "m1")
+    send = {"response_ids": [target], "extra": "1"}
+    researcher_client.post(send_url(project), send, HTTP_HX_REQUEST="true")
+    score_all(scored, [people[2]], lambda key, skill, n: 3)  # cy was the last one left
+    nobody = researcher_client.post(send_url(project), send, HTTP_HX_REQUEST="true")
+    body = nobody.content.decode()
+    assert reasons_of(body) == ["no_annotator_left"]
+    assert f'href="/campaigns/{scored.pk}/edit/"' in body
+    campaign_set_status(campaign=scored, status=CampaignStatus.PAUSED)
+    paused = researcher_client.post(
+        send_url(project), {"response_ids": [rid("i1", "m1")], "extra": "1"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert reasons_of(paused) == ["campaign_paused"]
+    assert f'action="/campaigns/{scored.pk}/status/"' in paused and 'value="active"' in paused
+    campaign_set_status(campaign=scored, status=CampaignStatus.FINISHED)
+    finished = researcher_client.post(
+        send_url(project), {"response_ids": [rid("i2", "m1")], "extra": "1"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert reasons_of(finished) == ["campaign_finished"] and "is finished" in finished
+    new = f'href="/projects/{project.slug}/campaigns/new/?dataset={scored.dataset_id}"'
+    assert new in finished
+
+
+def test_without_script_the_reasons_come_as_messages(project, scored, researcher_client):
+    campaign_set_status(campaign=scored, status=CampaignStatus.FINISHED)
+    answer = researcher_client.post(
+        send_url(project), {"response_ids": [rid("i0", "m1")], "extra": "1"}, follow=True
+    )
+    body = answer.content.decode()
+    assert "C is finished" in body and "Create a new (review) campaign" in body
+
+
+def test_the_api_gives_the_reasons_with_their_next_steps(project, scored, researcher):
+    # given: C is finished
+    campaign_set_status(campaign=scored, status=CampaignStatus.FINISHED)
+    target = rid("i0", "m1")
+    # when
+    answer = api_client(researcher).post(
+        reannotation_url(project),
+        {"campaign": scored.pk, "response_ids": [target, 999_999], "extra": 1},
+        format="json",
+    )
+    # then: 200, nothing reopened, and why, per kind of answer
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["reopened"] == 0 and body["campaign_status"] == "finished"
+    outcomes = {o["response"]: o["outcome"] for o in body["outcomes"]}
+    assert outcomes == {target: "campaign_finished", 999_999: "not_in_campaign"}
+    reasons = {r["code"]: r for r in body["reasons"]}
+    assert set(reasons) == {"campaign_finished", "not_in_campaign"}
+    finished = reasons["campaign_finished"]
+    assert finished["responses"] == [target] and "finished" in finished["text"]
+    assert finished["next_steps"] == [
+        {
+            "action": "create_campaign",
+            "text": "Create a new (review) campaign over the dataset to annotate them again.",
+            "responses": [target],
+            "campaign": None,
+            "dataset": scored.dataset_id,
+            "extra": None,
+            "url": f"/projects/{project.slug}/campaigns/new/?dataset={scored.dataset_id}",
+        }
+    ]
+    assert reasons["not_in_campaign"]["next_steps"] == []  # 999999 is no response at all
+    assert Task.objects.get(campaign=scored, response_id=target).overlap == 2
