@@ -7,8 +7,11 @@ skill called "items" would shadow dict.items. Everything a template iterates is 
 turned into lists here, in the report's order.
 
 - `report_tables`: agreement, correlation, judge comparison and leaderboard tables;
-- `dashboard_charts`: radar per system, bars per domain and per difficulty, correlation
-  bars with their intervals (static/js/analytics_charts.js draws them with Chart.js);
+- `headline`: what the dashboard opens with: per judge and skill its correlation with the
+  people at one level and measure, with intervals, beside the human ceiling, and the judges
+  ranked;
+- `dashboard_charts`: radar per system, bars per domain and per difficulty
+  (static/js/analytics_charts.js draws them with Chart.js);
 - `heatmaps`: human mean x judge score counts, rendered as an HTML table;
 - `filter_options`: the values the filter form offers.
 
@@ -32,7 +35,7 @@ ALPHA_LEVELS = ("nominal", "ordinal", "interval", "ratio")
 ICC_FORMS = ("ICC1", "ICC1k", "ICC2", "ICC2k", "ICC3", "ICC3k")
 KAPPA_WEIGHTS = ("unweighted", "linear", "quadratic")
 LEVELS = ("instance", "item", "system")
-MEASURES = ("pearson", "spearman")
+MEASURES = ("pearson", "spearman", "kendall")
 #: Heat map cells are shaded in this many steps (CSS classes heat-0 ... heat-10).
 HEAT_STEPS = 10
 #: A heat map axis longer than this (a 0-100 scale in half steps) is not drawn.
@@ -53,8 +56,16 @@ class Dataset(TypedDict):
     data: list[float | None]
 
 
-class CorrelationDataset(Dataset):
-    errors: list[list[float] | None]  # [low, high] of the interval per bar
+class HeadlineJudge(TypedDict):
+    """One judge of the headline: its correlation per skill (None where undefined), the
+    interval of each ([low, high], None without), their mean and its rank (None: no value)."""
+
+    label: str
+    data: list[float | None]
+    errors: list[list[float] | None]
+    mean: float | None
+    skills: int
+    rank: int | None
 
 
 class RadarChart(TypedDict):
@@ -82,20 +93,19 @@ class FacetChart(TypedDict):
     rows: list[FacetRow]
 
 
-class CorrelationChart(TypedDict):
-    kind: str
+class Headline(TypedDict):
+    level: str
     measure: str
-    title: str
-    labels: list[str]
-    datasets: list[CorrelationDataset]
-    ceiling: list[float | None] | None
+    labels: list[str]  # the skills
+    judges: list[HeadlineJudge]  # best ranked first
+    ceiling: list[float | None] | None  # the human ceiling per skill; None: none at all
+    ceiling_errors: list[list[float] | None] | None
 
 
 class DashboardCharts(TypedDict):
     radar: list[RadarChart]
     domain: list[FacetChart]
     difficulty: list[FacetChart]
-    correlation: list[CorrelationChart]
 
 
 class HeatCell(TypedDict):
@@ -231,9 +241,6 @@ def dashboard_charts(report: Json, rows: ReportRows) -> DashboardCharts:
         "radar": radar_charts(report, off_scale=rows.off_scale),
         "domain": facet_bars(rows, "domain", skills=skills, judges=judges),
         "difficulty": facet_bars(rows, "difficulty", skills=skills, judges=judges),
-        "correlation": [
-            chart for measure in MEASURES if (chart := correlation_bars(report, measure))
-        ],
     }
 
 
@@ -357,38 +364,75 @@ def facet_bars(
     return charts
 
 
-def correlation_bars(report: Json, measure: str) -> CorrelationChart | None:
-    """Instance-level correlation (`measure`: pearson or spearman) of each judge with the
-    people, per skill, with its 95 % bootstrap interval where the report has one (`errors`:
-    [low, high] per bar, None without), and the leave-one-out human ceiling beside them."""
-    judges = judge_names(report)
+def _interval(ci: Json | None) -> list[float] | None:
+    """[low, high] of a report interval, None where the report has none (or it is undefined)."""
+    ci = ci or {}
+    low, high = ci.get("low"), ci.get("high")
+    return None if low is None or high is None else [low, high]
+
+
+def _rank(value: float | None, values: Iterable[float | None]) -> int | None:
+    """1 + how many values are larger: equal values share a rank, as in the leaderboards."""
+    return None if value is None else 1 + sum(1 for v in values if v is not None and v > value)
+
+
+def headline(report: Json, level: str = "instance", measure: str = "pearson") -> Headline:
+    """Per judge and skill, its `level` (instance, item or system) `measure` (pearson,
+    spearman or kendall) correlation with the people, with its 95 % bootstrap interval where
+    the report has one, beside the leave-one-out human ceiling per skill (with its interval;
+    None for Kendall, which the ceiling is not computed in); the judges ranked.
+
+    A judge's `mean` is the mean of its correlations over the skills where it is defined
+    (`skills` says how many); judges are ranked by it, best first, equal means sharing a
+    rank, then by name; a judge with no defined correlation comes last without a rank."""
+    if level not in LEVELS or measure not in MEASURES:
+        raise ValueError(f"no headline for level {level!r} and measure {measure!r}")
     correlation = report.get("correlation", {})
-    skills = [s for s in report_skills(report) if any(s in correlation[j] for j in judges)]
-    if not skills:
-        return None
-    datasets: list[CorrelationDataset] = []
-    for judge in judges:
+    names = judge_names(report)
+    skills = [s for s in report_skills(report) if any(s in correlation[j] for j in names)]
+    rows: list[HeadlineJudge] = []
+    for judge in names:
         data: list[float | None] = []
         errors: list[list[float] | None] = []
         for skill in skills:
-            instance = correlation[judge].get(skill, {}).get("instance", {})
-            data.append(instance.get(measure))
-            ci = (instance.get("ci") or {}).get(measure) or {}
-            has_ci = ci.get("low") is not None and ci.get("high") is not None
-            errors.append([ci["low"], ci["high"]] if has_ci else None)
-        datasets.append({"label": judge, "data": data, "errors": errors})
-    ceiling = [
-        ((report.get("agreement", {}).get(s) or {}).get("loo_ceiling") or {}).get(measure)
+            figures = correlation[judge].get(skill, {}).get(level, {})
+            data.append(figures.get(measure))
+            errors.append(_interval((figures.get("ci") or {}).get(measure)))
+        defined = [v for v in data if v is not None]
+        rows.append(
+            {
+                "label": judge,
+                "data": data,
+                "errors": errors,
+                "mean": math.fsum(defined) / len(defined) if defined else None,
+                "skills": len(defined),
+                "rank": None,
+            }
+        )
+    means = [row["mean"] for row in rows]
+    for row in rows:
+        row["rank"] = _rank(row["mean"], means)
+    rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0, r["label"]))
+    agreement = report.get("agreement", {})
+    ceiling = [((agreement.get(s) or {}).get("loo_ceiling") or {}).get(measure) for s in skills]
+    ceiling_errors = [
+        _interval(((agreement.get(s) or {}).get("loo_ceiling_ci") or {}).get(measure))
         for s in skills
     ]
+    has_ceiling = any(v is not None for v in ceiling)
     return {
-        "kind": "correlation",
+        "level": level,
         "measure": measure,
-        "title": measure.capitalize(),
         "labels": skills,
-        "datasets": datasets,
-        "ceiling": ceiling if any(v is not None for v in ceiling) else None,
+        "judges": rows,
+        "ceiling": ceiling if has_ceiling else None,
+        "ceiling_errors": ceiling_errors if has_ceiling else None,
     }
+
+
+def headlines(report: Json) -> dict[str, dict[str, Headline]]:
+    """`headline` for every level and measure: level -> measure -> headline."""
+    return {level: {m: headline(report, level, m) for m in MEASURES} for level in LEVELS}
 
 
 # --- heat maps ------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
     """name -> JSON value, for every part the dashboard reads (besides "report")."""
     skills, judges = chart_data.report_skills(report), chart_data.judge_names(report)
     return {
+        # every level and measure (9 small lists): the page picks one without the report
+        "headline": chart_data.headlines(report),
         "tables": chart_data.report_tables(report),
         "charts": chart_data.dashboard_charts(report, rows),
         "heatmaps": chart_data.heatmaps(rows, skills=skills, judges=judges),
