@@ -12,7 +12,11 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from analytics.explorer.disagreement import PAGE_SIZE, SORTS, Disagreement, DisagreementFilters
-from analytics.explorer.selectors import disagreement_list
+from analytics.explorer.selectors import (
+    disagreement_list,
+    filter_choices,
+    filter_values_resolve,
+)
 from analytics.explorer.steps import step_url
 from annotation.access import project_get_for_staff
 from annotation.selectors import campaign_list_for_reannotation
@@ -94,11 +98,14 @@ class DisagreementListApi(APIView):
         params = self.FilterSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         data = params.validated_data
+        named, unknown = filter_values_resolve(given=data, choices=filter_choices(project=project))
+        if unknown:  # an unknown name would silently widen or empty the list
+            raise serializers.ValidationError(unknown)
         filters = DisagreementFilters(
-            skills=tuple(data["skill"]),
-            judges=tuple(data["judge"]),
-            systems=tuple(data["system"]),
-            domains=tuple(data["domain"]),
+            skills=tuple(named["skill"]),
+            judges=tuple(named["judge"]),
+            systems=tuple(named["system"]),
+            domains=tuple(named["domain"]),
             difficulties=tuple(data["difficulty"]),
             min_human=data["min_human"],
             sort=data["sort"],

@@ -49,6 +49,33 @@ def filter_choices(*, project: Project) -> dict[str, list[str]]:
     }
 
 
+#: filter parameter -> the filter_choices key of the values it takes
+NAMED_FILTERS = {"skill": "skills", "judge": "judges", "system": "systems", "domain": "domains"}
+
+
+def filter_values_resolve(
+    *, given: dict[str, list[str]], choices: dict[str, list[str]]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The named filters' values as the project spells them (a name matches in any case;
+    a value that names nothing is kept as given), and a problem per filter with values
+    that name nothing here: ({filter: values}, {filter: [message]}). An unknown value is
+    never dropped quietly: that would widen the list to everything else."""
+    resolved: dict[str, list[str]] = {}
+    errors: dict[str, list[str]] = {}
+    for name, key in NAMED_FILTERS.items():
+        spelled = {value.casefold(): value for value in choices[key]}
+        values, unknown = [], []
+        for value in given.get(name, []):
+            match = spelled.get(value.strip().casefold())
+            values.append(value if match is None else match)
+            if match is None:
+                unknown.append(value)
+        resolved[name] = values
+        if unknown:
+            errors[name] = [f"no {name} named {', '.join(unknown)} in this project"]
+    return resolved, errors
+
+
 @dataclass(frozen=True)
 class ImportedScoreRow:
     rater: str

@@ -18,8 +18,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from analytics.explorer.disagreement import PAGE_SIZE, DisagreementFilters
 from analytics.explorer.selectors import (
+    NAMED_FILTERS,
     disagreement_list,
     filter_choices,
+    filter_values_resolve,
     imported_score_list_for_response,
 )
 from analytics.explorer.steps import step_url
@@ -65,8 +67,14 @@ class DisagreementFilterForm(forms.Form):
     )
     sort = forms.ChoiceField(required=False, choices=SORT_CHOICES, label="Sort by")
 
-    def __init__(self, *args, choices: dict[str, list[str]], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, data=None, *args, choices: dict[str, list[str]], **kwargs) -> None:
+        if data is not None:  # names match in any case (?skill=readability), as in the API
+            given = {name: data.getlist(name) for name in NAMED_FILTERS}
+            named, _ = filter_values_resolve(given=given, choices=choices)
+            data = data.copy()
+            for name, values in named.items():
+                data.setlist(name, values)  # an unknown one stays: its field says so
+        super().__init__(data, *args, **kwargs)
         for name, key in (
             ("skill", "skills"),
             ("judge", "judges"),

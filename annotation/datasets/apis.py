@@ -18,7 +18,11 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation import access, selectors
-from annotation.datasets.selectors import dataset_stats, item_list_for_dataset
+from annotation.datasets.selectors import (
+    dataset_stats,
+    item_filters_resolve,
+    item_list_for_dataset,
+)
 from annotation.datasets.services import (
     POLICY_PRESETS,
     FileSpec,
@@ -143,8 +147,12 @@ class ItemSerializer(ItemRowSerializer):
 
 
 class ItemFilterSerializer(serializers.Serializer):
-    skill = serializers.CharField(required=False, max_length=200, help_text="a skill's name")
-    domain = serializers.CharField(required=False, max_length=200, help_text="a domain's name")
+    skill = serializers.CharField(
+        required=False, max_length=200, help_text="a skill's name (any case) or id"
+    )
+    domain = serializers.CharField(
+        required=False, max_length=200, help_text="a domain's name (any case) or id"
+    )
     difficulty = serializers.ChoiceField(choices=Difficulty.choices, required=False)
     q = serializers.CharField(
         required=False, max_length=200, help_text="words of the instruction, or an item id"
@@ -166,26 +174,16 @@ class ItemListApi(APIView):
         params = ItemFilterSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         v = params.validated_data
-        project = dataset.project
-        errors, ids = {}, {}
-        for key, queryset in (
-            ("skill", selectors.skill_list_for_project(project=project)),
-            ("domain", selectors.domain_list_for_project(project=project)),
-        ):
-            if key in v:
-                found = queryset.filter(name=v[key]).values_list("pk", flat=True).first()
-                if found is None:
-                    errors[key] = [f"no {key} named {v[key]} in this project"]
-                ids[key] = found
-        if errors:
-            raise serializers.ValidationError(errors)
-        items = item_list_for_dataset(
-            dataset=dataset,
-            skill_id=ids.get("skill"),
-            domain_id=ids.get("domain"),
+        filters = item_filters_resolve(
+            project=dataset.project,
+            skill=v.get("skill"),
+            domain=v.get("domain"),
             difficulty=v.get("difficulty"),
-            search=v.get("q", "").strip(),
+            search=v.get("q", ""),
         )
+        if filters.errors:
+            raise serializers.ValidationError({k: [m] for k, m in filters.errors.items()})
+        items = item_list_for_dataset(dataset=dataset, **filters.narrowing())
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(items, request, view=self)
         return paginator.get_paginated_response(ItemRowSerializer(page, many=True).data)

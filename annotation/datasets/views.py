@@ -3,8 +3,6 @@ rubric and every response, and the upload (import) form and its progress page.""
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -15,7 +13,11 @@ from django_htmx.http import HttpResponseStopPolling
 
 from annotation import access, selectors
 from annotation.datasets.forms import DatasetUploadForm
-from annotation.datasets.selectors import dataset_stats, item_list_for_dataset
+from annotation.datasets.selectors import (
+    dataset_stats,
+    item_filters_resolve,
+    item_list_for_dataset,
+)
 from annotation.datasets.services import (
     FileSpec,
     ImportOptionsError,
@@ -26,33 +28,22 @@ from annotation.models import Difficulty, UploadSource
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 
-class _ItemFilters(TypedDict):
-    """The item list's filters, as item_list_for_dataset takes them and the page shows them."""
-
-    skill_id: int | None
-    domain_id: int | None
-    difficulty: int | None
-    search: str
-
-
-def _int_param(request, name: str) -> int | None:
-    try:
-        return int(request.GET.get(name, ""))
-    except ValueError:
-        return None
-
-
 @require_GET
 @login_required
 def dataset_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     dataset, role = access.dataset_get_for_user(request.user, pk)
-    filters: _ItemFilters = {
-        "skill_id": _int_param(request, "skill"),
-        "domain_id": _int_param(request, "domain"),
-        "difficulty": _int_param(request, "difficulty"),
-        "search": request.GET.get("q", "").strip()[:200],
-    }
-    items = item_list_for_dataset(dataset=dataset, **filters)
+    filters = item_filters_resolve(
+        project=dataset.project,
+        skill=request.GET.get("skill"),
+        domain=request.GET.get("domain"),
+        difficulty=request.GET.get("difficulty"),
+        search=request.GET.get("q", ""),
+    )
+    # a filter that names nothing lists nothing: the page says which value is unknown
+    # instead of quietly showing every item
+    items = item_list_for_dataset(dataset=dataset, **filters.narrowing())
+    if filters.errors:
+        items = items.none()
     page = Paginator(items, 50).get_page(request.GET.get("page"))
     context = {
         "dataset": dataset,

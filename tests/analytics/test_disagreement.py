@@ -502,6 +502,26 @@ def test_the_api_refuses_bad_filters_and_strangers(
     assert APIClient().get(api_url(project)).status_code == 401
 
 
+def test_filters_take_names_in_any_case_and_refuse_names_of_nothing(
+    project, scored, researcher, researcher_client
+):
+    api = api_client(researcher)
+    exact = api.get(api_url(project), {"skill": R, "judge": "J"}).json()
+    loose = api.get(api_url(project), {"skill": R.upper(), "judge": "j"}).json()
+    assert loose == exact and exact["count"] > 0
+    # an unknown name was an empty list before (or, beside a known one, the known one's rows)
+    bad = api.get(api_url(project), {"skill": [R, "Telepathy"], "judge": "Nobody"})
+    assert bad.status_code == 400
+    assert bad.json()["fields"] == {
+        "skill": ["no skill named Telepathy in this project"],
+        "judge": ["no judge named Nobody in this project"],
+    }
+    page = researcher_client.get(url(project, skill=R.lower()), HTTP_HX_REQUEST="true")
+    assert page.content.decode().count("<tr data-response") == exact["count"]
+    unknown = researcher_client.get(url(project, skill="Telepathy")).content.decode()
+    assert "Fix the filters above" in unknown and "Telepathy is not one of" in unknown
+
+
 # --- send back for re-annotation ------------------------------------------------------------
 
 
