@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import pytest
@@ -41,7 +42,19 @@ from rest_framework.authtoken.models import Token
 
 from analytics.exports.services import export_job_create, export_job_run
 from analytics.imports.services import scores_import
-from analytics.models import ExportJob, ExportStatus, ImportedScore, ScoreImport, ScoreImportJob
+from analytics.models import (
+    ExportJob,
+    ExportStatus,
+    ImportedScore,
+    ReportSnapshot,
+    ScoreImport,
+    ScoreImportJob,
+)
+from analytics.report.snapshots import (
+    report_snapshot_compute,
+    snapshot_params,
+    snapshot_request,
+)
 from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
@@ -257,6 +270,13 @@ RULES: dict[str, Rule] = {
             post=S(302, 403, 404, 302, 302, 302)),
     "analytics:response-scores":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="response"),
+    "analytics:report-refresh":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302)),
+    "analytics:snapshot-status":
+        Rule(get=S(302, 403, 404, 200, 200, 200)),
+    "analytics:report-section":
+        Rule(get=S(302, 403, 404, 200, 200, 200), query="resamples=0"),
     # a POST the form refuses is answered 400 here (the page's own convention)
     "analytics:score-import":
         Rule(get=S(302, 403, 404, 200, 200, 200),
@@ -384,6 +404,11 @@ RULES: dict[str, Rule] = {
     #              anon ann  oth  res  padm site
     "analytics-report":
         Rule(get=S(401, 403, 404, 200, 200, 200), query="resamples=0"),
+    "analytics-api:report-refresh":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 202, 202, 202), query="resamples=0"),
+    "analytics-api:report-snapshot":
+        Rule(get=S(401, 403, 404, 200, 200, 200)),
     "analytics-api:export-list":
         Rule(get=S(401, 403, 404, 200, 200, 200),
             post=S(401, 403, 404, 400, 400, 400)),
@@ -421,6 +446,8 @@ KWARG_OBJECTS = {
     "campaign_id": "campaign",
     "assignment_id": "assignment",
     "username": "member",
+    "snapshot_id": "snapshot",
+    "name": "section",
 }
 
 #: The methods a rule may have a row for.
@@ -507,6 +534,8 @@ class World:
     score_import_job: ScoreImportJob
     output_import_job: JudgeOutputImportJob
     member: Any  # bob, an annotator of the project
+    snapshot: ReportSnapshot  # the project's report with resamples=0, computed
+    section: Any  # a dashboard section's name, as .pk
 
 
 def _dataset(project: Project, folder: Path) -> DatasetUpload:
@@ -637,6 +666,10 @@ def _build(folder: Path) -> World:
         dataset_name=dataset.name,
     ).batch
 
+    snapshot = snapshot_request(project=project, params=snapshot_params(resamples=0))[0]
+    snapshot = report_snapshot_compute(snapshot_id=snapshot.pk)
+    assert snapshot is not None and snapshot.status == "done", snapshot and snapshot.error
+
     item = dataset.items.order_by("pk").first()
     return World(
         users=users,
@@ -663,6 +696,8 @@ def _build(folder: Path) -> World:
         ),
         output_import_job=JudgeOutputImportJob.objects.create(project=project, dataset=dataset),
         member=bob,
+        snapshot=snapshot,
+        section=SimpleNamespace(pk="agreement"),
     )
 
 
