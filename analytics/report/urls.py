@@ -8,6 +8,11 @@ urlpatterns: list = [
     path("projects/<slug:slug>/analytics/", views.dashboard, name="dashboard"),
     path("projects/<slug:slug>/analytics/refresh/", views.report_refresh, name="report-refresh"),
     path(
+        "projects/<slug:slug>/analytics/section/<slug:name>/",
+        views.report_section,
+        name="report-section",
+    ),
+    path(
         "projects/<slug:slug>/analytics/snapshots/<int:snapshot_id>/",
         views.snapshot_status,
         name="snapshot-status",

@@ -296,11 +296,21 @@ def _headline_context(stored: dict | None, level: str, measure: str) -> dict:
     return {
         "headline": found,
         "headline_charts": {"headline": [chart]},
+        "headline_shown": len(shown),
         "headline_hidden": len(found["judges"]) - len(shown),
-        "headline_rows": [
-            {**j, "cells": list(zip(j["data"], j["errors"], strict=True))} for j in found["judges"]
-        ],
+        "headline_rows": [{**j, "cells": _cells(j["data"], j["errors"])} for j in found["judges"]],
+        "headline_ceiling": (
+            _cells(found["ceiling"], found["ceiling_errors"] or []) if found["ceiling"] else None
+        ),
     }
+
+
+def _cells(values: list, errors: list) -> list[dict]:
+    """Values with their [low, high] intervals as the table's cells ({"value", "ci"})."""
+    return [
+        {"value": v, "ci": {"low": e[0], "high": e[1]} if e else None}
+        for v, e in zip(values, errors or [None] * len(values), strict=True)
+    ]
 
 
 def _section_context(snapshot: ReportSnapshot, name: str, loaded: dict | None = None) -> dict:
@@ -315,7 +325,12 @@ def _section_context(snapshot: ReportSnapshot, name: str, loaded: dict | None = 
     if "charts" in found:
         charts = found["charts"] or {}
         found["charts"] = {kind: charts.get(kind, []) for kind in section.charts}
-    return {**found, "section": name, "section_template": section.template}
+    return {
+        **found,
+        "section": name,
+        "section_template": section.template,
+        "chart_source": f"charts-{name}",
+    }
 
 
 @require_GET

@@ -1,7 +1,8 @@
 /* The analytics dashboard's charts (Chart.js, vendored in static/vendor/chartjs).
  *
- * The report section arrives by htmx; its data is in <script id="dashboard-charts"
- * type="application/json"> (Django's json_script, never executed) and every
+ * The headline comes with the page; each section arrives by htmx when it is opened. A
+ * chart's data is in a <script type="application/json"> (Django's json_script, never
+ * executed) whose id the nearest [data-charts] ancestor names, and every
  * <canvas data-chart="KIND" data-index="N"> draws entry N of data[KIND]
  * (analytics/report/chart_data.py builds them). Labels are drawn on the canvas as text, so
  * names from the data are never parsed as HTML. The tables of the page carry the same
@@ -13,6 +14,15 @@
   var HUMANS = "#1d2329";
   // Okabe-Ito: distinguishable with the common colour-vision deficiencies
   var PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442"];
+  // past seven judges the colours repeat with a hatched look (a dashed border)
+  var DASHES = [[], [5, 3], [2, 2]];
+  // a label longer than this is cut on the canvas; the tooltip shows it whole
+  var SHORT = 18;
+
+  function shorten(label) {
+    var text = String(label);
+    return text.length > SHORT ? text.slice(0, SHORT - 1) + "…" : text;
+  }
 
   function alpha(hex, a) {
     var n = parseInt(hex.slice(1), 16);
@@ -26,14 +36,20 @@
   function styled(datasets, fill) {
     var judge = 0;
     return datasets.map(function (d) {
-      var c = d.label === "Humans" ? HUMANS : PALETTE[judge++ % PALETTE.length];
+      var k = d.label === "Humans" ? -1 : judge++;
+      var c = k < 0 ? HUMANS : PALETTE[k % PALETTE.length];
       return Object.assign({}, d, {
         borderColor: c,
         backgroundColor: alpha(c, fill),
         pointBackgroundColor: c,
         borderWidth: 2,
+        borderDash: k < 0 ? [] : DASHES[Math.floor(k / PALETTE.length) % DASHES.length],
       });
     });
+  }
+
+  function tooltipTitle(items) {
+    return items.length ? String(items[0].label) : "";
   }
 
   function valueScale(scale) {
@@ -45,11 +61,16 @@
     return axis;
   }
 
+  function shortTick(value) {
+    return shorten(this.getLabelForValue(value));
+  }
+
   function tooltipValue(ctx) {
     return ctx.dataset.label + ": " + fixed(ctx.raw);
   }
 
-  // Vertical error bars for bar datasets carrying `errors` ([low, high] or null per bar).
+  // Vertical error bars for datasets carrying `errors` ([low, high] or null per bar or
+  // point), drawn over the bars (the human ceiling's marks have theirs too).
   var errorBars = {
     id: "flaskwebErrorBars",
     afterDatasetsDraw: function (chart) {
@@ -64,7 +85,7 @@
           var bottom = y.getPixelForValue(e[0]);
           var w = Math.max(2, Math.min(6, (bar.width || 8) / 4));
           ctx.save();
-          ctx.strokeStyle = HUMANS;
+          ctx.strokeStyle = ds.errorColor || HUMANS;
           ctx.lineWidth = 1.5;
           ctx.beginPath();
           ctx.moveTo(bar.x, top);
@@ -88,8 +109,13 @@
       data: { labels: spec.labels, datasets: styled(spec.datasets, 0.12) },
       options: {
         maintainAspectRatio: false,
-        scales: { r: r },
-        plugins: { tooltip: { callbacks: { label: tooltipValue } } },
+        scales: {
+          r: Object.assign(r, {
+            // long skill names are cut so that they do not run into each other
+            pointLabels: { font: { size: 11 }, padding: 6, callback: shorten },
+          }),
+        },
+        plugins: { tooltip: { callbacks: { title: tooltipTitle, label: tooltipValue } } },
       },
     };
   }
@@ -100,23 +126,27 @@
       data: { labels: spec.labels, datasets: styled(spec.datasets, 0.75) },
       options: {
         maintainAspectRatio: false,
-        scales: { y: valueScale(spec.scale) },
-        plugins: { tooltip: { callbacks: { label: tooltipValue } } },
+        scales: { x: { ticks: { callback: shortTick } }, y: valueScale(spec.scale) },
+        plugins: { tooltip: { callbacks: { title: tooltipTitle, label: tooltipValue } } },
       },
     };
   }
 
-  function correlationConfig(spec) {
+  // The headline: per skill (x), each judge's correlation with its interval, and the human
+  // ceiling as a black mark with its own interval.
+  function headlineConfig(spec) {
     var datasets = styled(spec.datasets, 0.75);
     if (spec.ceiling) {
       datasets.push({
         type: "line",
         label: "Human ceiling (leave-one-out)",
         data: spec.ceiling,
+        errors: spec.ceiling_errors,
+        errorColor: "#6a737d",
         showLine: false,
         pointStyle: "line",
-        pointRadius: 14,
-        pointHoverRadius: 16,
+        pointRadius: 16,
+        pointHoverRadius: 18,
         borderWidth: 3,
         borderColor: HUMANS,
         backgroundColor: HUMANS,
@@ -128,10 +158,15 @@
       plugins: [errorBars],
       options: {
         maintainAspectRatio: false,
-        scales: { y: { min: -1, max: 1, title: { display: true, text: spec.title } } },
+        scales: {
+          x: { ticks: { callback: shortTick } },
+          y: { min: -1, max: 1, title: { display: true, text: spec.title } },
+        },
         plugins: {
+          legend: { labels: { generateLabels: shortLegend } },
           tooltip: {
             callbacks: {
+              title: tooltipTitle,
               label: function (ctx) {
                 var e = ctx.dataset.errors && ctx.dataset.errors[ctx.dataIndex];
                 var ci = e ? " [" + fixed(e[0]) + ", " + fixed(e[1]) + "]" : "";
@@ -144,34 +179,61 @@
     };
   }
 
+  // Legend entries with long judge names cut (the tooltip and the table have them whole).
+  function shortLegend(chart) {
+    var items = window.Chart.defaults.plugins.legend.labels.generateLabels(chart);
+    items.forEach(function (item) {
+      item.text = shorten(item.text);
+    });
+    return items;
+  }
+
+  // A chart with many bars gets wider than its box and scrolls inside it.
+  function widen(canvas, spec) {
+    var bars = (spec.labels || []).length * ((spec.datasets || []).length + 1);
+    var box = canvas.parentNode;
+    if (bars > 40 && box && box.classList.contains("chart-box")) {
+      box.style.minWidth = bars * 14 + "px";
+    }
+  }
+
   var BUILDERS = {
     radar: radarConfig,
     domain: barConfig,
     difficulty: barConfig,
-    correlation: correlationConfig,
+    headline: headlineConfig,
   };
 
   function init(root) {
     var Chart = window.Chart;
-    var source = document.getElementById("dashboard-charts");
-    if (!Chart || !source) return;
-    var data = JSON.parse(source.textContent);
+    if (!Chart) return;
+    var sources = {};
+    function data(canvas) {
+      var holder = canvas.closest("[data-charts]");
+      var id = holder ? holder.dataset.charts : "dashboard-charts";
+      if (!(id in sources)) {
+        var source = document.getElementById(id);
+        sources[id] = source ? JSON.parse(source.textContent) : {};
+      }
+      return sources[id];
+    }
     (root || document).querySelectorAll("canvas[data-chart]").forEach(function (canvas) {
       if (Chart.getChart(canvas)) return;
       var kind = canvas.dataset.chart;
-      var spec = (data[kind] || [])[Number(canvas.dataset.index)];
+      var spec = (data(canvas)[kind] || [])[Number(canvas.dataset.index)];
       if (!spec || !BUILDERS[kind]) return;
+      if (kind === "headline") widen(canvas, spec);
       new Chart(canvas, BUILDERS[kind](spec));
     });
   }
 
+  // A section that could not be loaded says so in its place.
   function failed(event) {
     var target = event.detail && event.detail.elt;
-    if (!target || !target.matches("[data-report-loading]")) return;
-    var status = target.querySelector("[role=status]");
+    var status = target && target.querySelector("[data-report-loading] [role=status]");
+    if (!status) return;
     var code = event.detail.xhr ? " (" + event.detail.xhr.status + ")" : "";
-    status.textContent =
-      "The report could not be computed" + code + ". Reload the page to try again.";
+    status.textContent = "This section could not be loaded" + code + ". Reload the page to try again.";
     status.classList.add("error");
   }
 

@@ -1,22 +1,34 @@
-"""The analytics dashboard: who may open it, that its numbers are the report's, filters,
-the empty project, and the chart data (pure, checked against numbers worked out by hand)."""
+"""The analytics dashboard: who may open it, that it serves stored snapshots (the first view
+asks for one, then opens with the headline; each section loads on its own from the parts it
+needs), that its numbers are the report's, filters, the empty project, and the chart data
+(pure, checked against numbers worked out by hand)."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from html.parser import HTMLParser
+from urllib.parse import urlencode
 
 import pytest
+from django.db import connection, reset_queries
+from django.http import QueryDict
 from django.template.defaultfilters import floatformat
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from analytics.imports.services import scores_import
-from analytics.report import chart_data
+from analytics.models import ReportSnapshot
+from analytics.report import chart_data, snapshots
 from analytics.report.build import build_report
 from analytics.report.selectors import project_report
+from analytics.report.views import SECTIONS, ReportFilterForm
 from analytics.rows import ReportRows
 from annotation.services.projects import project_create
+from tests.analytics.snapshot_worker import compute_pending
 
 XSS = "<img src=x onerror=alert(1)>"
 SKILLS = ("Factuality", "Readability", "Comprehension")
@@ -181,46 +193,108 @@ def test_radar_with_three_skills_and_gaps_where_a_system_has_no_score():
     ]
 
 
-def test_correlation_bars_carry_intervals_and_the_human_ceiling():
-    report = {
-        "agreement": {"S": {"loo_ceiling": {"pearson": 0.7, "spearman": None}}},
-        "correlation": {
-            "J": {
-                "S": {
-                    "instance": {
-                        "pearson": 0.5,
-                        "spearman": 0.4,
-                        "ci": {
-                            "pearson": {"estimate": 0.5, "low": 0.1, "high": 0.8, "resamples": 10},
-                            "spearman": {
-                                "estimate": 0.4,
-                                "low": None,
-                                "high": None,
-                                "resamples": 0,
-                            },
-                        },
-                    }
-                }
-            },
-            "K": {},
+def _ci(estimate, low, high):
+    return {"estimate": estimate, "low": low, "high": high, "resamples": 10}
+
+
+HEADLINE_REPORT = {
+    "agreement": {
+        "S": {
+            "loo_ceiling": {"pearson": 0.7, "spearman": 0.6, "annotators": 3},
+            "loo_ceiling_ci": {"pearson": _ci(0.7, 0.5, 0.9), "spearman": _ci(0.6, None, None)},
         },
-        "leaderboard": {"S": []},
+        "T": {"loo_ceiling": {"pearson": None, "spearman": None, "annotators": 0}},
+    },
+    "correlation": {
+        "J": {
+            "S": {
+                "instance": {
+                    "pearson": 0.5,
+                    "spearman": 0.4,
+                    "ci": {"pearson": _ci(0.5, 0.1, 0.8)},
+                },
+                "item": {"pearson": 0.2, "kendall": 0.1},
+                "system": {"pearson": 1.0, "ci": {"pearson": _ci(1.0, 0.9, 1.0)}},
+            },
+            "T": {"instance": {"pearson": 0.3}, "system": {"pearson": -0.5}},
+        },
+        "K": {"S": {"instance": {"pearson": 0.6, "spearman": None}, "system": {"pearson": 0.25}}},
+        "L": {"T": {"instance": {"pearson": 0.4}}},
+        "M": {},
+    },
+    "leaderboard": {"S": [], "T": []},
+}
+
+
+def test_the_headline_gives_each_judges_correlations_with_intervals_and_the_ceiling():
+    # when
+    found = chart_data.headline(HEADLINE_REPORT, "instance", "pearson")
+
+    # then: J's mean (0.5 + 0.3) / 2 = 0.4 ties L's 0.4 (one skill): they share rank 2
+    assert found["level"] == "instance" and found["measure"] == "pearson"
+    assert found["labels"] == ["S", "T"]
+    assert found["judges"] == [
+        {"label": "K", "data": [0.6, None], "errors": [None, None], "mean": 0.6, "skills": 1,
+         "rank": 1},
+        {"label": "J", "data": [0.5, 0.3], "errors": [[0.1, 0.8], None], "mean": 0.4,
+         "skills": 2, "rank": 2},
+        {"label": "L", "data": [None, 0.4], "errors": [None, None], "mean": 0.4, "skills": 1,
+         "rank": 2},
+        {"label": "M", "data": [None, None], "errors": [None, None], "mean": None, "skills": 0,
+         "rank": None},
+    ]  # fmt: skip
+    assert found["ceiling"] == [0.7, None] and found["ceiling_errors"] == [[0.5, 0.9], None]
+
+
+def test_the_headline_reads_the_chosen_level_and_measure():
+    system = chart_data.headline(HEADLINE_REPORT, "system", "pearson")
+    assert [(j["label"], j["data"], j["rank"]) for j in system["judges"]] == [
+        ("J", [1.0, -0.5], 1),  # mean 0.25: the mean ranks, not the best skill
+        ("K", [0.25, None], 1),  # equal means share the rank; then names order them
+        ("L", [None, None], None),
+        ("M", [None, None], None),
+    ]
+    assert system["judges"][0]["errors"] == [[0.9, 1.0], None]
+    spearman = chart_data.headline(HEADLINE_REPORT, "instance", "spearman")
+    # an interval without bounds is no interval
+    assert spearman["ceiling"] == [0.6, None] and spearman["ceiling_errors"] == [None, None]
+    # the human ceiling is not computed for Kendall's tau
+    kendall = chart_data.headline(HEADLINE_REPORT, "item", "kendall")
+    assert kendall["ceiling"] is None and kendall["ceiling_errors"] is None
+    assert kendall["judges"][0] == {
+        "label": "J",
+        "data": [0.1, None],
+        "errors": [None, None],
+        "mean": 0.1,
+        "skills": 1,
+        "rank": 1,
     }
-    pearson = chart_data.correlation_bars(report, "pearson")
-    assert pearson == {
-        "kind": "correlation",
-        "measure": "pearson",
-        "title": "Pearson",
-        "labels": ["S"],
-        "datasets": [
-            {"label": "J", "data": [0.5], "errors": [[0.1, 0.8]]},
-            {"label": "K", "data": [None], "errors": [None]},
-        ],
-        "ceiling": [0.7],
-    }
-    spearman = chart_data.correlation_bars(report, "spearman")
-    assert spearman["datasets"][0]["errors"] == [None] and spearman["ceiling"] is None
-    assert chart_data.correlation_bars({"correlation": {}, "leaderboard": {}}, "pearson") is None
+    with pytest.raises(ValueError):
+        chart_data.headline(HEADLINE_REPORT, "corpus", "pearson")
+    empty = chart_data.headline({"correlation": {}, "leaderboard": {}}, "instance", "pearson")
+    assert empty["labels"] == [] and empty["judges"] == [] and empty["ceiling"] is None
+
+
+def test_headlines_are_stored_for_every_level_and_measure_from_a_real_report():
+    # given two annotators and the judges J and K of the rows above, with intervals
+    report = build_report(HUMAN, JUDGE, resamples=50)
+
+    # when
+    stored = chart_data.headlines(report)
+
+    # then
+    assert set(stored) == {"instance", "item", "system"}
+    assert all(set(m) == {"pearson", "spearman", "kendall"} for m in stored.values())
+    for level, measures in stored.items():
+        for measure, found in measures.items():
+            for judge in found["judges"]:
+                figures = report["correlation"][judge["label"]]["S"][level]
+                assert judge["data"] == [figures[measure]]
+                ci = figures["ci"][measure]
+                expected = None if ci["low"] is None else [[ci["low"], ci["high"]]]
+                assert judge["errors"] == (expected or [None])
+    ceiling = report["agreement"]["S"]["loo_ceiling"]
+    assert stored["item"]["spearman"]["ceiling"] == [ceiling["spearman"]]
 
 
 def test_tables_are_lists_so_a_skill_named_like_a_dict_method_is_just_a_name():
@@ -366,52 +440,178 @@ def cell(value, ci=None, count=None) -> str:
     return text
 
 
+def section_url(project, name: str) -> str:
+    return reverse("analytics:report-section", args=[project.slug, name])
+
+
+def ready(client, project, query=None):
+    """The dashboard once its report is computed: the first view asks for the snapshot, the
+    "worker" computes it, the second view shows it."""
+    first = client.get(url(project), query or {})
+    assert first.status_code == 200
+    compute_pending()
+    return client.get(url(project), query or {})
+
+
+def done_snapshot(project, query=None) -> ReportSnapshot:
+    form = ReportFilterForm(QueryDict(urlencode(query or {}, doseq=True)), options=None)
+    assert form.is_valid()
+    key = snapshots.snapshot_key(form.snapshot_params())
+    found = snapshots.snapshot_latest_done(project=project, key=key)
+    assert found is not None
+    return found
+
+
+def section(client, project, name: str, query=None):
+    response = htmx(client, section_url(project, name), query)
+    assert response.status_code == 200
+    return response
+
+
+@contextmanager
+def parts_read() -> Iterator[set[str]]:
+    """The names of the snapshot parts read inside the block."""
+    found: set[str] = set()
+    reset_queries()  # the log keeps 9,000 queries: computing a snapshot may have filled it
+    with CaptureQueriesContext(connection) as queries:
+        yield found
+    for q in queries.captured_queries:
+        if "analytics_snapshotpart" in q["sql"]:
+            found.update(re.findall(r"\"name\" = '([^']+)'", q["sql"]))
+
+
 @pytest.mark.parametrize("as_htmx", [False, True])
 def test_it_is_for_researchers_and_admins_only(
     client, scored, researcher_client, admin_client, annotator_client, outsider_client, as_htmx
 ):
-    def get(c):
-        return htmx(c, url(scored)) if as_htmx else c.get(url(scored))
+    for path in (url(scored), section_url(scored, "agreement")):
 
-    anonymous = get(client)
-    assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
-    assert get(annotator_client).status_code == 403
-    assert get(outsider_client).status_code == 404
-    assert get(researcher_client).status_code == 200
-    assert get(admin_client).status_code == 200
-    assert researcher_client.post(url(scored)).status_code == 405
+        def get(c, path=path):
+            return htmx(c, path) if as_htmx else c.get(path)
 
-
-def test_the_shell_comes_at_once_and_htmx_loads_the_report_partial(scored, researcher_client):
-    # when
-    shell = researcher_client.get(url(scored))
-    partial = htmx(researcher_client, url(scored), {"skill": "Factuality"})
-
-    # then
-    html = shell.content.decode()
-    assert "<html" in html and 'hx-trigger="load"' in html
-    assert f'hx-get="{url(scored)}"' in html and "agreement-table" not in html
-    assert 'class="subnav"' in html and "chartjs/chart.umd.min.js" in html
-    assert shell.context.get("report") is None
-    body = partial.content.decode()
-    assert "<html" not in body and 'id="agreement-table"' in body
-    assert 'id="dashboard-charts" type="application/json"' in body
-    assert "HX-Request" in shell["Vary"] and "HX-Request" in partial["Vary"]
-    # the shell carries the filters into the request it makes
-    filtered = researcher_client.get(url(scored), {"skill": "Factuality", "difficulty": "2"})
-    assert f'hx-get="{url(scored)}?skill=Factuality&amp;difficulty=2"' in filtered.content.decode()
+        anonymous = get(client)
+        assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
+        assert get(annotator_client).status_code == 403
+        assert get(outsider_client).status_code == 404
+        assert get(researcher_client).status_code == 200
+        assert get(admin_client).status_code == 200
+        assert researcher_client.post(path).status_code == 405
 
 
-def test_the_numbers_on_the_page_are_the_reports(scored, researcher_client):
+def test_the_first_view_asks_for_the_report_and_the_next_opens_with_the_headline(
+    scored, researcher_client
+):
+    # when: nothing is computed yet
+    first = researcher_client.get(url(scored))
+
+    # then: a snapshot is asked for and its progress shown
+    html = first.content.decode()
+    assert "data-snapshot-progress" in html and "Waiting for a worker" in html
+    assert "headline-table" not in html and first.context.get("snapshot") is None
+    assert ReportSnapshot.objects.filter(project=scored, status="pending").count() == 1
+
+    # when: the worker computed it
+    compute_pending()
+    with parts_read() as read:
+        page = researcher_client.get(url(scored))
+
+    # then: the headline, and the sections as placeholders loaded when opened
+    html = page.content.decode()
+    assert "<html" in html and 'id="headline-table"' in html and "Up to date." in html
+    assert 'data-chart="headline"' in html and "chartjs/chart.umd.min.js" in html
+    assert "agreement-table" not in html and "leaderboard-1" not in html
+    for name in ("agreement", "correlation", "comparison", "leaderboards", "breakdowns"):
+        assert f'hx-get="{section_url(scored, name)}"' in html
+    assert f'href="{section_url(scored, "heatmaps")}"' in html  # without script: a page
+    # only the small parts are read: never the report, the tables or the heat maps
+    assert read == {"options", "headline", "summary"}
+    assert "report" not in page.context and "tables" not in page.context
+    assert "HX-Request" in page["Vary"]
+
+
+def test_the_headline_is_the_reports_correlations_ranked(scored, researcher_client):
     # given
-    expected = project_report(project=scored, with_breakdowns=False)
+    ready(researcher_client, scored)
+    report = snapshots.snapshot_part(done_snapshot(scored), "report")
+    assert report == project_report(project=scored, with_breakdowns=True)
+
+    for level, measure in (("instance", "pearson"), ("item", "spearman"), ("system", "kendall")):
+        # when
+        page = researcher_client.get(url(scored), {"level": level, "measure": measure})
+
+        # then: a row per judge, best mean first, then the ceiling's row first of all
+        rows = Tables(page.content.decode()).tables["headline-table"]
+        expected = chart_data.headline(report, level, measure)
+        skills = expected["labels"]
+        assert rows[0] == ["Judge", "Rank", "Mean (skills)", *skills] and len(skills) == 3
+        body = rows[1:]
+        if measure != "kendall":
+            ceiling = report["agreement"]
+            assert body[0] == [
+                "Human ceiling",
+                "—",
+                "—",
+                *(
+                    cell(ceiling[s]["loo_ceiling"][measure], ceiling[s]["loo_ceiling_ci"][measure])
+                    for s in skills
+                ),
+            ]
+            body = body[1:]
+        assert [r[0] for r in body] == [j["label"] for j in expected["judges"]]
+        for row, judge in zip(body, expected["judges"], strict=True):
+            figures = [report["correlation"][judge["label"]][s][level] for s in skills]
+            assert row[1:] == [
+                str(judge["rank"]),
+                cell(judge["mean"], count=judge["skills"]),
+                *(cell(f[measure], (f.get("ci") or {}).get(measure)) for f in figures),
+            ]
+        # the chart draws the same numbers
+        [chart] = page.context["headline_charts"]["headline"]
+        assert [d["label"] for d in chart["datasets"]] == [j["label"] for j in expected["judges"]]
+        assert chart["datasets"][0]["data"] == expected["judges"][0]["data"]
+        assert chart["ceiling"] == expected["ceiling"]
+
+
+def test_the_level_links_keep_the_filters_and_htmx_swaps_the_report_only(scored, researcher_client):
+    ready(researcher_client, scored, {"skill": "Factuality"})
 
     # when
-    response = htmx(researcher_client, url(scored))
+    page = researcher_client.get(url(scored), {"skill": "Factuality", "level": "item"})
+    swapped = htmx(researcher_client, url(scored), {"skill": "Factuality", "measure": "spearman"})
+    odd = researcher_client.get(url(scored), {"skill": "Factuality", "level": "corpus"})
 
     # then
-    assert response.context["report"] == expected
-    tables = Tables(response.content.decode()).tables
+    html = page.content.decode()
+    assert page.context["level"] == "item" and page.context["headline"]["level"] == "item"
+    system = f"{url(scored)}?skill=Factuality&amp;level=system&amp;measure=pearson"
+    assert f'href="{system}"' in html and f'hx-get="{system}"' in html
+    assert 'name="level" value="item"' in html  # the filters form keeps the choice
+    body = swapped.content.decode()
+    assert "<html" not in body and 'id="headline-table"' in body
+    assert swapped.context["headline"]["measure"] == "spearman"
+    assert odd.status_code == 200 and odd.context["level"] == "instance"
+    # neither is part of the report asked for: one snapshot answers all
+    assert ReportSnapshot.objects.filter(project=scored).count() == 1
+
+
+def test_the_sections_show_the_reports_numbers(scored, researcher_client):
+    # given
+    ready(researcher_client, scored)
+    expected = snapshots.snapshot_part(done_snapshot(scored), "report")
+
+    # when
+    with parts_read() as read:
+        agreement_page = section(researcher_client, scored, "agreement")
+    correlation_page = section(researcher_client, scored, "correlation")
+    comparison_page = section(researcher_client, scored, "comparison")
+    leaderboards_page = section(researcher_client, scored, "leaderboards")
+
+    # then
+    assert read == {"options", "tables"}
+    tables = {}
+    for response in (agreement_page, correlation_page, comparison_page, leaderboards_page):
+        assert "<html" not in response.content.decode()
+        tables.update(Tables(response.content.decode()).tables)
     agreement = {row[0]: row for row in tables["agreement-table"][1:]}
     icc = {row[0]: row for row in tables["icc-table"][1:]}
     among = {row[0]: row for row in tables["annotator-correlation-table"][1:]}
@@ -489,21 +689,51 @@ def test_the_numbers_on_the_page_are_the_reports(scored, researcher_client):
             assert shown[2:] == expected_cells
 
 
-def test_the_charts_data_is_computed_from_the_same_rows(scored, researcher_client):
-    response = htmx(researcher_client, url(scored))
-    charts = response.context["charts"]
-    body = response.content.decode()
-    start = body.index('<script id="dashboard-charts" type="application/json">')
-    blob = body[start:].split(">", 1)[1].split("</script>", 1)[0]
-    assert json.loads(blob) == charts
-    assert [c["title"] for c in charts["radar"]] == list(SYSTEMS)
-    assert [c["title"] for c in charts["domain"]] == sorted(SKILLS)
-    assert charts["domain"][0]["labels"] == ["History", "Math"]
-    assert charts["difficulty"][0]["labels"] == ["1", "2", "3"]
-    assert [c["measure"] for c in charts["correlation"]] == ["pearson", "spearman"]
-    assert body.count('<canvas data-chart="') == 2 + 3 + 3 + 2
-    assert len(response.context["heatmaps"]) == len(JUDGES) * len(SKILLS)
-    assert 'id="heatmap-6"' in body
+def chart_blob(body: str, source: str):
+    start = body.index(f'<script id="{source}" type="application/json">')
+    return json.loads(body[start:].split(">", 1)[1].split("</script>", 1)[0])
+
+
+def test_the_sections_charts_are_computed_from_the_same_rows(scored, researcher_client):
+    ready(researcher_client, scored)
+
+    # when
+    with parts_read() as read:
+        breakdowns = section(researcher_client, scored, "breakdowns")
+    leaderboards = section(researcher_client, scored, "leaderboards")
+    heatmaps = section(researcher_client, scored, "heatmaps")
+
+    # then: each section carries only its charts' data
+    assert read == {"options", "charts"}
+    charts = snapshots.snapshot_part(done_snapshot(scored), "charts")
+    facets = chart_blob(breakdowns.content.decode(), "charts-breakdowns")
+    assert facets == {"domain": charts["domain"], "difficulty": charts["difficulty"]}
+    assert [c["title"] for c in facets["domain"]] == sorted(SKILLS)
+    assert facets["domain"][0]["labels"] == ["History", "Math"]
+    assert facets["difficulty"][0]["labels"] == ["1", "2", "3"]
+    assert breakdowns.content.decode().count('<canvas data-chart="') == 3 + 3
+    radar = chart_blob(leaderboards.content.decode(), "charts-leaderboards")
+    assert list(radar) == ["radar"] and [c["title"] for c in radar["radar"]] == list(SYSTEMS)
+    assert leaderboards.content.decode().count('<canvas data-chart="radar"') == 2
+    assert len(heatmaps.context["heatmaps"]) == len(JUDGES) * len(SKILLS)
+    assert 'id="heatmap-6"' in heatmaps.content.decode()
+
+
+def test_a_section_on_its_own_is_a_page_and_says_when_there_is_no_report(scored, researcher_client):
+    # before any snapshot: no report is computed here, the section says so
+    before = section(researcher_client, scored, "agreement")
+    assert "There is no report of these filters yet" in before.content.decode()
+    assert not ReportSnapshot.objects.exists()
+    ready(researcher_client, scored)
+
+    # when
+    page = researcher_client.get(section_url(scored, "agreement"), {"level": "item"})
+
+    # then
+    html = page.content.decode()
+    assert "<html" in html and 'id="agreement-table"' in html and "<h1>Agreement among" in html
+    assert researcher_client.get(section_url(scored, "nope")).status_code == 404
+    assert "HX-Request" in page["Vary"]
 
 
 def test_filters_narrow_the_report_like_project_report(scored, researcher_client):
@@ -517,8 +747,9 @@ def test_filters_narrow_the_report_like_project_report(scored, researcher_client
     }
 
     # when
-    shell = researcher_client.get(url(scored), query)
-    response = htmx(researcher_client, url(scored), query)
+    shell = ready(researcher_client, scored, query)
+    leaderboards = section(researcher_client, scored, "leaderboards", query)
+    breakdowns = section(researcher_client, scored, "breakdowns", query)
 
     # then
     assert not shell.context["form"].errors
@@ -529,13 +760,15 @@ def test_filters_narrow_the_report_like_project_report(scored, researcher_client
         systems=["sys-b"],
         domains=["Math"],
         difficulties=[1, 2],
-        with_breakdowns=False,
+        with_breakdowns=True,
     )
-    assert response.context["report"] == expected
+    assert snapshots.snapshot_part(done_snapshot(scored, query), "report") == expected
     assert list(expected["agreement"]) == ["Readability"]
     assert list(expected["correlation"]) == ["judge-y"]
-    assert [c["title"] for c in response.context["charts"]["radar"]] == ["sys-b"]
-    assert response.context["charts"]["difficulty"][0]["labels"] == ["1", "2"]
+    assert shell.context["headline"]["labels"] == ["Readability"]
+    assert [j["label"] for j in shell.context["headline"]["judges"]] == ["judge-y"]
+    assert [c["title"] for c in leaderboards.context["charts"]["radar"]] == ["sys-b"]
+    assert breakdowns.context["charts"]["difficulty"][0]["labels"] == ["1", "2"]
 
 
 @pytest.mark.parametrize(
@@ -548,44 +781,57 @@ def test_filters_narrow_the_report_like_project_report(scored, researcher_client
     ],
 )
 def test_bad_filter_values_get_a_clear_message(scored, researcher_client, query, message):
+    ready(researcher_client, scored)  # the default report names the values there are
     response = researcher_client.get(url(scored), query)
     html = response.content.decode()
     assert response.status_code == 200
     assert "These filters cannot be used" in html and message in html
-    assert 'hx-trigger="load"' not in html and XSS not in html
+    assert "data-snapshot-progress" not in html and XSS not in html
+    assert not ReportSnapshot.objects.exclude(is_default=True).exists()
 
 
-def test_the_partial_checks_the_level_and_says_when_nothing_matches(scored, researcher_client):
+def test_bad_filters_and_filters_that_match_nothing_say_so(scored, researcher_client):
     bad = htmx(researcher_client, url(scored), {"difficulty": "x"})
     assert bad.status_code == 200 and "These filters cannot be used" in bad.content.decode()
-    assert "agreement-table" not in bad.content.decode()
-    gone = htmx(researcher_client, url(scored), {"system": "retired-model"})
-    assert gone.status_code == 200 and "No scores match these filters" in gone.content.decode()
+    assert "headline-table" not in bad.content.decode()
+    bad_section = section(researcher_client, scored, "agreement", {"difficulty": "x"})
+    assert "These filters cannot be used" in bad_section.content.decode()
+    gone = ready(researcher_client, scored, {"system": "retired-model"})
+    assert "No scores match these filters" in gone.content.decode()
 
 
 def test_an_empty_project_says_so_and_does_not_fail(project, researcher_client):
-    shell = researcher_client.get(url(project))
-    assert shell.status_code == 200
-    html = shell.content.decode()
-    assert "No scores yet" in html and 'hx-trigger="load"' not in html
+    page = ready(researcher_client, project)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "No scores yet" in html and "headline-table" not in html
     assert htmx(researcher_client, url(project)).status_code == 200
     inline = researcher_client.get(url(project), {"inline": "1"})
     assert inline.status_code == 200 and "No scores yet" in inline.content.decode()
 
 
-def test_a_project_with_human_scores_only_has_no_judge_sections(project, researcher_client):
+def test_a_project_with_human_scores_only_has_no_judge_headline(project, researcher_client):
     import_scores(project, score_lines(judges=()))
-    response = htmx(researcher_client, url(project))
-    html = response.content.decode()
-    assert response.status_code == 200 and 'id="agreement-table"' in html
-    assert "No judge scores yet" in html and response.context["heatmaps"] == []
+    page = ready(researcher_client, project)
+    html = page.content.decode()
+    assert page.status_code == 200 and "No judge scores yet" in html
+    assert "headline-table" not in html and 'data-chart="headline"' not in html
+    agreement = section(researcher_client, project, "agreement").content.decode()
+    assert 'id="agreement-table"' in agreement
+    correlation = section(researcher_client, project, "correlation").content.decode()
+    assert "No judge scores yet" in correlation
+    assert section(researcher_client, project, "heatmaps").context["heatmaps"] == []
 
 
-def test_without_scripts_the_report_can_be_shown_inline(scored, researcher_client):
+def test_without_scripts_every_section_can_be_shown_inline(scored, researcher_client):
+    ready(researcher_client, scored, {"skill": "Factuality"})
     response = researcher_client.get(url(scored), {"inline": "1", "skill": "Factuality"})
     html = response.content.decode()
-    assert "<html" in html and 'id="agreement-table"' in html and 'hx-trigger="load"' not in html
-    assert list(response.context["report"]["agreement"]) == ["Factuality"]
+    assert "<html" in html and 'id="agreement-table"' in html and 'id="leaderboard-1"' in html
+    assert 'id="heatmap-1"' in html and 'id="charts-leaderboards"' in html
+    assert "Waiting for a worker" not in html  # the same report as without "inline"
+    tables = Tables(html).tables
+    assert [row[0] for row in tables["agreement-table"][1:]] == ["Factuality"]
 
 
 def test_names_from_the_data_are_escaped(project, researcher_client):
@@ -597,15 +843,20 @@ def test_names_from_the_data_are_escaped(project, researcher_client):
     )
 
     # when
-    shell = researcher_client.get(url(project)).content.decode()
-    body = htmx(researcher_client, url(project)).content.decode()
+    shell = ready(researcher_client, project).content.decode()
+    inline = researcher_client.get(url(project), {"inline": "1"}).content.decode()
+    sections = [section(researcher_client, project, name).content.decode() for name in SECTIONS]
 
     # then
-    for html in (shell, body):
+    for html in (shell, inline, *sections):
         assert XSS not in html and judge not in html
+    for html in (shell, inline, sections[0]):
         assert "&lt;img src=x onerror=alert(1)&gt;" in html
-    assert body.count("<script") == 1  # the JSON data only, its "<" escaped
-    assert "\\u003Cimg src=x onerror=alert(1)\\u003E" in body
+    # the JSON data only, its "<" escaped
+    assert shell.count("<script") - shell.count("<script src=") == 1
+    assert "\\u003Cimg src=x onerror=alert(1)\\u003E" in shell
+    assert "\\u003C/script\\u003E\\u003Cscript\\u003Ealert(2)" in shell
+    assert sections[3].count("<script") == 1  # leaderboards: the radar data
 
 
 def test_the_project_page_links_to_the_dashboard_for_staff(scored, researcher_client, admin_client):
