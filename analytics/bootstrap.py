@@ -345,8 +345,25 @@ def paired_difference(
             ta = (jat @ counts.T).T.reshape(-1, vh.size, va.size)
             tb = (jbt @ counts.T).T.reshape(-1, vh.size, vb.size)
             boot.append(diff(ta, tb))
-    values = _cat(boot)
-    interval = _interval(None if np.isnan(estimate) else estimate, values)
+    return _paired(None if np.isnan(estimate) else estimate, _cat(boot))
+
+
+def paired_difference_of(
+    estimate_a: float | None,
+    estimate_b: float | None,
+    values_a: npt.NDArray[np.float64],
+    values_b: npt.NDArray[np.float64],
+) -> PairedDifference:
+    """`paired_difference` from the two Pearsons' estimates and resampled values, computed
+    on the same resamples (kept by a Resampler that drew what `paired_difference` draws:
+    the same items and seed): the same figures without resampling again."""
+    if estimate_a is None or estimate_b is None:
+        return _paired(None, values_a - values_b)
+    return _paired(estimate_a - estimate_b, values_a - values_b)
+
+
+def _paired(estimate: float | None, values: npt.NDArray[np.float64]) -> PairedDifference:
+    interval = _interval(estimate, values)
     finite = values[np.isfinite(values)]
     p = float(np.mean(finite <= 0)) if finite.size else None
     return {**interval.as_dict(), "p_value_a_not_better": p}
@@ -389,6 +406,19 @@ class Resampler:
         self.values: dict[str, dict[str, npt.NDArray[np.float64]]] = {}
         self._stats: list[_Registered] = []
         self._done: list[Callable[[], None]] = []
+        self._keep: set[tuple[int, str]] = set()
+        self._kept: dict[tuple[int, str], npt.NDArray[np.float64]] = {}
+
+    def keep_values(self, sink: Sink, name: str) -> None:
+        """Keep every resample's value of `name` of the statistic whose intervals go to
+        `sink`, for `kept_values()` after `run()`: a figure derived from two statistics on
+        the same resamples (a paired difference of two judges' Pearson) then costs no
+        resampling."""
+        self._keep.add((id(sink), name))
+
+    def kept_values(self, sink: Sink, name: str) -> npt.NDArray[np.float64]:
+        """The values `keep_values(sink, name)` asked for, one per resample (NaN: undefined)."""
+        return self._kept[(id(sink), name)]
 
     def on_done(self, callback: Callable[[], None]) -> None:
         """Call `callback()` after `run()` has filled every sink (to derive figures from
@@ -450,6 +480,9 @@ class Resampler:
                 e = float(value[0])
                 out[name] = _interval(None if np.isnan(e) else e, _cat(boot[name])).as_dict()
             sink[key] = next(iter(out.values())) if single else out
+            for name in boot:
+                if (id(sink), name) in self._keep:
+                    self._kept[(id(sink), name)] = _cat(boot[name])
             if self.keep:
                 self.values[key] = {name: _cat(parts) for name, parts in boot.items()}
         for callback in self._done:
@@ -457,7 +490,7 @@ class Resampler:
 
     def _products(
         self,
-    ) -> Callable[[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]]]:
+    ) -> Callable[[npt.NDArray[np.float64]], Iterator[npt.NDArray[np.float64]]]:
         """A function from a chunk of resamples (resamples x items counts) to each
         statistic's summed features (resamples x features).
 
@@ -466,7 +499,9 @@ class Resampler:
         all of them). Wide ones (one joint table per annotator pair or per annotator,
         mostly empty) are sparse products taken item by item (CSC: the counts are read in
         order, the small output is what is written at random), in float32 when their
-        whole-number sums are exact in it (half the memory traffic)."""
+        whole-number sums are exact in it (half the memory traffic). The sums are made one
+        statistic at a time, as the caller takes them: with many judges the wide sums of a
+        chunk held together took gigabytes."""
         n = self.keys.size
         # per statistic: its columns of the dense product, or its sparse features and
         # whether they are taken in float32
@@ -484,21 +519,21 @@ class Resampler:
                 layout.append(((ft.astype(np.float32) if single else ft).tocsc(), single))
         dense = np.hstack(narrow) if narrow else None
 
-        def products(counts: npt.NDArray[np.float64]) -> list[npt.NDArray[np.float64]]:
+        def products(counts: npt.NDArray[np.float64]) -> Iterator[npt.NDArray[np.float64]]:
             together = counts @ dense if dense is not None else None
             drawn: npt.NDArray[np.float64] | None = None
-            out: list[npt.NDArray[np.float64]] = []
+            drawn32: npt.NDArray[np.float32] | None = None
             for how in layout:
                 if isinstance(how, slice):
                     assert together is not None  # a slice is laid out only with `dense`
-                    out.append(together[:, how])
+                    yield together[:, how]
                     continue
                 if drawn is None:
                     drawn = np.ascontiguousarray(counts.T)
+                    drawn32 = drawn.astype(np.float32)
                 ft, single = how
-                x = drawn.astype(np.float32) if single else drawn
-                out.append((ft @ x).T.astype(np.float64, copy=False))
-            return out
+                x = drawn32 if single else drawn
+                yield (ft @ x).T.astype(np.float64, copy=False)
 
         return products
 

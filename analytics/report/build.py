@@ -567,11 +567,16 @@ def build_report(
     skills: Sequence[str] | None = None,
     resamples: int = 0,
     off_scale: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
+    compare: Sequence[tuple[str, str]] | None = None,
+    compare_all: bool = False,
 ) -> Json:
     """The report from plain rows (see Row). `judges` rows carry the judge name as rater.
-    With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, a paired
-    comparison of every two judges. `off_scale`: (judge, skill) pairs whose values are not on
-    the skill's scale (a metric's raw value): MAE and exact/±1 agreement are left out."""
+    With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, paired
+    comparisons of judges (`judge_comparison`): each judge against the skill's best
+    (`best_judges`), plus the pairs in `compare` on every skill, or every two judges with
+    `compare_all`; `judge_comparison_pairs` says which. `off_scale`: (judge, skill) pairs
+    whose values are not on the skill's scale (a metric's raw value): MAE and exact/±1
+    agreement are left out."""
     human_by_skill = _by_skill(human)
     judge_by_name: dict[str, list[Row]] = defaultdict(list)
     for row in judges:
@@ -597,27 +602,57 @@ def build_report(
             items = {item for item, *_ in means[s].values()}
             report["agreement"][s] = agreement(human_by_skill[s], resampler=resampler_for(items))
     judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
+    instances: dict[tuple[str, str], _Instance] = {}
     for judge, by_skill in judge_skills.items():
         report["correlation"][judge] = {}
         for s in names:
             if s not in by_skill or not human_by_skill.get(s):
                 continue
             scored = {r[0] for r in by_skill[s] if r[5] is not None}
-            items = {means[s][rid][0] for rid in scored if rid in means[s]}
-            report["correlation"][judge][s] = _scale_aware(
+            shared = frozenset(rid for rid in scored if rid in means[s])
+            items = {means[s][rid][0] for rid in shared}
+            rs = resampler_for(items) if items else None
+            levels = report["correlation"][judge][s] = _scale_aware(
                 correlation(
                     human_by_skill[s],
                     by_skill[s],
                     means=means[s],
-                    resampler=resampler_for(items) if items else None,
+                    resampler=rs,
                     off_scale=(judge, s) in off_scale,
                 ),
                 (judge, s) in off_scale,
             )
+            if rs is not None:
+                instances[judge, s] = _Instance(rs, levels["instance"], shared)
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    compared = bool(resamples) and len(judge_skills) >= 2
+    if compared:
+        # chosen from the point estimates, before the resamples are drawn, so that the
+        # pairs' Pearsons are kept from the judges' own intervals (`_compare_judges`)
+        best = best_judges(report["correlation"])
+        extra = _pair_list(compare or [])
+        for s in names:
+            chosen = (
+                _all_pairs(judge_skills) if compare_all else _best_pairs(judge_skills, best.get(s))
+            )
+            pairs[s] = sorted(set(chosen) | set(extra))
+            for a, b in pairs[s]:
+                if _same_resamples(instances.get((a, s)), instances.get((b, s))):
+                    for judge in (a, b):
+                        found = instances[judge, s]
+                        found.resampler.keep_values(found.sink, "pearson")
+        report["judge_comparison_pairs"] = {
+            "mode": "all" if compare_all else "best",
+            "best": best,
+            "extra": [list(pair) for pair in extra],
+        }
     for rs in resamplers.values():
         rs.run()
-    if resamples and len(judge_skills) >= 2:
-        report["judge_comparison"] = _compare_judges(means, judge_skills, names, resamples)
+    if compared:
+        report["judge_comparison"] = _compare_judges(
+            means, judge_skills, pairs, resamples, instances
+        )
+        report["judge_comparison_pairs"] = report.pop("judge_comparison_pairs")  # after it
     judge_by_skill = _by_skill(judges)
     report["leaderboard"] = {
         s: leaderboard(human_by_skill.get(s, []), judge_by_skill.get(s, []), means=means.get(s))
@@ -725,22 +760,100 @@ def _scale_aware(levels: Json, off_scale: bool) -> Json:
     return levels
 
 
+def best_judges(correlation: Mapping[str, Mapping[str, Json]]) -> dict[str, str]:
+    """Per skill, the judge closest to the people: the highest instance-level Pearson with
+    the human means (judges where it is undefined left out); on a tie, the first by name."""
+    found: dict[str, tuple[float, str]] = {}
+    for judge in sorted(correlation):
+        for skill, levels in correlation[judge].items():
+            value = levels["instance"]["pearson"]
+            if value is None or not math.isfinite(value):
+                continue
+            if skill not in found or value > found[skill][0]:
+                found[skill] = (value, judge)
+    return {skill: judge for skill, (_, judge) in sorted(found.items())}
+
+
+def _pair(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+def _pair_list(pairs: Iterable[Sequence[str]]) -> list[tuple[str, str]]:
+    """Pairs asked for, each A before B by name, without repeats or a judge against itself."""
+    return sorted({_pair(a, b) for a, b in pairs if a != b})
+
+
+def _all_pairs(judge_skills: Mapping[str, object]) -> list[tuple[str, str]]:
+    return list(combinations(sorted(judge_skills), 2))
+
+
+def _best_pairs(judge_skills: Mapping[str, object], best: str | None) -> list[tuple[str, str]]:
+    if best is None:
+        return []
+    return [_pair(judge, best) for judge in sorted(judge_skills) if judge != best]
+
+
+@dataclass(frozen=True, slots=True)
+class _Instance:
+    """Where a judge's instance-level intervals on a skill are resampled: the Resampler,
+    the sink its Pearson goes to, and the responses it is computed on."""
+
+    resampler: bootstrap.Resampler
+    sink: Json
+    shared: frozenset[int]
+
+
+def _same_resamples(a: _Instance | None, b: _Instance | None) -> bool:
+    """Whether a pair's `paired_difference` is the difference of the two judges' own
+    resampled Pearsons: both on the same responses (so the pair's are theirs), hence on
+    the same items, drawn by the same Resampler with paired_difference's seed."""
+    return (
+        a is not None
+        and b is not None
+        and a.resampler is b.resampler
+        and a.resampler.seed == 0
+        and len(a.shared) >= 3
+        and a.shared == b.shared
+    )
+
+
 def _compare_judges(
     means: Mapping[str, dict[int, HumanMean]],
     judge_skills: Mapping[str, Mapping[str, list[Row]]],
-    names: Iterable[str],
+    pairs: Mapping[str, Sequence[tuple[str, str]]],
     resamples: int,
+    instances: Mapping[tuple[str, str], _Instance] | None = None,
 ) -> Json:
-    """Per skill and pair of judges (A before B by name): Pearson(human, A) - Pearson(human, B)
-    on the responses both scored, with its interval and one-sided bootstrap p-value."""
+    """Per skill and pair of judges asked for (A before B by name, pairs sorted):
+    Pearson(human, A) - Pearson(human, B) on the responses both scored, with its interval
+    and one-sided bootstrap p-value; a pair with fewer than three such responses, or with a
+    judge that did not score the skill, is left out. Where both judges' instance intervals
+    were resampled together on the pair's responses (`_same_resamples`, `instances`), the
+    difference of their kept Pearsons is the pair's: the figures `paired_difference` gives,
+    without resampling the two joint tables again."""
     out: dict[str, Json] = {}
-    for skill in names:
+    instances = instances or {}
+    for skill, wanted in pairs.items():
         humans = means.get(skill) or {}
         scored = {
-            judge: {r[0]: r[5] for r in by_skill.get(skill, []) if r[5] is not None}
-            for judge, by_skill in judge_skills.items()
+            judge: {r[0]: r[5] for r in judge_skills[judge].get(skill, []) if r[5] is not None}
+            for judge in sorted({judge for pair in wanted for judge in pair} & set(judge_skills))
         }
-        for a, b in combinations(sorted(scored), 2):
+        for a, b in wanted:
+            first, second = instances.get((a, skill)), instances.get((b, skill))
+            if first is not None and second is not None and _same_resamples(first, second):
+                out.setdefault(skill, {})[f"{a} vs {b}"] = {
+                    "n": len(first.shared),
+                    **bootstrap.paired_difference_of(
+                        first.sink["ci"]["pearson"]["estimate"],
+                        second.sink["ci"]["pearson"]["estimate"],
+                        first.resampler.kept_values(first.sink, "pearson"),
+                        second.resampler.kept_values(second.sink, "pearson"),
+                    ),
+                }
+                continue
+            if a not in scored or b not in scored:
+                continue
             shared = sorted(set(humans) & set(scored[a]) & set(scored[b]))
             if len(shared) < 3:
                 continue
