@@ -38,6 +38,7 @@ from schemathesis.specs.openapi.checks import (
 
 from analytics.exports.services import export_job_create, export_job_run
 from analytics.imports.services import scores_import
+from analytics.report.snapshots import snapshot_params, snapshot_request
 from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.models import DatasetUpload, Response
 from annotation.services.assignments import (
@@ -109,9 +110,12 @@ class Seeded:
     member: str
     dataset: int
     item: int
+    snapshot: int
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
+        if "{snapshot_id}" in path:
+            return {"slug": self.slug, "snapshot_id": self.snapshot}
         if "{username}" in path:
             return {"slug": self.slug, "username": self.member}
         if "{slug}" in path:
@@ -193,6 +197,7 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
         member=annotator.username,
         dataset=dataset.pk,
         item=dataset.items.order_by("pk").values_list("pk", flat=True)[0],
+        snapshot=snapshot_request(project=project, params=snapshot_params(resamples=0))[0].pk,
     )
 
 

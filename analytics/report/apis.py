@@ -17,7 +17,7 @@ import json
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.response import Response as ApiResponse
@@ -138,7 +138,14 @@ class AnalyticsReportApi(APIView):
         class Meta:
             ref_name = "AnalyticsReportFilters"
 
-    @extend_schema(parameters=[FilterSerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses={
+            200: OpenApiResponse(OpenApiTypes.OBJECT, description="the report and its snapshot"),
+            202: OpenApiResponse(OpenApiTypes.OBJECT, description="computing: the snapshot"),
+            429: OpenApiResponse(OpenApiTypes.OBJECT, description="too many computing"),
+        },
+    )
     def get(self, request, slug: str):
         project = project_get_for_staff(request.user, slug)
         params = self.FilterSerializer(data=request.query_params)
@@ -167,7 +174,14 @@ class AnalyticsReportRefreshApi(APIView):
     """Compute the report of these params again (202 with the snapshot computing; the one
     already computing for them if any). 429 when the project has too many computing."""
 
-    @extend_schema(request=ReportParamsSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        request=ReportParamsSerializer,
+        parameters=[ReportParamsSerializer],
+        responses={
+            202: OpenApiResponse(OpenApiTypes.OBJECT, description="the snapshot computing"),
+            429: OpenApiResponse(OpenApiTypes.OBJECT, description="too many computing"),
+        },
+    )
     def post(self, request, slug: str):
         project = project_get_for_staff(request.user, slug)
         source = request.data if request.data else request.query_params
@@ -183,7 +197,10 @@ class ReportSnapshotApi(APIView):
     """One report snapshot's state and progress (the report itself: the report URL with
     the same params)."""
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        parameters=[OpenApiParameter("snapshot_id", int, OpenApiParameter.PATH)],
+        responses=OpenApiTypes.OBJECT,
+    )
     def get(self, request, slug: str, snapshot_id: int):
         project = project_get_for_staff(request.user, slug)
         snapshot = snapshots.snapshot_get(project=project, snapshot_id=snapshot_id)
