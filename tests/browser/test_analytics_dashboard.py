@@ -1,12 +1,17 @@
-"""A researcher opens the analytics dashboard in a real Chromium: the report arrives by
-htmx, Chart.js draws every chart, nothing logs an error, and names that carry markup stay
-text."""
+"""A researcher opens the analytics dashboard in a real Chromium: it opens with the headline
+chart (a dataset per judge and the human ceiling, with intervals), each section loads by htmx
+when it is opened and Chart.js draws its charts, a refresh shows its progress while a real
+worker computes the report and then the page shows the new one; nothing logs an error, and
+names that carry markup stay text."""
 
 from __future__ import annotations
 
 import pytest
 from django.urls import reverse
 
+from analytics import tasks
+from analytics.report import snapshots
+from tests.analytics.snapshot_worker import compute_pending
 from tests.analytics.test_dashboard import XSS, import_scores, score_lines
 from tests.browser.conftest import login
 
@@ -17,10 +22,31 @@ CHARTS_DRAWN = """() => {
   const canvases = [...document.querySelectorAll('canvas[data-chart]')];
   return window.Chart && canvases.length > 0 && canvases.every(c => Chart.getChart(c));
 }"""
+HEADLINE = """() => {
+  const canvas = document.querySelector('canvas[data-chart=headline]');
+  const chart = canvas && window.Chart && Chart.getChart(canvas);
+  if (!chart) return null;
+  return {
+    type: chart.config.type, width: canvas.clientWidth, height: canvas.clientHeight,
+    labels: chart.data.labels,
+    datasets: chart.data.datasets.map(d => ({
+      label: d.label, type: d.type || chart.config.type, data: d.data,
+      intervals: (d.errors || []).filter(e => e).length,
+    })),
+    errorBars: chart.config.plugins.some(p => p.id === 'flaskwebErrorBars'),
+  };
+}"""
 
 
 @pytest.fixture
-def hostile_project(live_server, project, researcher):
+def no_worker(monkeypatch):
+    """The pages ask for snapshots; these tests compute them in-process (compute_pending)
+    instead of sending them to a worker that is not there."""
+    monkeypatch.setattr(tasks.report_snapshot_compute_task, "delay", lambda *args, **kw: None)
+
+
+@pytest.fixture
+def hostile_project(live_server, project, researcher, no_worker):
     import_scores(
         project,
         score_lines(
@@ -29,6 +55,8 @@ def hostile_project(live_server, project, researcher):
             judges=("judge-x", JUDGE),
         ),
     )
+    snapshot, _ = snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
+    compute_pending()
     return project
 
 
@@ -48,69 +76,189 @@ def open_dashboard(page, live_server, project, query: str = "") -> None:
     page.goto(f"{live_server.url}{path}{query}")
 
 
-def test_the_dashboard_draws_its_charts_and_names_stay_text(page, live_server, hostile_project):
+def open_section(page, name: str) -> None:
+    page.click(f"details[data-section={name}] > summary")
+    page.wait_for_selector(f"[data-section-body={name}]")
+
+
+def test_the_headline_chart_is_drawn_with_intervals_and_names_stay_text(
+    page, live_server, hostile_project
+):
     # given
     problems = watch(page)
 
     # when
     open_dashboard(page, live_server, hostile_project)
-    page.wait_for_selector("#report-body #agreement-table")
+    headline = page.wait_for_function(HEADLINE).json_value()
+
+    # then: one bar dataset per judge, best ranked first, and the human ceiling, with intervals
+    table = page.eval_on_selector_all(
+        "#headline-table tbody th", "ths => ths.map(t => t.textContent)"
+    )
+    assert table[0] == "Human ceiling" and sorted(table[1:]) == sorted(["judge-x", JUDGE])
+    assert headline["type"] == "bar" and headline["width"] > 0 and headline["height"] > 0
+    assert sorted(headline["labels"]) == sorted(["Factuality", "Readability", XSS])  # as text
+    judges, ceiling = headline["datasets"][:-1], headline["datasets"][-1]
+    assert [d["label"] for d in judges] == table[1:]
+    assert all(d["type"] == "bar" and d["intervals"] > 0 for d in judges)
+    assert ceiling["label"].startswith("Human ceiling") and ceiling["type"] == "line"
+    assert ceiling["intervals"] > 0 and headline["errorBars"]
+    # another coefficient: the chart and the table swap in without a page load
+    page.click("nav[aria-label='Correlation coefficient'] >> text=Kendall τ-b")
+    page.wait_for_url("**measure=kendall**")
+    kendall = page.wait_for_function(
+        HEADLINE.replace(
+            "if (!chart) return null;",
+            "if (!chart || chart.data.datasets.length !== 2) return null;",
+        )
+    ).json_value()
+    assert [d["label"] for d in kendall["datasets"]] == table[1:]  # no ceiling for Kendall
+    assert page.dialogs == [] and problems == []
+
+
+def test_the_sections_load_when_opened_and_draw_their_charts(page, live_server, hostile_project):
+    problems = watch(page)
+    open_dashboard(page, live_server, hostile_project)
+    page.wait_for_function(CHARTS_DRAWN)
+    assert page.locator("#agreement-table").count() == 0  # not loaded until opened
+
+    # when
+    for name in (
+        "agreement",
+        "correlation",
+        "comparison",
+        "leaderboards",
+        "breakdowns",
+        "heatmaps",
+    ):
+        open_section(page, name)
     page.wait_for_function(CHARTS_DRAWN)
 
-    # then: radar per system (2), bars per skill by domain (3) and difficulty (3), and the
-    # Pearson and Spearman correlation bars (2)
+    # then: radar per system (2), bars per skill by domain (3) and difficulty (3), the headline
     charts = page.evaluate(
         """() => [...document.querySelectorAll('canvas[data-chart]')].map(c => {
           const chart = Chart.getChart(c);
+          const r = chart.options.scales.r;
           return {kind: c.dataset.chart, type: chart.config.type, width: c.clientWidth,
-                  height: c.clientHeight, datasets: chart.data.datasets.length,
-                  labels: chart.data.labels};
+                  datasets: chart.data.datasets.length, labels: chart.data.labels,
+                  pointLabels: r ? chart.data.labels.map(l => r.pointLabels.callback(l)) : null};
         })"""
     )
     kinds = [c["kind"] for c in charts]
     assert kinds.count("radar") == 2 and kinds.count("domain") == 3
-    assert kinds.count("difficulty") == 3 and kinds.count("correlation") == 2
-    assert all(c["width"] > 0 and c["height"] > 0 for c in charts)
+    assert kinds.count("difficulty") == 3 and kinds.count("headline") == 1
+    assert all(c["width"] > 0 for c in charts)
     radar = [c for c in charts if c["kind"] == "radar"]
     assert {c["type"] for c in radar} == {"radar"} and radar[0]["datasets"] == 3
-    assert XSS in radar[0]["labels"]  # drawn as text on the canvas
-    correlation = [c for c in charts if c["kind"] == "correlation"]
-    assert correlation[0]["datasets"] == 3  # two judges and the human ceiling
+    assert XSS in radar[0]["labels"]  # drawn as text on the canvas, cut so labels do not meet
+    shown = dict(zip(radar[0]["labels"], radar[0]["pointLabels"], strict=True))
+    assert shown == {XSS: XSS[:17] + "…", "Factuality": "Factuality", "Readability": "Readability"}
     # the payloads are text everywhere: no alert, no injected element
     assert page.dialogs == []
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert page.locator("#agreement-table th", has_text=XSS).count() == 1
     assert page.locator("#heatmap-1 caption").inner_text().startswith(JUDGE)
+    assert page.locator("#correlation-1").count() == 1
     assert problems == []
 
 
-def test_a_filter_reloads_the_report_for_one_skill(page, live_server, hostile_project):
+def test_wide_tables_scroll_in_their_box_with_the_first_column_in_view(
+    page, live_server, project, researcher, no_worker
+):
+    # given twelve judges with long names
+    judges = tuple(f"a-rather-long-automatic-metric-name-{n:02}" for n in range(12))
+    import_scores(project, score_lines(judges=judges, items=3))
+    snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
+    compute_pending()
     problems = watch(page)
-    open_dashboard(page, live_server, hostile_project)
-    page.wait_for_function(CHARTS_DRAWN)
 
     # when
-    page.select_option("select[name=skill]", "Readability")
+    open_dashboard(page, live_server, project)
+    page.wait_for_function(CHARTS_DRAWN)
+    open_section(page, "leaderboards")
+
+    # then: the table scrolls inside its box, the page does not; names stay on one line
+    found = page.evaluate(
+        """() => {
+          const table = document.querySelector('#leaderboard-1');
+          const box = table.closest('.table-scroll');
+          const first = table.querySelector('tbody th');
+          const name = table.querySelector('thead th.name');
+          box.scrollLeft = 400;
+          return {scrolls: box.scrollWidth > box.clientWidth,
+                  page: document.documentElement.scrollWidth <= window.innerWidth,
+                  sticky: getComputedStyle(first).position,
+                  firstLeft: first.getBoundingClientRect().left - box.getBoundingClientRect().left,
+                  nameLines: (() => {
+                    const range = document.createRange();
+                    range.selectNodeContents(name);
+                    return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;
+                  })()};
+        }"""
+    )
+    assert found["scrolls"] and found["page"] and found["sticky"] == "sticky"
+    assert abs(found["firstLeft"]) < 2 and found["nameLines"] == 1
+    # the filters are chips; a long list of judges is folded
+    assert page.locator("details.filter-long summary", has_text="Judge").count() == 1
+    assert page.locator("select[multiple]").count() == 0
+    assert problems == []
+
+
+def test_a_chip_filters_the_report_which_is_asked_for_and_shown(page, live_server, hostile_project):
+    problems = watch(page)
+    open_dashboard(page, live_server, hostile_project)
+    page.wait_for_function(HEADLINE)
+
+    # when: a chip is clicked and the filters applied
+    page.click("details.filters-panel > summary")
+    page.click("fieldset.chips label:has(input[name=skill][value=Readability])")
     page.click("form.analytics-filters button[type=submit]")
     page.wait_for_url("**skill=Readability**")
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_selector("[data-snapshot-progress]")
+    compute_pending()  # the worker's part: the page polls, then reloads itself
 
-    # then: the report and the charts are of that skill only
-    skills = page.eval_on_selector_all(
-        "#agreement-table tbody th", "ths => ths.map(t => t.textContent)"
-    )
-    assert skills == ["Readability"]
-    radar_types = page.evaluate(
-        "[...document.querySelectorAll('canvas[data-chart=radar]')]"
-        ".map(c => Chart.getChart(c).config.type)"
-    )
-    assert radar_types == ["bar", "bar"]  # one skill: bars, not a radar
+    # then
+    page.wait_for_selector("#headline-table")
+    headline = page.wait_for_function(HEADLINE).json_value()
+    assert headline["labels"] == ["Readability"]
+    assert page.is_checked("input[name=skill][value=Readability]")
     assert page.dialogs == [] and problems == []
 
 
-def test_an_empty_project_shows_its_empty_state(page, live_server, project, researcher):
+def test_a_refresh_shows_its_progress_while_a_worker_computes_it(
+    page, live_server, project, researcher, celery_worker_process
+):
+    # given a computed report, then a third judge's scores imported
+    from tests.conftest import wait_for
+
+    import_scores(project, score_lines(items=3))
+    first, _ = snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
+    wait_for(lambda: snapshots.snapshot_get(project=project, snapshot_id=first.pk).status == "done")
     problems = watch(page)
     open_dashboard(page, live_server, project)
+    page.wait_for_function(HEADLINE)
+    import_scores(project, score_lines(items=3, judges=("judge-z",)))
+    page.reload()
+    assert "imported score" in page.inner_text("[data-stale]")
+
+    # when
+    page.click("button[data-refresh]")
+
+    # then: the progress, then the page with the new snapshot (the worker computed it)
+    page.wait_for_selector("[data-snapshot-progress]", state="attached")
+    page.wait_for_selector("text=Up to date.", timeout=60_000)
+    headline = page.wait_for_function(HEADLINE).json_value()
+    assert "judge-z" in [d["label"] for d in headline["datasets"]]
+    assert page.locator("#headline-table th", has_text="judge-z").count() == 1
+    assert page.locator("[data-stale]").count() == 0
+    assert page.dialogs == [] and problems == []
+
+
+def test_an_empty_project_shows_its_empty_state(page, live_server, project, researcher, no_worker):
+    problems = watch(page)
+    open_dashboard(page, live_server, project)
+    page.wait_for_selector("[data-snapshot-progress]")
+    compute_pending()
     page.wait_for_selector("text=No scores yet")
     assert page.locator("canvas").count() == 0
     assert problems == []
