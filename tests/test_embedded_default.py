@@ -201,6 +201,18 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
         assert (int(done), int(failed)) == (65, 0)
         assert stats["rate_limited"] == 0 and stats["completions"] == 65
         assert stats["max_concurrent"] >= 10  # one call at a time before the engine
+        # and the analytics report is computed by the same worker (queue "analytics") into
+        # a snapshot that the API asks for (202) and then serves (200)
+        report_url = f"{base}/api/v1/projects/demo/analytics/report?resamples=100"
+
+        def report():
+            answer = urllib.request.urlopen(urllib.request.Request(report_url, headers=headers))
+            return json.load(answer) if answer.status == 200 else None
+
+        assert report() is None  # 202: asked, computing
+        served = wait_for(report, timeout=90, interval=1)
+        assert served["snapshot"]["status"] == "done" and served["resamples"] == 100
+        assert served["agreement"] and served["correlation"]
     finally:
         os.killpg(server.pid, signal.SIGINT)
         try:
