@@ -32,8 +32,11 @@ from analytics import metrics
 
 CONFIDENCE = 0.95
 _CELLS_PER_CHUNK = 2_000_000  # floats held at once per chunk of resamples
-#: Resamples drawn at once by a Resampler (fewer when there are many items).
-_RESAMPLES_PER_CHUNK = 64
+#: Resamples drawn at once by a Resampler (fewer when there are many items). Its sums are
+#: made one statistic at a time, so a chunk costs the widest statistic's sums; larger
+#: chunks spend less per call on the many small statistics of many judges (the figures do
+#: not depend on it: a resample's counts come from the generator alone).
+_RESAMPLES_PER_CHUNK = 256
 #: Statistics with at most this many features are multiplied densely, all together, while
 #: their dense item sums hold at most _DENSE_CELLS floats.
 _NARROW = 256
@@ -181,6 +184,84 @@ def _pearson_table(
     return metrics.table_pearson(tables, tx, ty, sx_vals, sy_vals)
 
 
+#: Joint tables with more cells than this (distinct x values times distinct y values: a
+#: judge's raw continuous values against human means) are resampled over the cells the
+#: sample holds (`CellTable`) instead of the whole, mostly empty, table. Not below
+#: report.resampled.MAX_TAU_CELLS: Kendall's tau-b needs the whole table.
+WIDE_TABLE_CELLS = 10_000
+
+
+class CellTable(NamedTuple):
+    """A joint table given by the cells the sample holds, sorted by (x, y): each cell's x
+    and y codes, where each x code's cells start, and the cells in y order with where
+    each y code's start. Every code of x and y has a cell (codes come from the sample)."""
+
+    x: npt.NDArray[np.intp]
+    y: npt.NDArray[np.intp]
+    x_starts: npt.NDArray[np.intp]
+    y_order: npt.NDArray[np.intp]
+    y_starts: npt.NDArray[np.intp]
+
+
+def cell_table(
+    cx: npt.NDArray[np.intp], cy: npt.NDArray[np.intp], ny: int
+) -> tuple[CellTable, npt.NDArray[np.intp]]:
+    """The cells of the pairs with codes (cx, cy), and each pair's cell."""
+    present, cell = np.unique(cx * ny + cy, return_inverse=True)
+    x, y = present // ny, present % ny
+    y_order = np.argsort(y, kind="stable")
+    return (
+        CellTable(
+            x,
+            y,
+            np.flatnonzero(np.r_[True, x[1:] != x[:-1]]),
+            y_order,
+            np.flatnonzero(np.r_[True, y[y_order][1:] != y[y_order][:-1]]),
+        ),
+        cell.reshape(-1),
+    )
+
+
+def _stats_from_cells(
+    cells: npt.NDArray[np.float64],
+    table: CellTable,
+    vx: npt.NDArray[np.float64],
+    vy: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """`_stats_from_tables` of tables given by their cells (rows x cells of counts): the
+    same margins, midranks and centred values; only the cross products are summed over
+    the cells instead of the whole table (so they may differ in the last place)."""
+    tx = np.add.reduceat(cells, table.x_starts, axis=1)
+    ty = np.add.reduceat(cells[:, table.y_order], table.y_starts, axis=1)
+    rank_x = np.cumsum(tx, axis=1) - (tx - 1) / 2
+    rank_y = np.cumsum(ty, axis=1) - (ty - 1) / 2
+    pearson = _pearson_cells(
+        cells, table, tx, ty, np.broadcast_to(vx, tx.shape), np.broadcast_to(vy, ty.shape)
+    )
+    return pearson, _pearson_cells(cells, table, tx, ty, rank_x, rank_y)
+
+
+def _pearson_cells(
+    cells: npt.NDArray[np.float64],
+    table: CellTable,
+    tx: npt.NDArray[np.float64],
+    ty: npt.NDArray[np.float64],
+    x_values: npt.NDArray[np.float64],
+    y_values: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """metrics.table_pearson over the cells: the same unit scale and centring (its
+    helpers), the cross sum over the cells the sample holds."""
+    n = tx.sum(axis=1)
+    hx, hy = tx > 0, ty > 0
+    dx = metrics._centred(metrics._unit_scale(x_values, hx), tx, n)
+    dy = metrics._centred(metrics._unit_scale(y_values, hy), ty, n)
+    dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
+    sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
+    r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
+    r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
+    return r
+
+
 def correlation_intervals(
     x: ArrayLike, y: ArrayLike, items: ArrayLike, *, resamples: int = 1000, seed: int = 0
 ) -> dict[str, Interval]:
@@ -308,6 +389,39 @@ def alpha_intervals(
     return result
 
 
+class _PearsonSide:
+    """One judge's side of `paired_difference`: Pearson(human, judge) per row of item
+    counts, from the joint table (or its cells when wide, as the instance intervals do)."""
+
+    def __init__(
+        self,
+        cluster: npt.NDArray[np.intp],
+        n_items: int,
+        ch: npt.NDArray[np.intp],
+        vh: npt.NDArray[np.float64],
+        cj: npt.NDArray[np.intp],
+        vj: npt.NDArray[np.float64],
+    ) -> None:
+        self.vh, self.vj = vh, vj
+        self.cells: CellTable | None = None
+        if vh.size * vj.size > WIDE_TABLE_CELLS:
+            self.cells, cell = cell_table(ch, cj, vj.size)
+            self.width = self.cells.x.size
+            joint = sparse.csr_matrix(
+                (np.ones(cluster.size), (cluster, cell)), shape=(n_items, self.width)
+            )
+        else:
+            self.width = vh.size * vj.size
+            joint = _joint(cluster, n_items, ch, vh.size, cj, vj.size)
+        self.joint_t = joint.T.tocsr()
+
+    def pearson(self, counts: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        sums = (self.joint_t @ counts.T).T
+        if self.cells is not None:
+            return _stats_from_cells(np.ascontiguousarray(sums), self.cells, self.vh, self.vj)[0]
+        return _stats_from_tables(sums.reshape(-1, self.vh.size, self.vj.size), self.vh, self.vj)[0]
+
+
 def paired_difference(
     human: ArrayLike,
     judge_a: ArrayLike,
@@ -328,23 +442,16 @@ def paired_difference(
     n_items = int(cluster.max()) + 1 if cluster.size else 0
     if n_items == 0:
         return {**Interval(None, None, None, 0).as_dict(), "p_value_a_not_better": None}
-    ja = _joint(cluster, n_items, ch, vh.size, ca, va.size)
-    jb = _joint(cluster, n_items, ch, vh.size, cb, vb.size)
-
-    def diff(ta: npt.NDArray[np.float64], tb: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return _stats_from_tables(ta, vh, va)[0] - _stats_from_tables(tb, vh, vb)[0]
-
-    full_a = np.asarray(ja.sum(axis=0)).reshape(1, vh.size, va.size)
-    full_b = np.asarray(jb.sum(axis=0)).reshape(1, vh.size, vb.size)
-    estimate = float(diff(full_a, full_b)[0])
+    side_a = _PearsonSide(cluster, n_items, ch, vh, ca, va)
+    side_b = _PearsonSide(cluster, n_items, ch, vh, cb, vb)
+    full = np.ones((1, n_items))
+    estimate = float((side_a.pearson(full) - side_b.pearson(full))[0])
     boot: list[npt.NDArray[np.float64]] = []
     if n_items >= 2:
         rng = np.random.default_rng(seed)
-        jat, jbt = ja.T.tocsr(), jb.T.tocsr()
-        for counts in _chunks(n_items, vh.size * max(va.size, vb.size), resamples, rng):
-            ta = (jat @ counts.T).T.reshape(-1, vh.size, va.size)
-            tb = (jbt @ counts.T).T.reshape(-1, vh.size, vb.size)
-            boot.append(diff(ta, tb))
+        width = max(side_a.width, side_b.width)
+        for counts in _chunks(n_items, width, resamples, rng):
+            boot.append(side_a.pearson(counts) - side_b.pearson(counts))
     return _paired(None if np.isnan(estimate) else estimate, _cat(boot))
 
 

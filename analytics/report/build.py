@@ -24,7 +24,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from analytics import bootstrap, metrics
-from analytics.report import resampled
+from analytics.report import resampled, wide_tables
 from analytics.rows import Row
 
 #: A response's exact human total: an int for whole scores, else a Fraction.
@@ -513,9 +513,12 @@ def correlation(
     if resamples and resampler is None and shared:
         resampler = own = bootstrap.Resampler(items, resamples=resamples)
     if resampler is not None and shared:
-        resampled.instance_register(
-            resampler, h, j, items, sink=result["instance"], agreement=not off_scale
+        register = (
+            wide_tables.instance_cells_register
+            if wide_tables.is_wide(h, j)
+            else resampled.instance_register
         )
+        register(resampler, h, j, items, sink=result["instance"], agreement=not off_scale)
     # item level: per item, across its systems' responses; then the mean over items
     per_item: dict[str, npt.NDArray[np.float64]]
     if shared:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from analytics.report.build import breakdowns, build_report
 from analytics.rows import ReportRows
@@ -26,12 +26,15 @@ def project_report(
     with_breakdowns: bool = True,
     rows: ReportRows | None = None,
     progress: Callable[[float, str], None] | None = None,
+    compare: Sequence[tuple[str, str]] | None = None,
+    compare_all: bool = False,
 ) -> dict:
     """Agreement among the project's annotators and each judge's correlation with them,
     per skill (analytics/report/build.py). `skills` and `judges` narrow it down by name. `rows`:
     the `report_rows` of these filters, when the caller has read them already. `progress`
     (fraction done, what is being computed) is called between the parts (report snapshots
-    show it)."""
+    show it). `compare`: judge pairs compared on every skill besides each judge against the
+    skill's best; `compare_all`: every pair (build_report)."""
     if rows is None:
         rows = report_rows(
             project=project,
@@ -44,7 +47,13 @@ def project_report(
     if progress is not None:
         progress(0.1, f"agreement and correlations ({resamples:,} resamples)")
     report = build_report(
-        rows.human, rows.judge, skills=skills, resamples=resamples, off_scale=rows.off_scale
+        rows.human,
+        rows.judge,
+        skills=skills,
+        resamples=resamples,
+        off_scale=rows.off_scale,
+        compare=compare,
+        compare_all=compare_all,
     )
     if with_breakdowns:
         if progress is not None:

@@ -25,6 +25,19 @@ class Command(BaseCommand):
             help="leave out the per domain/difficulty/system reports",
         )
         parser.add_argument(
+            "--compare",
+            nargs=2,
+            action="append",
+            metavar=("A", "B"),
+            help="also compare these two judges on every skill (repeatable); by default each"
+            " judge is compared with the skill's best",
+        )
+        parser.add_argument(
+            "--compare-all",
+            action="store_true",
+            help="compare every two judges (slow with many judges)",
+        )
+        parser.add_argument(
             "--resamples",
             type=int,
             default=DEFAULT_RESAMPLES,
@@ -46,5 +59,13 @@ class Command(BaseCommand):
             domains=options["domain"],
             difficulties=options["difficulty"],
             with_breakdowns=not options["no_breakdowns"],
+            compare=[(a, b) for a, b in options["compare"] or []],
+            compare_all=options["compare_all"],
         )
+        unknown = sorted(
+            {name for pair in options["compare"] or [] for name in pair}
+            - set(report["correlation"])
+        )
+        if unknown:
+            self.stderr.write(f"no judge named {', '.join(map(repr, unknown))}: not compared")
         self.stdout.write(json.dumps(report, indent=2, sort_keys=False))
