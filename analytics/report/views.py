@@ -12,6 +12,7 @@ when it is opened, from `report_section`, which reads only the parts it draws.""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlencode
@@ -180,6 +181,9 @@ def headline_choice(query) -> tuple[str, str]:
 
 
 def _headline_links(project: Project, query, level: str, measure: str) -> dict:
+    """The level and coefficient links: `url` for the address bar (filters included), `vals`
+    for htmx, which sends them with the applied filters (#applied-filters): names from the
+    data stay out of hx-* attributes."""
     base = _filter_query(query)
 
     def link(label: str, lv: str, ms: str, current: bool) -> dict:
@@ -187,6 +191,7 @@ def _headline_links(project: Project, query, level: str, measure: str) -> dict:
         return {
             "label": label,
             "url": _dashboard_url(project, f"{base}&{extra}" if base else extra),
+            "vals": json.dumps({"level": lv, "measure": ms}),
             "current": current,
         }
 
@@ -215,8 +220,16 @@ def dashboard(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "level_label": LEVEL_LABELS[level],
         "measure_label": MEASURE_LABELS[measure],
         "links": _headline_links(project, request.GET, level, measure),
+        "applied": [
+            (k, v) for k, values in request.GET.lists() if k not in VIEW_KEYS for v in values
+        ],
         "sections": [
-            {"name": name, "title": section.title, "url": _section_url(project, name, filter_query)}
+            {
+                "name": name,
+                "title": section.title,
+                "url": _section_url(project, name, filter_query),
+                "path": _section_url(project, name, ""),
+            }
             for name, section in SECTIONS.items()
         ],
         "inline": request.GET.get("inline") == "1",
@@ -225,6 +238,8 @@ def dashboard(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         context.update(_snapshot_context(request, project, form))
     # htmx (the level and measure links) swaps the report region only
     response = render(request, template_for(request, DASHBOARD, "report-region"), context)
+    if request.htmx:  # the address bar shows what the links would have opened
+        response["HX-Push-Url"] = request.get_full_path()
     patch_vary_headers(response, ["HX-Request"])
     return response
 

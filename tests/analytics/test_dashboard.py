@@ -584,10 +584,19 @@ def test_the_level_links_keep_the_filters_and_htmx_swaps_the_report_only(scored,
     html = page.content.decode()
     assert page.context["level"] == "item" and page.context["headline"]["level"] == "item"
     system = f"{url(scored)}?skill=Factuality&amp;level=system&amp;measure=pearson"
-    assert f'href="{system}"' in html and f'hx-get="{system}"' in html
+    assert f'href="{system}"' in html
+    # htmx sends the applied filters from a form of hidden inputs, not from hx-* attributes
+    vals = json.dumps({"level": "system", "measure": "pearson"}).replace('"', "&quot;")
+    assert f"hx-vals='{vals}'" in html
+    assert f'hx-get="{url(scored)}" hx-include="#applied-filters"' in html
+    assert (
+        '<form id="applied-filters" hidden><input type="hidden" name="skill" value="Factuality">'
+        in html
+    )
     assert 'name="level" value="item"' in html  # the filters form keeps the choice
     body = swapped.content.decode()
     assert "<html" not in body and 'id="headline-table"' in body
+    assert swapped["HX-Push-Url"] == f"{url(scored)}?skill=Factuality&measure=spearman"
     assert swapped.context["headline"]["measure"] == "spearman"
     assert odd.status_code == 200 and odd.context["level"] == "instance"
     # neither is part of the report asked for: one snapshot answers all

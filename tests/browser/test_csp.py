@@ -6,12 +6,23 @@ from __future__ import annotations
 
 import pytest
 
+from analytics import tasks
+from analytics.report import snapshots
+from tests.analytics.snapshot_worker import compute_pending
+from tests.analytics.test_dashboard import import_scores, score_lines
 from tests.browser.conftest import login
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_the_admin_and_the_app_run_under_the_policy(page, live_server, admin_user, project):
+def test_the_admin_and_the_app_run_under_the_policy(
+    page, live_server, admin_user, project, monkeypatch
+):
+    # the dashboard with its report computed, so that its charts' script runs too
+    monkeypatch.setattr(tasks.report_snapshot_compute_task, "delay", lambda *args, **kw: None)
+    import_scores(project, score_lines(items=3))
+    snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
+    compute_pending()
     refused: list[str] = []
     page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
     page.on(
@@ -35,6 +46,13 @@ def test_the_admin_and_the_app_run_under_the_policy(page, live_server, admin_use
     ):
         page.goto(f"{live_server.url}{path}")
         page.wait_for_load_state("networkidle")
+        if path.endswith("/analytics/"):  # the headline is drawn; a section loads when opened
+            page.wait_for_function(
+                "() => window.Chart && Chart.getChart("
+                "document.querySelector('canvas[data-chart=headline]'))"
+            )
+            page.click("details[data-section=leaderboards] > summary")
+            page.wait_for_selector("[data-section-body=leaderboards] canvas")
     # the admin's own script runs: its "select all" box ticks the rows
     page.goto(f"{live_server.url}/admin/annotation/skill/")
     page.check("#action-toggle")

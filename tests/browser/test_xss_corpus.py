@@ -27,6 +27,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from analytics import tasks
 from analytics.exports.services import (
     export_job_create,
     export_job_run,
@@ -34,6 +35,8 @@ from analytics.exports.services import (
     export_write,
 )
 from analytics.imports.services import ScoreImportRejected, scores_import
+from analytics.report import snapshots
+from analytics.report.views import SECTIONS, ReportFilterForm
 from annotation.campaigns.services import (
     annotator_expertise_set,
     campaign_activate,
@@ -66,6 +69,7 @@ from judging.baselines import BASELINES
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment
 from judging.output_imports.services import judge_outputs_import
 from judging.services import judge_config_create, prompt_template_create
+from tests.analytics.snapshot_worker import compute_pending
 from tests.judging.providers import llm_fields
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -683,7 +687,23 @@ def export_problems(slug: str, kind: str) -> list[str]:
 # --- the test -------------------------------------------------------------------------------
 
 
-def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, corpus):
+def report_ready(slug: str, query: dict) -> None:
+    """The dashboard shows stored report snapshots: compute the one `query` asks for here,
+    as the analytics worker would."""
+    from django.http import QueryDict
+
+    from annotation.models import Project
+
+    project = Project.objects.get(slug=slug)
+    form = ReportFilterForm(QueryDict(urlencode(query, doseq=True)), options=None)
+    assert form.is_valid(), form.errors
+    snapshots.snapshot_request(project=project, params=form.snapshot_params())
+    compute_pending()
+
+
+def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, corpus, monkeypatch):
+    # no worker runs here: the report snapshots are computed in this process (report_ready)
+    monkeypatch.setattr(tasks.report_snapshot_compute_task, "delay", lambda *args, **kw: None)
     c = corpus
     problems = export_problems(c.slug, "long") + export_problems(c.slug, "wide")
     project = NAMES["project"]
@@ -756,15 +776,28 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
             expect=(TEXTS["json-script"],),
         )
         rita.visit(url("judging:template-import", slug))
-        rita.visit(url("analytics:dashboard", slug), wait=CHARTS_DRAWN, expect=(NAMES["skill-2"],))
-        rita.visit(
-            url("analytics:dashboard", slug, query="?inline=1"), expect=(NAMES["rater-judge"],)
-        )
         chosen = {
             "skill": NAMES["skill-2"],
             "system": NAMES["model-b"],
             "domain": NAMES["domain-1"],
         }
+        report_ready(slug, {})
+        report_ready(slug, chosen)
+        rita.visit(url("analytics:dashboard", slug), wait=CHARTS_DRAWN, expect=(NAMES["skill-2"],))
+        rita.reset()  # every section, loaded by htmx as it is opened
+        for name in SECTIONS:
+            rita.page.click(f"details[data-section={name}] > summary")
+            rita.page.wait_for_selector(f"[data-section-body={name}]", state="attached")
+        rita.check("dashboard sections", wait=CHARTS_DRAWN, expect=(NAMES["rater-judge"],))
+        for level in ("item", "system"):  # another headline, swapped in by htmx
+            rita.reset()
+            rita.page.click(f"a[data-level={level}]")
+            rita.check(f"headline {level}", wait=f"a[data-level={level}][aria-current]")
+        rita.visit(
+            url("analytics:dashboard", slug, query="?inline=1"), expect=(NAMES["rater-judge"],)
+        )
+        for name in SECTIONS:  # a section on its own page
+            rita.visit(url("analytics:report-section", slug, name))
         rita.visit(
             url("analytics:dashboard", slug, query="?" + urlencode(chosen)), wait=CHARTS_DRAWN
         )
