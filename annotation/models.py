@@ -165,6 +165,13 @@ class RubricSource(models.TextChoices):
     IMPORT = "import", "Imported"
 
 
+def rubric_label(*, project_slug: str | None, version: int) -> str:
+    """The one name of a rubric version wherever it is shown or exported: "built-in v1" or
+    "project:demo v1". A project's own versions count from 1 like the built-in ones, so
+    the number alone cannot tell an edited rubric from the built-in one it came from."""
+    return f"project:{project_slug} v{version}" if project_slug else f"built-in v{version}"
+
+
 class Rubric(models.Model):
     """One version of a skill's rubric: a criterion and five level anchors.
 
@@ -208,9 +215,13 @@ class Rubric(models.Model):
         ]
 
     def __str__(self) -> str:
-        project = self.project if self.project_id else None
-        scope = project.slug if project else "built-in"
-        return f"{self.skill.name} v{self.version} ({scope})"
+        return f"{self.skill.name} {self.label}"
+
+    @property
+    def label(self) -> str:
+        """rubric_label of this version (reads its project: select_related("project"))."""
+        slug = self.project.slug if self.project_id and self.project else None
+        return rubric_label(project_slug=slug, version=self.version)
 
     @property
     def anchors(self) -> list[str]:

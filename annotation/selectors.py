@@ -63,7 +63,11 @@ def rubrics_current_for_project(*, project: Project | None) -> dict[int, Rubric]
     for rubric in Rubric.objects.filter(project__isnull=True).order_by("skill_id", "version"):
         result[rubric.skill_id] = rubric
     if project is not None:
-        for rubric in Rubric.objects.filter(project=project).order_by("skill_id", "version"):
+        for rubric in (
+            Rubric.objects.filter(project=project)
+            .select_related("project")  # its label names the project
+            .order_by("skill_id", "version")
+        ):
             result[rubric.skill_id] = rubric
     return result
 
@@ -525,7 +529,7 @@ def human_score_export_rows(
 
     (response id, skill id, dataset name, item external id, system, skill name, annotator
     username, score, is_na, rationale, time_ms, the assignment's active_ms, rubric version,
-    campaign name, created_at, updated_at)
+    campaign name, created_at, updated_at, the rubric's project slug or None when built in)
 
     `score` is as stored (an N/A row says so in `is_na`); `time_ms` is None when the form did
     not report it. Empty `skills` / `systems` and None ids do not narrow."""
@@ -553,6 +557,7 @@ def human_score_export_rows(
         "campaign__name",
         "created_at",
         "updated_at",
+        "rubric__project__slug",
     )
     return rows.iterator(chunk_size=chunk_size)
 

@@ -56,7 +56,13 @@ def judgment_get_for_staff(user, pk: int) -> Judgment:
         Judgment.objects.select_related(
             "run__judge__project", "response__item", "prompt_template"
         ).prefetch_related(
-            Prefetch("scores", queryset=JudgeScore.objects.select_related("skill").order_by("pk"))
+            Prefetch(
+                "scores",
+                # the rubric's project: its label ("project:demo v1") tells edits apart
+                queryset=JudgeScore.objects.select_related("skill", "rubric__project").order_by(
+                    "pk"
+                ),
+            )
         ),
         pk=pk,
     )

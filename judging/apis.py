@@ -564,6 +564,7 @@ class JudgmentListApi(APIView):
         status = serializers.ChoiceField(choices=JudgmentStatus.choices)
         scores = serializers.SerializerMethodField()
         feedback = serializers.SerializerMethodField()
+        rubrics = serializers.SerializerMethodField()
         parse_method = serializers.CharField()
         error = serializers.CharField()
         raw_output = serializers.CharField()
@@ -585,6 +586,11 @@ class JudgmentListApi(APIView):
         @extend_schema_field(OpenApiTypes.OBJECT)
         def get_feedback(self, judgment) -> dict:
             return {s.skill.name: s.feedback for s in judgment.scores.all() if s.feedback}
+
+        @extend_schema_field(OpenApiTypes.OBJECT)
+        def get_rubrics(self, judgment) -> dict:
+            """skill -> the rubric version scored under ("built-in v1", "project:demo v1")."""
+            return {s.skill.name: s.rubric.label for s in judgment.scores.all() if s.rubric}
 
     @extend_schema(
         parameters=[

@@ -185,15 +185,15 @@ def run_problem_list(*, run: JudgeRun, limit: int = 20) -> list[Mapping[str, obj
 
 
 def judgment_list_for_run(*, run: JudgeRun, status: str | None = None) -> QuerySet[Judgment]:
-    """A run's judgments in a stable order, with their scores' skill names prefetched."""
+    """A run's judgments in a stable order, with their scores' skill names and rubric
+    versions (with the rubric's project, for its label) prefetched."""
     qs = Judgment.objects.filter(run=run)
     if status:
         qs = qs.filter(status=status)
+    scores = JudgeScore.objects.select_related("skill", "rubric__project").order_by("pk")
     return (
         qs.select_related("response__item")
-        .prefetch_related(
-            Prefetch("scores", queryset=JudgeScore.objects.select_related("skill").order_by("pk"))
-        )
+        .prefetch_related(Prefetch("scores", queryset=scores))
         .order_by("pk")
     )
 
@@ -567,7 +567,8 @@ def judge_score_export_rows(
 
     (response id, skill id, dataset name, item external id, system, skill name, judge name,
     score, is_na, feedback, the judgment's latency_ms, rubric version, prompt template
-    version, run id, the judgment's created_at and updated_at, sample index)
+    version, run id, the judgment's created_at and updated_at, sample index, the rubric's
+    project slug or None when built in)
 
     `score` is as stored (an N/A row says so in `is_na`). Empty sequences and None ids do
     not narrow."""
@@ -600,6 +601,7 @@ def judge_score_export_rows(
         "judgment__created_at",
         "judgment__updated_at",
         "judgment__sample_index",
+        "rubric__project__slug",
     )
     return rows.iterator(chunk_size=chunk_size)
 

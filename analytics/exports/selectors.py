@@ -27,7 +27,7 @@ from django.shortcuts import get_object_or_404
 from analytics.models import ExportJob, ImportedScore, RaterKind
 from annotation import selectors as annotation_selectors
 from annotation.access import project_get_for_staff
-from annotation.models import Project
+from annotation.models import Project, rubric_label
 from judging import selectors as judging_selectors
 
 #: Rows fetched per round trip of a streaming query (server-side cursor on PostgreSQL).
@@ -76,6 +76,11 @@ class ScoreRow(NamedTuple):
     created_at: datetime
     updated_at: datetime
     sample: int | None
+    rubric_label: str | None = None  # annotation.models.rubric_label; None: no rubric
+
+
+def _label(project_slug: str | None, version: int | None) -> str | None:
+    return None if version is None else rubric_label(project_slug=project_slug, version=version)
 
 
 def _narrowed(qs: QuerySet, f: ExportFilters) -> QuerySet:
@@ -122,6 +127,7 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
         campaign,
         created_at,
         updated_at,
+        rubric_scope,
     ) in rows:
         yield ScoreRow(
             response_id,
@@ -142,6 +148,7 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
             created_at,
             updated_at,
             None,
+            _label(rubric_scope, rubric_version),
         )
 
 
@@ -193,6 +200,7 @@ def judge_score_export_rows(
         created_at,
         updated_at,
         sample,
+        rubric_scope,
     ) in rows:
         yield ScoreRow(
             response_id,
@@ -213,6 +221,7 @@ def judge_score_export_rows(
             created_at,
             updated_at,
             sample,
+            _label(rubric_scope, rubric_version),
         )
 
 

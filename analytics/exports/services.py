@@ -90,6 +90,8 @@ LONG_COLUMNS = (
     "created_at",
     "updated_at",
     "sample",
+    # added after the others, so positions stay: "built-in v1" / "project:<slug> v1"
+    "rubric_label",
 )
 WIDE_COLUMNS = ("dataset", "item", "system", "skill")
 NA = "N/A"
@@ -441,6 +443,7 @@ class ScoreExport:
             _iso(row.created_at),
             _iso(row.updated_at),
             row.sample,
+            row.rubric_label,
         ]
 
     def _long_cells(self, row: ScoreRow) -> list[Any]:

@@ -66,6 +66,7 @@ from annotation.models import (
     Task,
     TaskKind,
     accepted_assignment_q,
+    rubric_label,
 )
 from annotation.selectors import domain_list_for_project
 from flaskweb.db import is_postgres
@@ -192,6 +193,7 @@ class PinnedRubric:
     rubric_id: int
     version: int
     project_scoped: bool
+    label: str = ""  # annotation.models.rubric_label: "built-in v1" or "project:demo v1"
 
 
 def campaign_rubric_pins(*, campaign: Campaign) -> list[PinnedRubric]:
@@ -199,7 +201,14 @@ def campaign_rubric_pins(*, campaign: Campaign) -> list[PinnedRubric]:
     rows = (
         CampaignRubric.objects.filter(campaign=campaign)
         .order_by("skill__order", "skill__name")
-        .values("skill_id", "skill__name", "rubric_id", "rubric__version", "rubric__project_id")
+        .values(
+            "skill_id",
+            "skill__name",
+            "rubric_id",
+            "rubric__version",
+            "rubric__project_id",
+            "rubric__project__slug",
+        )
     )
     return [
         PinnedRubric(
@@ -208,6 +217,9 @@ def campaign_rubric_pins(*, campaign: Campaign) -> list[PinnedRubric]:
             rubric_id=r["rubric_id"],
             version=r["rubric__version"],
             project_scoped=r["rubric__project_id"] is not None,
+            label=rubric_label(
+                project_slug=r["rubric__project__slug"], version=r["rubric__version"]
+            ),
         )
         for r in rows
     ]

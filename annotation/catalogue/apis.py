@@ -20,6 +20,9 @@ class SkillListApi(APIView):
         ability = serializers.CharField()
         builtin = serializers.BooleanField(source="is_builtin")
         rubric_version = serializers.IntegerField(allow_null=True)
+        rubric_label = serializers.CharField(
+            allow_null=True, help_text='"built-in v1" or "project:<slug> v1"'
+        )
         criterion = serializers.CharField(allow_null=True)
         anchors = serializers.ListField(child=serializers.CharField(), allow_null=True)
 
@@ -45,6 +48,7 @@ class SkillListApi(APIView):
         for skill in selectors.skill_list_for_project(project=project):
             rubric = rubrics.get(skill.pk)
             skill.rubric_version = rubric.version if rubric else None
+            skill.rubric_label = rubric.label if rubric else None
             skill.criterion = rubric.criterion if rubric else None
             skill.anchors = rubric.anchors if rubric else None
             rows.append(skill)

@@ -13,7 +13,12 @@ def rubric_current(*, skill: Skill, project: Project | None) -> Rubric | None:
     """The rubric in force for a skill in a project: the project's latest version if it has
     one, else the latest built-in version."""
     if project is not None:
-        own = Rubric.objects.filter(skill=skill, project=project).order_by("-version").first()
+        own = (
+            Rubric.objects.filter(skill=skill, project=project)
+            .select_related("project")
+            .order_by("-version")
+            .first()
+        )
         if own is not None:
             return own
     return Rubric.objects.filter(skill=skill, project__isnull=True).order_by("-version").first()
@@ -23,4 +28,8 @@ def rubric_versions(*, skill: Skill, project: Project | None) -> QuerySet[Rubric
     scope = Q(project__isnull=True)
     if project is not None:
         scope |= Q(project=project)
-    return Rubric.objects.filter(scope, skill=skill).order_by("-created_at", "-version")
+    return (
+        Rubric.objects.filter(scope, skill=skill)
+        .select_related("project", "created_by")  # the label names the project
+        .order_by("-created_at", "-version")
+    )

@@ -81,9 +81,7 @@ def rubric_edit(request: HtmxHttpRequest, skill_id: int) -> HttpResponse:
             except ValidationError as exc:
                 form.add_error(None, exc)
             else:
-                messages.success(
-                    request, f"{skill.name}: version {rubric.version} is now in force."
-                )
+                messages.success(request, f"{skill.name}: {rubric.label} is now in force.")
                 return redirect(_catalogue_url(project))
     else:
         initial = {"criterion": current.criterion} if current else {}

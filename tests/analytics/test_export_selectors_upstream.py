@@ -31,9 +31,10 @@ def test_human_score_export_rows_stream_plain_tuples_in_export_order(scored):  #
     stream = human_score_export_rows(project=scored.project)
     assert isinstance(stream, Iterator) and not isinstance(stream, list)
     rows = list(stream)
-    assert len(rows) == 12 and plain(rows) and {len(row) for row in rows} == {16}
+    assert len(rows) == 12 and plain(rows) and {len(row) for row in rows} == {17}
     assert [row[:2] + (row[6],) for row in rows] == sorted(row[:2] + (row[6],) for row in rows)
     assert {row[13] for row in rows} == {"C"}  # the campaign's name
+    assert {row[16] for row in rows} == {None}  # the built-in rubrics (no project)
     campaign = Campaign.objects.get(project=scored.project, name="C")
     assert list(human_score_export_rows(project=scored.project, campaign_id=campaign.pk)) == rows
     m1 = list(human_score_export_rows(project=scored.project, systems=("m1",), chunk_size=1))
@@ -48,7 +49,7 @@ def test_judge_score_export_rows_stream_plain_tuples_of_the_asked_runs(scored): 
     stream = judge_score_export_rows(project=scored.project)
     assert isinstance(stream, Iterator) and not isinstance(stream, list)
     rows = list(stream)
-    assert len(rows) == 6 and plain(rows) and {len(row) for row in rows} == {17}
+    assert len(rows) == 6 and plain(rows) and {len(row) for row in rows} == {18}
     assert [row[:2] for row in rows] == sorted(row[:2] for row in rows)
     assert {(row[6], row[13], row[16]) for row in rows} == {("gpt", scored.run.pk, 0)}
     assert list(judge_score_export_rows(project=scored.project, run_ids=[scored.run.pk])) == rows

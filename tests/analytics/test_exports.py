@@ -185,6 +185,7 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
                 STAMP,
                 STAMP,
                 "",
+                f"built-in v{rv}",  # the campaign pinned the built-in rubrics
             ],
             [
                 *common,
@@ -202,6 +203,7 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
                 STAMP,
                 STAMP,
                 "",
+                f"built-in v{rv}",  # the campaign pinned the built-in rubrics
             ],
             [
                 *common,
@@ -219,6 +221,7 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
                 STAMP,
                 STAMP,
                 "0",
+                f"built-in v{jv}",
             ],
         ]
         if system == "m1":
@@ -239,6 +242,7 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
                     STAMP,
                     STAMP,
                     "",
+                    "",
                 ]
             )
         expected.append(
@@ -257,6 +261,7 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
                 batch,
                 STAMP,
                 STAMP,
+                "",
                 "",
             ]
         )
@@ -291,6 +296,7 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_the_importers_na(scored):
             created_at=STAMP,
             updated_at=STAMP,
             sample=None,
+            rubric_label=None,
         )
         return base | extra
 
@@ -306,6 +312,7 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_the_importers_na(scored):
             prompt_version=1,
             source=f"run:{scored.run.pk}",
             sample=0,
+            rubric_label=f"built-in v{jv}",
         )
 
     assert lines == [gpt("m1"), row("m1", "=ext", None), gpt("m2"), row("m2", "=ext", 3)]
