@@ -108,11 +108,12 @@ def main() -> None:
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
 
+    from django.contrib.auth import get_user_model
+
     from analytics.imports.services import scores_import
     from analytics.report import snapshots
     from annotation.models import Project, ProjectRole
     from annotation.services.projects import membership_set
-    from django.contrib.auth import get_user_model
 
     rita = get_user_model().objects.create_user("rita", password="x")
     results = []

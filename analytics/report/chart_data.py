@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict
 
-from analytics.report.build import Json, Total, human_means, mean_of_means
+from analytics.report.build import HumanMean, Json, Total, human_means, mean_of_means
 from analytics.rows import ReportRows, Row
 
 HUMANS = "Humans"
@@ -463,7 +463,7 @@ def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) 
         if value is not None:
             judge_scores[(judge, skill)][rid] = value
     maps: list[Heatmap] = []
-    means_of: dict[str, dict] = {}  # per skill, computed once for every judge
+    means_of: dict[str, dict[int, HumanMean]] = {}  # per skill, once for every judge
     for judge in judges:
         for skill in skills:
             if (judge, skill) in rows.off_scale:

@@ -93,7 +93,7 @@ class ReportFilterForm(forms.Form):
     resamples = forms.TypedChoiceField(
         required=False,
         coerce=int,
-        empty_value=DEFAULT_RESAMPLES,
+        empty_value=None,
         choices=[(str(n), f"{n:,}") for n in RESAMPLE_CHOICES],
         label="Bootstrap resamples",
     )
@@ -157,7 +157,8 @@ def _dashboard_url(project: Project, query: str = "") -> str:
 def _query_of(form: ReportFilterForm) -> str:
     """The form's values as the dashboard's query string (for links and the refresh)."""
     return urlencode(
-        [(name, value) for name in form.data for value in form.data.getlist(name)], doseq=False
+        [(name, value) for name in form.data for value in form.data.getlist(name)],  # type: ignore[attr-defined]
+        doseq=False,
     )
 
 
