@@ -562,9 +562,10 @@ class Resampler:
         # products take (no copy)
         self._stats.append(_Registered(summed.T, fn, sink, key, single))
 
-    def run(self) -> None:
+    def run(self, progress: Callable[[float], None] | None = None) -> None:
         """Compute every registered statistic's intervals into its sink, then call the
-        `on_done` callbacks."""
+        `on_done` callbacks. `progress` gets the fraction of resamples done after each
+        chunk."""
         estimates: list[dict[str, npt.NDArray[np.float64]]] = []
         boots: list[dict[str, list[npt.NDArray[np.float64]]]] = []
         for ft, fn, *_ in self._stats:
@@ -575,12 +576,16 @@ class Resampler:
             products = self._products()
             rng = np.random.default_rng(self.seed)
             size = max(1, min(_RESAMPLES_PER_CHUNK, _CELLS_PER_CHUNK // n))
+            drawn = 0
             for counts in _chunks(n, 0, self.resamples, rng, size=size):
                 for (_, fn, *_), boot, sums in zip(
                     self._stats, boots, products(counts), strict=True
                 ):
                     for name, v in fn(sums).items():
                         boot[name].append(v)
+                drawn += counts.shape[0]
+                if progress is not None:
+                    progress(drawn / self.resamples)
         for (_, _, sink, key, single), est, boot in zip(self._stats, estimates, boots, strict=True):
             out: dict[str, IntervalDict] = {}
             for name, value in est.items():

@@ -572,6 +572,7 @@ def build_report(
     off_scale: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
     compare: Sequence[tuple[str, str]] | None = None,
     compare_all: bool = False,
+    progress: Callable[[float], None] | None = None,
 ) -> Json:
     """The report from plain rows (see Row). `judges` rows carry the judge name as rater.
     With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, paired
@@ -649,8 +650,9 @@ def build_report(
             "best": best,
             "extra": [list(pair) for pair in extra],
         }
-    for rs in resamplers.values():
-        rs.run()
+    # the resamples are the long part: `progress` gets the fraction of them drawn
+    for done, rs in enumerate(resamplers.values()):
+        rs.run(None if progress is None else _share(progress, done, len(resamplers)))
     if compared:
         report["judge_comparison"] = _compare_judges(
             means, judge_skills, pairs, resamples, instances
@@ -665,6 +667,11 @@ def build_report(
     return _clean_dict(report)
 
 
+def _share(progress: Callable[[float], None], done: int, parts: int) -> Callable[[float], None]:
+    """`progress` of part `done` of `parts` equal ones, from that part's own fraction."""
+    return lambda fraction: progress((done + fraction) / parts)
+
+
 def breakdowns(
     human: Sequence[Row],
     judges: Sequence[Row],
@@ -672,9 +679,11 @@ def breakdowns(
     *,
     skills: Sequence[str] | None = None,
     off_scale: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
+    progress: Callable[[float], None] | None = None,
 ) -> Json:
     """The report (without intervals) per domain, per difficulty and per system: FLASK's
-    per-skill views by domain and difficulty, and how each judge does on each model."""
+    per-skill views by domain and difficulty, and how each judge does on each model.
+    `progress` gets the fraction of the groups done after each."""
 
     def split(rows: Iterable[Row], key_of: Callable[[Row], list[str]]) -> dict[str, list[Row]]:
         groups: dict[str, list[Row]] = defaultdict(list)
@@ -689,17 +698,23 @@ def breakdowns(
         "system": lambda r: [r[2]],
     }
     out: Json = {}
-    for facet, key_of in keys.items():
-        human_groups, judge_groups = split(human, key_of), split(judges, key_of)
-        out[facet] = {
-            value: build_report(
+    groups = {
+        facet: (split(human, key_of), split(judges, key_of)) for facet, key_of in keys.items()
+    }
+    total = sum(len(set(h) | set(j)) for h, j in groups.values())
+    done = 0
+    for facet, (human_groups, judge_groups) in groups.items():
+        out[facet] = {}
+        for value in sorted(set(human_groups) | set(judge_groups)):
+            out[facet][value] = build_report(
                 human_groups.get(value, []),
                 judge_groups.get(value, []),
                 skills=skills,
                 off_scale=off_scale,
             )
-            for value in sorted(set(human_groups) | set(judge_groups))
-        }
+            done += 1
+            if progress is not None:
+                progress(done / total)
     return _clean_dict(out)
 
 

@@ -46,6 +46,7 @@ def project_report(
         )
     if progress is not None:
         progress(0.1, f"agreement and correlations ({resamples:,} resamples)")
+    said = progress  # the callbacks below only exist when it is given
     report = build_report(
         rows.human,
         rows.judge,
@@ -54,11 +55,21 @@ def project_report(
         off_scale=rows.off_scale,
         compare=compare,
         compare_all=compare_all,
+        progress=None
+        if said is None
+        else lambda f: said(0.1 + 0.65 * f, f"bootstrap intervals: {f:.0%} of the resamples"),
     )
     if with_breakdowns:
-        if progress is not None:
-            progress(0.8, "breakdowns by domain, difficulty and system")
+        if said is not None:
+            said(0.75, "breakdowns by domain, difficulty and system")
         report["breakdowns"] = breakdowns(
-            rows.human, rows.judge, rows.facets, skills=skills, off_scale=rows.off_scale
+            rows.human,
+            rows.judge,
+            rows.facets,
+            skills=skills,
+            off_scale=rows.off_scale,
+            progress=None
+            if said is None
+            else lambda f: said(0.75 + 0.2 * f, f"breakdowns: {f:.0%} of the groups"),
         )
     return {"project": project.slug, **report}

@@ -375,7 +375,7 @@ def report_snapshot_compute(*, snapshot_id: int) -> ReportSnapshot | None:
         report = project_report(
             project=snapshot.project, rows=rows, progress=progress, with_breakdowns=True, **kwargs
         )
-        progress(0.9, "charts and tables")
+        progress(0.95, "charts and tables")
         stored = {"report": report, **parts.snapshot_parts(report, rows)}
         packed = {name: _pack(value) for name, value in stored.items()}
         watermark = {
