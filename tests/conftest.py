@@ -123,7 +123,7 @@ def celery_worker_process(transactional_db, settings):
 
     _ensure_catalogue()
     with app.connection_for_write() as conn:  # no leftovers from an earlier run
-        for queue in ("default", "imports", "judging"):
+        for queue in ("default", "imports", "judging", "analytics"):
             if _queue_exists(conn, queue):
                 conn.default_channel.queue_purge(queue)
     db = connection.settings_dict
