@@ -186,10 +186,11 @@ def icc(ratings: ArrayLike) -> ICC | None:
     n, k = x.shape
     if n < 2 or k < 2:
         return None
+    x = icc_scaled(x)
     grand = x.mean()
-    ss_total = float(((x - grand) ** 2).sum())
-    ss_targets = float(k * ((x.mean(axis=1) - grand) ** 2).sum())
-    ss_judges = float(n * ((x.mean(axis=0) - grand) ** 2).sum())
+    ss_total = np.float64(((x - grand) ** 2).sum())  # numpy floats: x/0 is inf, not a raise
+    ss_targets = np.float64(k * ((x.mean(axis=1) - grand) ** 2).sum())
+    ss_judges = np.float64(n * ((x.mean(axis=0) - grand) ** 2).sum())
     ss_error = ss_total - ss_targets - ss_judges
     bms = ss_targets / (n - 1)
     wms = (ss_total - ss_targets) / (n * (k - 1))
@@ -197,16 +198,27 @@ def icc(ratings: ArrayLike) -> ICC | None:
     ems = ss_error / ((n - 1) * (k - 1))
     if np.isclose(bms, 0.0):
         return None
-    return ICC(
-        ICC1=(bms - wms) / (bms + (k - 1) * wms),
-        ICC1k=(bms - wms) / bms,
-        ICC2=(bms - ems) / (bms + (k - 1) * ems + k * (jms - ems) / n),
-        ICC2k=(bms - ems) / (bms + (jms - ems) / n),
-        ICC3=(bms - ems) / (bms + (k - 1) * ems),
-        ICC3k=(bms - ems) / bms,
-        n=n,
-        k=k,
-    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ICC(
+            ICC1=float((bms - wms) / (bms + (k - 1) * wms)),
+            ICC1k=float((bms - wms) / bms),
+            ICC2=float((bms - ems) / (bms + (k - 1) * ems + k * (jms - ems) / n)),
+            ICC2k=float((bms - ems) / (bms + (jms - ems) / n)),
+            ICC3=float((bms - ems) / (bms + (k - 1) * ems)),
+            ICC3k=float((bms - ems) / bms),
+            n=n,
+            k=k,
+        )
+
+
+def icc_scaled(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Scores far from 1 (beyond 2**±500) times the power of two that brings the largest
+    to [0.5, 1): the ICCs are ratios of mean squares, which would overflow or underflow
+    there; scores on any ordinary scale are left as they are."""
+    top = float(np.abs(x).max(initial=0.0))
+    if top == 0 or 2.0**-500 < top < 2.0**500:
+        return x
+    return np.ldexp(x, -math.frexp(top)[1])
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ def icc_register(
     """ICCs of a (units x k) matrix of scores: all six forms on a complete design (the same
     k raters in every column), ICC1 and ICC1k on a one-way design (k scores per unit from
     raters that differ per unit)."""
-    x = np.asarray(slots, dtype=np.float64)
+    x = metrics.icc_scaled(np.asarray(slots, dtype=np.float64))
     k = x.shape[1]
     totals = x.sum(axis=1)
     base = [np.ones(x.shape[0]), totals, (x**2).sum(axis=1), totals**2]
@@ -343,14 +343,22 @@ def loo_sides(matrix: npt.NDArray[np.float64]) -> list[LooSide]:
     sides (elsewhere the correlation is undefined). The others' mean comes from the column
     sums and counts less the annotator's own score."""
     present = ~np.isnan(matrix)
-    sums, counts = np.where(present, matrix, 0.0).sum(axis=0), present.sum(axis=0)
+    values = np.where(present, matrix, 0.0)
+    # near the largest float a unit's sum would overflow: sum at a power-of-two scale
+    # (exact) and scale the means back
+    top = float(np.abs(values).max(initial=0.0))
+    shift = 0
+    if not math.isfinite(top * max(matrix.shape[0], 1)):
+        shift = int(np.frexp(top)[1]) + matrix.shape[0].bit_length()
+        values = np.ldexp(values, -shift)
+    sums, counts = values.sum(axis=0), present.sum(axis=0)
     sides: list[LooSide] = []
     for r in range(matrix.shape[0]):
         mine = present[r] & (counts >= 2)
         if mine.sum() < 3:
             continue
         own = matrix[r, mine]
-        rest = (sums[mine] - own) / (counts[mine] - 1)
+        rest = np.ldexp((sums[mine] - values[r, mine]) / (counts[mine] - 1), shift)
         if np.ptp(own) == 0 or np.ptp(rest) == 0:
             continue
         sides.append(LooSide(own, rest, np.flatnonzero(mine)))
@@ -497,29 +505,27 @@ def system_level_register(
         numerators = np.array(
             [float(t) / int(c) for t, c in zip(exact_totals, count_array, strict=True)]
         )
-    judge = np.asarray(j, dtype=np.float64)
-    # a resample's per-system sum holds at most every drawn row: near 1e308 the judge's
-    # values are brought down by a power of two first (exact; means and their correlations
-    # keep their order), elsewhere they are summed as they are, like the point estimate
-    _, per_item = np.unique(np.asarray(items), return_counts=True)
-    most = max(int(per_item.size * per_item.max(initial=0)), 1)
-    top = float(np.abs(judge).max(initial=0.0))
-    if not math.isfinite(top * most):
-        judge = np.ldexp(judge, -(int(np.frexp(top)[1]) + most.bit_length()))
+    parts, shifts = _summable(np.asarray(j, dtype=np.float64), np.asarray(items))
     rows = np.arange(sidx.size)
+    blocks = [numerators, np.ones(sidx.size), *parts]
     features = sparse.csr_matrix(
         (
-            np.concatenate([numerators, np.ones(sidx.size), judge]),
-            (np.tile(rows, 3), np.concatenate([sidx, s + sidx, 2 * s + sidx])),
+            np.concatenate(blocks),
+            (
+                np.tile(rows, len(blocks)),
+                np.concatenate([k * s + sidx for k in range(len(blocks))]),
+            ),
         ),
-        shape=(sidx.size, 3 * s),
+        shape=(sidx.size, len(blocks) * s),
     )
 
     def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         c = sums[:, s : 2 * s]
         with np.errstate(divide="ignore", invalid="ignore"):
             human = sums[:, :s] / (c * common)
-            judge_means = sums[:, 2 * s :] / c
+            judge_means = np.ldexp(sums[:, 2 * s : 3 * s] / c, shifts[0])
+            for k, shift in enumerate(shifts[1:], start=3):
+                judge_means += np.ldexp(sums[:, k * s : (k + 1) * s] / c, shift)
         out = {name: np.full(sums.shape[0], np.nan) for name in ("pearson", "spearman", "kendall")}
         full = (c > 0).all(axis=1)
         if full.any() and s >= 2:
@@ -539,6 +545,24 @@ def system_level_register(
         return out
 
     rs.add(items, features, fn, sink=sink, key=key)
+
+
+def _summable(
+    values: npt.NDArray[np.float64], items: npt.NDArray[np.generic]
+) -> tuple[list[npt.NDArray[np.float64]], list[int]]:
+    """`values` as parts whose sums over a resample stay finite: values = sum of
+    parts[k] * 2**shifts[k]. One part, the values as they are, unless a resample's sum (of
+    at most every drawn row) could pass the largest float; then the values from 1 up are
+    brought down by the power of two that keeps such a sum finite and the smaller ones
+    stay as they are (both exact, so a system of small values keeps its own mean)."""
+    _, per_item = np.unique(items, return_counts=True)
+    most = max(int(per_item.size * per_item.max(initial=0)), 1)
+    top = float(np.abs(values).max(initial=0.0))
+    if math.isfinite(top * most):
+        return [values], [0]
+    shift = int(np.frexp(top)[1]) + most.bit_length() - 1020
+    big = np.abs(values) >= 1
+    return [np.ldexp(np.where(big, values, 0.0), -shift), np.where(big, 0.0, values)], [shift, 0]
 
 
 def _none() -> IntervalDict:
