@@ -1,9 +1,13 @@
 """Agreement and correlation coefficients, pure (numpy/scipy, no Django).
 
 Where a well-kept library computes a coefficient exactly it is used: Krippendorff's alpha
-(`krippendorff`), Pearson, Spearman and Kendall's tau-b (`scipy.stats`). The rest is written
-here and each is checked in tests/analytics/test_metrics.py against the worked example of
-the paper or textbook that defines it:
+(`krippendorff`), Spearman and Kendall's tau-b (`scipy.stats`). Pearson is computed here
+(`row_pearson`, `table_pearson`) because scipy's loses digits on subnormal scores and
+overflows near 1e308: values are brought to the unit scale by a power of two (exact) and
+centred before any product; tests/analytics/test_numeric_robustness.py holds it to scipy
+and to exact arithmetic. The rest is written here and each is checked in
+tests/analytics/test_metrics.py against the worked example of the paper or textbook that
+defines it:
 
 - Fleiss' kappa (Fleiss 1971), generalised to units with different numbers of raters, and
   Gwet's AC1 (Gwet 2008, 2014);
@@ -324,19 +328,18 @@ def _unit_scale(
 def _centred(
     values: npt.NDArray[np.float64],
     weights: npt.NDArray[np.float64] | None = None,
-    total: npt.NDArray[np.float64] | None = None,
+    inverse_total: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Each row less its (weighted) mean, with the corrected two-pass step (Chan, Golub &
     LeVeque 1983): the mean of the deviations is taken off again, so that nearly constant
     rows, whose deviations are a few units in the last place, keep them exact."""
-    with np.errstate(divide="ignore", invalid="ignore"):  # empty rows: NaN
-        if weights is None:
-            d = values - values.mean(axis=-1, keepdims=True)
-            d -= d.mean(axis=-1, keepdims=True)
-        else:
-            assert total is not None
-            d = values - ((weights * values).sum(axis=-1) / total)[:, None]
-            d -= ((weights * d).sum(axis=-1) / total)[:, None]
+    if weights is None:
+        d = values - values.mean(axis=-1, keepdims=True)
+        d -= d.mean(axis=-1, keepdims=True)
+    else:
+        assert inverse_total is not None
+        d = values - ((weights * values).sum(axis=-1) * inverse_total)[:, None]
+        d -= ((weights * d).sum(axis=-1) * inverse_total)[:, None]
     return np.asarray(d, dtype=np.float64)
 
 
@@ -351,9 +354,9 @@ def _pearson_of_deviations(
     # floats near the largest differ by an ulp) and at most 4 per pair, far from both limits
     sxx = (weights_x * dx * dx).sum(axis=-1)
     syy = (weights_y * dy * dy).sum(axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = sxy / (np.sqrt(sxx) * np.sqrt(syy))
-    return np.asarray(np.clip(r, -1.0, 1.0), dtype=np.float64)
+    den = np.sqrt(sxx) * np.sqrt(syy)
+    r = sxy / np.where(den > 0, den, np.nan)  # no spread: NaN (the callers mark it undefined)
+    return np.asarray(np.minimum(np.maximum(r, -1.0), 1.0), dtype=np.float64)
 
 
 def row_pearson(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -362,7 +365,8 @@ def row_pearson(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.N
     are brought to the unit scale (`_unit_scale`) and centred (`_centred`) before any
     product, so 1e-320 and 1e300 give scipy's coefficient, not 0/0 or inf/inf."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    da, db = _centred(_unit_scale(a)), _centred(_unit_scale(b))
+    da = _centred(a if _ordinary(a) else _unit_scale(a))
+    db = _centred(b if _ordinary(b) else _unit_scale(b))
     r = _pearson_of_deviations(da, db, (da * db).sum(axis=1), 1.0, 1.0)
     r[(a.max(axis=1) == a.min(axis=1)) | (b.max(axis=1) == b.min(axis=1))] = np.nan
     return r
@@ -383,13 +387,36 @@ def table_pearson(
     distinct values on a side."""
     t = np.asarray(tables, dtype=np.float64)
     n = tx.sum(axis=1)
+    inverse = 1.0 / np.where(n > 0, n, 1.0)  # empty tables are marked undefined below
     hx, hy = tx > 0, ty > 0
-    dx = _centred(_unit_scale(np.broadcast_to(x_values, tx.shape), hx), tx, n)
-    dy = _centred(_unit_scale(np.broadcast_to(y_values, ty.shape), hy), ty, n)
-    dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
+    dx = _table_deviations(x_values, tx, inverse, hx)
+    dy = _table_deviations(y_values, ty, inverse, hy)
     r = _pearson_of_deviations(dx, dy, np.einsum("rij,ri,rj->r", t, dx, dy), tx, ty)
     r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
     return r
+
+
+def _table_deviations(
+    values: npt.NDArray[np.float64],
+    margins: npt.NDArray[np.float64],
+    inverse_total: npt.NDArray[np.float64],
+    present: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.float64]:
+    """`table_pearson`'s deviations of one side; values absent from a table count 0."""
+    if _ordinary(values):
+        return _centred(np.broadcast_to(values, margins.shape), margins, inverse_total)
+    scaled = _unit_scale(np.broadcast_to(values, margins.shape), present)
+    return np.where(present, _centred(scaled, margins, inverse_total), 0.0)
+
+
+def _ordinary(values: npt.NDArray[np.float64]) -> bool:
+    """All |values| are 0 or within 2**±400: two distinct ones differ by at least 2**-452,
+    whose square is a normal float, and n squares of them stay far below overflow, so
+    `_unit_scale` would change nothing that matters (Likert scores, midranks, most raw
+    metrics: the bootstrap's hot path skips it)."""
+    magnitude = np.abs(values)
+    low = float(np.min(magnitude, where=magnitude > 0, initial=np.inf))
+    return float(magnitude.max(initial=0.0)) < 2.0**400 and low > 2.0**-400
 
 
 def row_tau_b(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
