@@ -13,12 +13,22 @@ from analytics.report.build import Json
 from analytics.rows import ReportRows
 
 
+def headline_part(level: str, measure: str) -> str:
+    """The name of the part holding the headline of `level` and `measure`."""
+    return f"headline.{level}.{measure}"
+
+
 def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
     """name -> JSON value, for every part the dashboard reads (besides "report")."""
     skills, judges = chart_data.report_skills(report), chart_data.judge_names(report)
+    headlines = {
+        # every level and measure, each its own part: the page reads the one it shows
+        headline_part(level, measure): found
+        for level, by_measure in chart_data.headlines(report).items()
+        for measure, found in by_measure.items()
+    }
     return {
-        # every level and measure (9 small lists): the page picks one without the report
-        "headline": chart_data.headlines(report),
+        **headlines,
         "tables": chart_data.report_tables(report),
         "charts": chart_data.dashboard_charts(report, rows),
         "heatmaps": chart_data.heatmaps(rows, skills=skills, judges=judges),

@@ -26,7 +26,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from analytics.models import ReportSnapshot
-from analytics.report import chart_data, snapshots
+from analytics.report import chart_data, parts, snapshots
 from analytics.report.selectors import DEFAULT_RESAMPLES
 from annotation.access import project_get_for_staff
 from annotation.models import Project
@@ -38,13 +38,16 @@ SECTION = "analytics/report_section.html"
 FILTERS = ("skill", "judge", "system", "domain", "difficulty")
 RESAMPLE_CHOICES = (0, 200, 1000, 2000, 10_000)
 #: The parts the first view reads (analytics/report/parts.py): small whatever the judges.
-REPORT_PARTS = ("headline", "summary")
+REPORT_PARTS = ("summary",)
 #: Query keys that choose what the page shows, not which report (never part of the key).
-VIEW_KEYS = ("level", "measure", "inline")
+VIEW_KEYS = ("level", "measure", "inline", "all_judges")
 LEVEL_LABELS = {"instance": "Instance", "item": "Item", "system": "System"}
 MEASURE_LABELS = {"pearson": "Pearson", "spearman": "Spearman", "kendall": "Kendall τ-b"}
-#: The headline chart draws the best ranked judges; its table lists every judge.
+#: The headline chart draws the best ranked judges; its table lists the best ranked
+#: HEADLINE_TABLE_JUDGES (every judge with ?all_judges=1), so the first view's time does
+#: not grow with the number of judges.
 HEADLINE_CHART_JUDGES = 12
+HEADLINE_TABLE_JUDGES = 30
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,14 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
         summary = context["summary"] or {}
         context["has_rows"] = summary.get("has_rows", False)
         context["resamples"] = summary.get("resamples", 0)
-        context.update(_headline_context(context.pop("headline"), *headline_choice(request.GET)))
+        level, measure = headline_choice(request.GET)
+        stored = snapshots.snapshot_part(done, parts.headline_part(level, measure))
+        every = request.GET.get("all_judges") == "1"
+        context.update(_headline_context(stored, level, measure, every=every))
+        if context.get("headline_table_hidden"):
+            context["all_judges_url"] = _dashboard_url(
+                project, f"{request.GET.urlencode()}&all_judges=1"
+            )
         if request.GET.get("inline") == "1":  # every section in the page, for no-script readers
             loaded: dict = {}
             context["inline_sections"] = [
@@ -292,13 +302,15 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
     return context
 
 
-def _headline_context(stored: dict | None, level: str, measure: str) -> dict:
+def _headline_context(stored: dict | None, level: str, measure: str, *, every: bool) -> dict:
     """The stored headline of `level` and `measure`, and the chart's data: the best ranked
-    HEADLINE_CHART_JUDGES judges (the table lists them all)."""
-    found = ((stored or {}).get(level) or {}).get(measure)
+    HEADLINE_CHART_JUDGES judges; the table's, the best ranked HEADLINE_TABLE_JUDGES (all
+    with `every`)."""
+    found = stored
     if not found or not found["judges"]:
         return {"headline": found}
     shown = found["judges"][:HEADLINE_CHART_JUDGES]
+    listed = found["judges"] if every else found["judges"][:HEADLINE_TABLE_JUDGES]
     chart = {
         "level": level,
         "title": f"{LEVEL_LABELS[level]}-level {MEASURE_LABELS[measure]}",
@@ -314,7 +326,8 @@ def _headline_context(stored: dict | None, level: str, measure: str) -> dict:
         "headline_charts": {"headline": [chart]},
         "headline_shown": len(shown),
         "headline_hidden": len(found["judges"]) - len(shown),
-        "headline_rows": [{**j, "cells": _cells(j["data"], j["errors"])} for j in found["judges"]],
+        "headline_rows": [{**j, "cells": _cells(j["data"], j["errors"])} for j in listed],
+        "headline_table_hidden": len(found["judges"]) - len(listed),
         "headline_ceiling": (
             _cells(found["ceiling"], found["ceiling_errors"] or []) if found["ceiling"] else None
         ),

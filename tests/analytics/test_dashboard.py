@@ -524,7 +524,7 @@ def test_the_first_view_asks_for_the_report_and_the_next_opens_with_the_headline
         assert f'hx-get="{section_url(scored, name)}"' in html
     assert f'href="{section_url(scored, "heatmaps")}"' in html  # without script: a page
     # only the small parts are read: never the report, the tables or the heat maps
-    assert read == {"options", "headline", "summary"}
+    assert read == {"options", "headline.instance.pearson", "summary"}
     assert "report" not in page.context and "tables" not in page.context
     assert "HX-Request" in page["Vary"]
 
@@ -889,3 +889,29 @@ def test_another_projects_researcher_gets_404(scored, django_user_model, client)
     assert client.get(url(scored)).status_code == 404
     assert htmx(client, url(scored)).status_code == 404
     assert client.get(url(other)).status_code == 200
+
+
+def test_with_many_judges_the_table_lists_the_best_ranked_and_links_to_all(
+    project, researcher_client, settings, monkeypatch
+):
+    # given: more judges than the headline table lists
+    from analytics.report import views
+
+    monkeypatch.setattr(views, "HEADLINE_TABLE_JUDGES", 3)
+    judges = tuple(f"judge-{n}" for n in range(5))
+    import_scores(project, score_lines(judges=judges))
+
+    # when
+    page = ready(researcher_client, project)
+    every = researcher_client.get(url(project), {"all_judges": "1"})
+
+    # then: the 3 best ranked, and a link to all 5 (same snapshot: a view key, no new report)
+    html = page.content.decode()
+    rows = Tables(html).tables["headline-table"][1:]
+    ranked = [j["label"] for j in page.context["headline"]["judges"]]
+    assert [r[0] for r in rows if r[0] != "Human ceiling"] == ranked[:3]
+    assert "Show all 5 judges" in html and "all_judges=1" in html
+    rows = Tables(every.content.decode()).tables["headline-table"][1:]
+    assert [r[0] for r in rows if r[0] != "Human ceiling"] == ranked
+    assert "Show all 5 judges" not in every.content.decode()
+    assert ReportSnapshot.objects.count() == 1
