@@ -18,6 +18,12 @@ def headline_part(level: str, measure: str) -> str:
     return f"headline.{level}.{measure}"
 
 
+def heatmap_part(index: int) -> str:
+    """The name of the part holding the heat maps of the judge at `index` of the summary's
+    judges."""
+    return f"heatmaps.{index}"
+
+
 def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
     """name -> JSON value, for every part the dashboard reads (besides "report")."""
     skills, judges = chart_data.report_skills(report), chart_data.judge_names(report)
@@ -31,7 +37,11 @@ def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
         **headlines,
         "tables": chart_data.report_tables(report),
         "charts": chart_data.dashboard_charts(report, rows),
-        "heatmaps": chart_data.heatmaps(rows, skills=skills, judges=judges),
+        # one part per judge (by its place in summary["judges"]): the section shows one
+        **{
+            heatmap_part(index): chart_data.heatmaps(rows, skills=skills, judges=[judge])
+            for index, judge in enumerate(judges)
+        },
         "options": chart_data.filter_options(rows),
         "summary": {
             "has_rows": bool(rows.human or rows.judge),

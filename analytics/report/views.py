@@ -40,7 +40,7 @@ RESAMPLE_CHOICES = (0, 200, 1000, 2000, 10_000)
 #: The parts the first view reads (analytics/report/parts.py): small whatever the judges.
 REPORT_PARTS = ("summary",)
 #: Query keys that choose what the page shows, not which report (never part of the key).
-VIEW_KEYS = ("level", "measure", "inline", "all_judges")
+VIEW_KEYS = ("level", "measure", "inline", "all_judges", "heat_judge")
 LEVEL_LABELS = {"instance": "Instance", "item": "Item", "system": "System"}
 MEASURE_LABELS = {"pearson": "Pearson", "spearman": "Spearman", "kendall": "Kendall τ-b"}
 #: The headline chart draws the best ranked judges; its table lists the best ranked
@@ -76,7 +76,9 @@ SECTIONS: dict[str, Section] = {
         ("charts",),
         ("domain", "difficulty"),
     ),
-    "heatmaps": Section("Human vs judge", "analytics/_report_heatmaps.html", ("heatmaps",)),
+    # one judge's heat maps at a time (?heat_judge=NAME; the best ranked first): the
+    # section's time does not grow with the number of judges
+    "heatmaps": Section("Human vs judge", "analytics/_report_heatmaps.html", ("summary",)),
 }
 
 
@@ -296,7 +298,7 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
         if request.GET.get("inline") == "1":  # every section in the page, for no-script readers
             loaded: dict = {}
             context["inline_sections"] = [
-                {"title": SECTIONS[name].title, **_section_context(done, name, loaded)}
+                {"title": SECTIONS[name].title, **_section_context(done, name, loaded, request.GET)}
                 for name in SECTIONS
             ]
     return context
@@ -342,9 +344,12 @@ def _cells(values: list, errors: list) -> list[dict]:
     ]
 
 
-def _section_context(snapshot: ReportSnapshot, name: str, loaded: dict | None = None) -> dict:
+def _section_context(
+    snapshot: ReportSnapshot, name: str, loaded: dict | None = None, query=None
+) -> dict:
     """What section `name`'s template reads, from only the parts it needs (`loaded`: parts
-    read already, for a page of several sections)."""
+    read already, for a page of several sections; `query`: the request's, for the heat
+    maps' judge)."""
     section = SECTIONS[name]
     loaded = {} if loaded is None else loaded
     for part in section.parts:
@@ -354,11 +359,27 @@ def _section_context(snapshot: ReportSnapshot, name: str, loaded: dict | None = 
     if "charts" in found:
         charts = found["charts"] or {}
         found["charts"] = {kind: charts.get(kind, []) for kind in section.charts}
+    if name == "heatmaps":
+        found.update(_heatmaps_context(snapshot, found.pop("summary") or {}, query))
     return {
         **found,
         "section": name,
         "section_template": section.template,
         "chart_source": f"charts-{name}",
+    }
+
+
+def _heatmaps_context(snapshot: ReportSnapshot, summary: dict, query) -> dict:
+    """The heat maps of one judge (the query's `heat_judge`, else the first in the
+    summary's order) and the judges to choose from."""
+    judges = summary.get("judges") or []
+    wanted = (query or {}).get("heat_judge")
+    index = judges.index(wanted) if wanted in judges else 0
+    maps = snapshots.snapshot_part(snapshot, parts.heatmap_part(index)) if judges else None
+    return {
+        "heatmaps": maps or [],
+        "heat_judges": [{"name": j, "current": i == index} for i, j in enumerate(judges)],
+        "heat_judge": judges[index] if judges else None,
     }
 
 
@@ -385,7 +406,11 @@ def report_section(request: HtmxHttpRequest, slug: str, name: str) -> HttpRespon
         done = snapshots.snapshot_latest_done(project=project, key=snapshots.snapshot_key(params))
         context["snapshot"] = done
         if done is not None:
-            context.update(_section_context(done, name))
+            context.update(_section_context(done, name, query=request.GET))
+            context["section_path"] = _section_url(project, name, "")
+            context["applied"] = [
+                (k, v) for k, values in request.GET.lists() if k not in VIEW_KEYS for v in values
+            ]
     response = render(request, template_for(request, SECTION, "section"), context)
     patch_vary_headers(response, ["HX-Request"])
     return response

@@ -724,8 +724,15 @@ def test_the_sections_charts_are_computed_from_the_same_rows(scored, researcher_
     radar = chart_blob(leaderboards.content.decode(), "charts-leaderboards")
     assert list(radar) == ["radar"] and [c["title"] for c in radar["radar"]] == list(SYSTEMS)
     assert leaderboards.content.decode().count('<canvas data-chart="radar"') == 2
-    assert len(heatmaps.context["heatmaps"]) == len(JUDGES) * len(SKILLS)
-    assert 'id="heatmap-6"' in heatmaps.content.decode()
+    # one judge's heat maps at a time, the first by name unless another is chosen
+    assert [m["judge"] for m in heatmaps.context["heatmaps"]] == [sorted(JUDGES)[0]] * len(SKILLS)
+    assert f'id="heatmap-{len(SKILLS)}"' in heatmaps.content.decode()
+    assert [j["name"] for j in heatmaps.context["heat_judges"]] == sorted(JUDGES)
+    with parts_read() as read:
+        other = section(researcher_client, scored, "heatmaps", {"heat_judge": sorted(JUDGES)[1]})
+    assert read == {"options", "summary", "heatmaps.1"}
+    assert {m["judge"] for m in other.context["heatmaps"]} == {sorted(JUDGES)[1]}
+    assert "selected>" in other.content.decode() and 'name="heat_judge"' in other.content.decode()
 
 
 def test_a_section_on_its_own_is_a_page_and_says_when_there_is_no_report(scored, researcher_client):

@@ -93,7 +93,8 @@ def test_the_stored_report_is_the_commands_json_text_and_its_size_is_recorded(sc
     assert done.progress == 1.0 and done.finished_at is not None
     assert done.watermark["human"] > 0 and done.watermark["judges"] == ["rouge"]
     names = set(SnapshotPart.objects.filter(snapshot=done).values_list("name", flat=True))
-    assert {"report", "tables", "charts", "heatmaps", "options", "summary"} <= names
+    assert {"report", "tables", "charts", "heatmaps.0", "options", "summary"} <= names
+    assert "headline.item.spearman" in names
 
 
 def test_a_second_compute_of_the_same_snapshot_does_nothing(scored_project):  # noqa: F811
