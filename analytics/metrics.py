@@ -238,30 +238,151 @@ class Correlation:
 
 def correlate(x: ArrayLike, y: ArrayLike) -> Correlation:
     """Pearson (`row_pearson`, equal to scipy's wherever scipy is accurate), Spearman and
-    Kendall's tau-b (scipy) and the agreement figures of paired scores (pairs with a missing
+    Kendall's tau-b (scipy's `spearmanr` and `kendalltau`, bit for bit: see
+    `correlate_many`) and the agreement figures of paired scores (pairs with a missing
     side are left out). A coefficient is None when undefined (fewer than two pairs, or a
     constant side: all values equal, compared exactly)."""
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     keep = ~np.isnan(a) & ~np.isnan(b)
-    a, b = a[keep], b[keep]
+    return correlate_many(a[keep], b[keep][None, :])[0]
+
+
+def correlate_many(x: ArrayLike, ys: ArrayLike) -> list[Correlation]:
+    """`correlate` of `x` with each row of `ys` (many judges on the same responses), at
+    once: the figures are those of `correlate` row by row, to the bit. Spearman is scipy's
+    (the Pearson of midranks through `np.corrcoef`): midranks are multiples of 1/2, so
+    their deviations from the mean rank, products and sums are exact in any order, and the
+    coefficient is then rounded as `np.corrcoef` rounds it. Kendall's tau-b is scipy's
+    formula on the same exact integers (concordant less discordant pairs, ties), counted
+    here from each row's table of (x value, y value) pairs. Pairs with a missing side
+    (NaN) go through `correlate` one row at a time."""
+    a = np.asarray(x, dtype=np.float64)
+    b = np.asarray(ys, dtype=np.float64)
+    b = b.reshape(1, -1) if b.ndim == 1 else b
+    if np.isnan(a).any() or np.isnan(b).any():
+        return [correlate(a, row) for row in b]
     n = int(a.size)
     if n == 0:
-        return Correlation(0, None, None, None, None, None, None)
+        return [Correlation(0, None, None, None, None, None, None) for _ in range(len(b))]
     with np.errstate(over="ignore"):  # |a - b| past the largest float is inf: not < 0.5
         diff = np.abs(a - b)
-    mae = mean_abs_difference(a, b)
-    exact, within = float(np.mean(diff < 0.5)), float(np.mean(diff <= 1))
-    if n < 2 or _constant(a) or _constant(b):
-        return Correlation(n, None, None, None, mae, exact, within)
-    return Correlation(
-        n=n,
-        pearson=float(row_pearson(a[None, :], b[None, :])[0]),
-        spearman=float(stats.spearmanr(a, b).statistic),
-        kendall=float(stats.kendalltau(a, b, variant="b").statistic),
-        mae=mae,
-        exact=exact,
-        within_one=within,
+        mae = diff.mean(axis=1)
+    for row in np.flatnonzero(~np.isfinite(mae)):
+        mae[row] = mean_abs_difference(a, b[row])
+    exact, within = (diff < 0.5).mean(axis=1), (diff <= 1).mean(axis=1)
+    defined = np.zeros(len(b), dtype=bool)
+    if n >= 2 and not _constant(a):
+        defined = b.max(axis=1) != b.min(axis=1)
+    pearson = np.full(len(b), np.nan)
+    spearman, kendall = pearson.copy(), pearson.copy()
+    if defined.any():
+        rows = np.flatnonzero(defined)
+        ordinary = _ordinary_rows(b[rows])
+        for part in (rows[ordinary], rows[~ordinary]):  # as `row_pearson` row by row
+            if part.size:
+                pearson[part] = row_pearson(np.broadcast_to(a, (part.size, n)), b[part])
+        spearman[rows] = _spearman_rows(a, b[rows])
+        kendall[rows] = _tau_b_rows(a, b[rows])
+    return [
+        Correlation(
+            n=n,
+            pearson=float(pearson[k]) if defined[k] else None,
+            spearman=float(spearman[k]) if defined[k] else None,
+            kendall=float(kendall[k]) if defined[k] else None,
+            mae=float(mae[k]),
+            exact=float(exact[k]),
+            within_one=float(within[k]),
+        )
+        for k in range(len(b))
+    ]
+
+
+def _ordinary_rows(values: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """`_ordinary` of each row."""
+    magnitude = np.abs(values)
+    low = np.min(magnitude, axis=1, where=magnitude > 0, initial=np.inf)
+    return np.asarray((magnitude.max(axis=1) < 2.0**400) & (low > 2.0**-400))
+
+
+#: Above this many pairs a sum of products of midrank deviations (each at most n**2 / 4)
+#: may pass 2**53, where float sums stop being exact: scipy is called row by row there.
+_EXACT_RANK_SUMS = 100_000
+
+
+def _spearman_rows(
+    a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """scipy's Spearman of `a` with each row of `b` (no constant side)."""
+    n = a.size
+    if n > _EXACT_RANK_SUMS:
+        return np.array([stats.spearmanr(a, row).statistic for row in b], dtype=np.float64)
+    ra = stats.rankdata(a)
+    rb = stats.rankdata(b, axis=1)
+    da = ra - ra.mean()
+    db = rb - rb.mean(axis=1, keepdims=True)
+    # np.corrcoef: the covariances times 1 / (n - 1), then divided by each side's root
+    scale = np.true_divide(1, n - 1)
+    sxy = (db * da).sum(axis=1) * scale
+    sxx = (da * da).sum() * scale
+    syy = (db * db).sum(axis=1) * scale
+    r = sxy / np.sqrt(syy) / np.sqrt(sxx)
+    return np.asarray(np.clip(r, -1.0, 1.0), dtype=np.float64)
+
+
+#: Cells of (x value, y value) tables counted at once by `_tau_b_rows`.
+_TABLE_CELLS = 2**22
+
+
+def _tau_b_rows(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """scipy's Kendall tau-b of `a` with each row of `b` (no constant side): the same
+    integers (S = concordant - discordant pairs, pairs tied in x, in y, all pairs) and the
+    same float steps, S / sqrt(all - x ties) / sqrt(all - y ties). S comes from each row's
+    table T of dense ranks (x value, y value): every cell times the pairs below-left of it
+    less those above-left, read from two-dimensional running sums of T."""
+    n = a.size
+    _, xr = np.unique(a, return_inverse=True)
+    kx = int(xr.max()) + 1
+    order = np.argsort(b, axis=1, kind="stable")
+    ordered = np.take_along_axis(b, order, axis=1)
+    dense_sorted = (
+        np.cumsum(
+            np.concatenate(
+                [np.ones((len(b), 1), dtype=np.int64), ordered[:, 1:] != ordered[:, :-1]], axis=1
+            ),
+            axis=1,
+        )
+        - 1
     )
+    yr = np.empty_like(dense_sorted)
+    np.put_along_axis(yr, order, dense_sorted, axis=1)
+    ky = int(dense_sorted[:, -1].max()) + 1
+    x_counts = np.bincount(xr, minlength=kx)
+    x_ties = int((x_counts * (x_counts - 1) // 2).sum())
+    total = n * (n - 1) // 2
+    s = np.zeros(len(b), dtype=np.int64)
+    y_ties = np.zeros(len(b), dtype=np.int64)
+    if kx * ky > _TABLE_CELLS:
+        return np.array([stats.kendalltau(a, row, variant="b").statistic for row in b])
+    step = max(1, _TABLE_CELLS // (kx * ky))
+    for start in range(0, len(b), step):
+        part = yr[start : start + step]
+        rows = len(part)
+        cell = (np.arange(rows)[:, None] * kx + xr) * ky + part
+        table = np.bincount(cell.ravel(), minlength=rows * kx * ky).reshape(rows, kx, ky)
+        running = np.zeros((rows, kx + 1, ky + 1), dtype=np.int64)
+        running[:, 1:, 1:] = table.cumsum(axis=1).cumsum(axis=2)
+        below = running[:, :-1, :-1]  # x smaller, y smaller
+        above = running[:, :-1, -1:] - running[:, :-1, 1:]  # x smaller, y larger
+        s[start : start + rows] = (table * (below - above)).sum(axis=(1, 2))
+        y_counts = table.sum(axis=1)
+        y_ties[start : start + rows] = (y_counts * (y_counts - 1) // 2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (
+            s.astype(np.float64)
+            / np.sqrt(float(total - x_ties))
+            / np.sqrt((total - y_ties).astype(np.float64))
+        )
+    return np.asarray(np.minimum(1.0, np.maximum(-1.0, out)), dtype=np.float64)
 
 
 def _constant(values: npt.NDArray[np.float64]) -> bool:
