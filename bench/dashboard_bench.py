@@ -147,9 +147,12 @@ def main() -> None:
         section_times: list[float] = []
         from analytics.report import views
 
+        per_section: dict[str, float] = {}
         for name in getattr(views, "SECTIONS", ()):
             url = reverse("analytics:report-section", args=[slug, name]) + query
-            section_times += timed(client, url, max(3, args.requests // 3), HTTP_HX_REQUEST="true")
+            times = timed(client, url, max(3, args.requests // 3), HTTP_HX_REQUEST="true")
+            per_section[name] = statistics.median(times)
+            section_times += times
         api_times = timed(
             client, f"/api/v1/projects/{slug}/analytics/report{query}", max(5, args.requests // 3)
         )
@@ -162,6 +165,7 @@ def main() -> None:
             "page_ms": statistics.median(page_times),
             "section_ms": statistics.median(section_times) if section_times else None,
             "api_ms": statistics.median(api_times),
+            "section_ms_by_name": per_section,
         }
         results.append(row)
         print(
@@ -170,6 +174,10 @@ def main() -> None:
             f"{figures(section_times) if section_times else '       -        -'} "
             f"{figures(api_times)}",
             flush=True,
+        )
+        print(
+            "        sections (median ms): "
+            + ", ".join(f"{k} {v:.0f}" for k, v in per_section.items())
         )
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,9 @@ RESAMPLE_CHOICES = (0, 200, 1000, 2000, 10_000)
 #: The parts the first view reads (analytics/report/parts.py): small whatever the judges.
 REPORT_PARTS = ("summary",)
 #: Query keys that choose what the page shows, not which report (never part of the key).
-VIEW_KEYS = ("level", "measure", "inline", "all_judges", "heat_judge")
+VIEW_KEYS = ("level", "measure", "inline", "all_judges", "heat_judge", "judge_page")
+#: The correlation section's judges per page (?judge_page=N, from 1).
+CORRELATION_PAGE_JUDGES = 10
 LEVEL_LABELS = {"instance": "Instance", "item": "Item", "system": "System"}
 MEASURE_LABELS = {"pearson": "Pearson", "spearman": "Spearman", "kendall": "Kendall τ-b"}
 #: The headline chart draws the best ranked judges; its table lists the best ranked
@@ -361,11 +363,33 @@ def _section_context(
         found["charts"] = {kind: charts.get(kind, []) for kind in section.charts}
     if name == "heatmaps":
         found.update(_heatmaps_context(snapshot, found.pop("summary") or {}, query))
+    if name == "correlation":
+        found.update(_judge_page(found["tables"] or {}, query))
     return {
         **found,
         "section": name,
         "section_template": section.template,
         "chart_source": f"charts-{name}",
+    }
+
+
+def _judge_page(tables: dict, query) -> dict:
+    """The correlation tables of one page of CORRELATION_PAGE_JUDGES judges (the query's
+    `judge_page`, from 1), and the pages there are."""
+    judges = tables.get("correlation") or []
+    pages = max(1, -(-len(judges) // CORRELATION_PAGE_JUDGES))
+    try:
+        page = min(max(1, int((query or {}).get("judge_page", 1))), pages)
+    except (TypeError, ValueError):
+        page = 1
+    start = (page - 1) * CORRELATION_PAGE_JUDGES
+    return {
+        "tables": {**tables, "correlation": judges[start : start + CORRELATION_PAGE_JUDGES]},
+        "judge_page": page,
+        "judge_pages": list(range(1, pages + 1)) if pages > 1 else [],
+        "judges_total": len(judges),
+        "judge_first": start + 1,
+        "judge_last": min(start + CORRELATION_PAGE_JUDGES, len(judges)),
     }
 
 

@@ -922,3 +922,29 @@ def test_with_many_judges_the_table_lists_the_best_ranked_and_links_to_all(
     assert [r[0] for r in rows if r[0] != "Human ceiling"] == ranked
     assert "Show all 5 judges" not in every.content.decode()
     assert ReportSnapshot.objects.count() == 1
+
+
+def test_the_correlation_tables_come_a_page_of_judges_at_a_time(
+    project, researcher_client, monkeypatch
+):
+    # given: more judges than a page holds
+    from analytics.report import views
+
+    monkeypatch.setattr(views, "CORRELATION_PAGE_JUDGES", 2)
+    judges = tuple(f"judge-{n}" for n in range(5))
+    import_scores(project, score_lines(judges=judges))
+    ready(researcher_client, project)
+
+    # when
+    first = section(researcher_client, project, "correlation")
+    last = section(researcher_client, project, "correlation", {"judge_page": "3"})
+    odd = section(researcher_client, project, "correlation", {"judge_page": "x"})
+
+    # then: judges 1-2, 5, and a page of each of the 3
+    shown = [j["judge"] for j in first.context["tables"]["correlation"]]
+    assert shown == ["judge-0", "judge-1"] and first.context["judge_pages"] == [1, 2, 3]
+    assert "Judges 1–2 of 5" in first.content.decode()
+    assert [j["judge"] for j in last.context["tables"]["correlation"]] == ["judge-4"]
+    assert "Judges 5–5 of 5" in last.content.decode()
+    assert odd.context["judge_page"] == 1
+    assert 'name="judge_page" value="2"' in first.content.decode()
