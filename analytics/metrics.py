@@ -411,9 +411,27 @@ def grouped_correlations(
     to one item), vectorised over groups of equal size; NaN where undefined (fewer than two
     pairs or a constant side). Returns arrays aligned with `np.unique(groups)`. Equal to
     scipy's per-group results (tests/analytics/test_metrics.py)."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    found = grouped_correlations_many(x, np.asarray(y, dtype=np.float64)[None, :], groups)
+    return {name: values[0] for name, values in found.items()}
+
+
+#: Values `grouped_correlations_many` handles at once (judges x groups x pairs of a group).
+_GROUP_CELLS = 2**21
+
+
+def grouped_correlations_many(
+    x: ArrayLike, ys: ArrayLike, groups: ArrayLike
+) -> dict[str, npt.NDArray[np.float64]]:
+    """`grouped_correlations` of `x` with each row of `ys` (judges x responses): arrays of
+    judges x groups, each row equal to the bit to that judge's own `grouped_correlations`
+    (Pearson is taken apart for judges whose values `row_pearson` would scale, as it
+    decides that over one judge's values)."""
+    x, ys = np.asarray(x, dtype=np.float64), np.asarray(ys, dtype=np.float64)
     keys, group = np.unique(np.asarray(groups), return_inverse=True)
-    out = {name: np.full(keys.size, np.nan) for name in ("pearson", "spearman", "kendall")}
+    judges = ys.shape[0]
+    out = {
+        name: np.full((judges, keys.size), np.nan) for name in ("pearson", "spearman", "kendall")
+    }
     order = np.argsort(group, kind="stable")
     sizes = np.bincount(group, minlength=keys.size)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
@@ -422,10 +440,30 @@ def grouped_correlations(
             continue
         which = np.flatnonzero(sizes == size)
         idx = order[starts[which][:, None] + np.arange(size)]
-        gx, gy = x[idx], y[idx]
-        out["pearson"][which] = row_pearson(gx, gy)
-        out["spearman"][which] = row_pearson(stats.rankdata(gx, axis=1), stats.rankdata(gy, axis=1))
-        out["kendall"][which] = row_tau_b(gx, gy)
+        gx = x[idx]
+        rx = stats.rankdata(gx, axis=1)
+        step = max(1, _GROUP_CELLS // (which.size * max(int(size) * (int(size) - 1) // 2, 1)))
+        for first in range(0, judges, step):
+            gy = ys[first : first + step][:, idx]  # judges x groups x size
+            part = slice(first, first + len(gy))
+            wide = (len(gy) * which.size, int(size))
+            ordinary = np.array([_ordinary(block) for block in gy])
+            pearson = np.full((len(gy), which.size), np.nan)
+            for kind in (ordinary, ~ordinary):
+                if kind.any():
+                    rows = gy[kind]
+                    pearson[kind] = row_pearson(
+                        np.broadcast_to(gx, rows.shape).reshape(-1, int(size)),
+                        rows.reshape(-1, int(size)),
+                    ).reshape(len(rows), which.size)
+            out["pearson"][part, which] = pearson
+            ry = stats.rankdata(gy, axis=2)
+            out["spearman"][part, which] = row_pearson(
+                np.broadcast_to(rx, gy.shape).reshape(wide), ry.reshape(wide)
+            ).reshape(len(gy), which.size)
+            out["kendall"][part, which] = row_tau_b(
+                np.broadcast_to(gx, gy.shape).reshape(wide), gy.reshape(wide)
+            ).reshape(len(gy), which.size)
     return out
 
 

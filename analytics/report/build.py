@@ -563,6 +563,54 @@ def correlation(
     return result
 
 
+def point_correlations(
+    humans: dict[int, HumanMean], judge_rows: Mapping[str, Sequence[Row]]
+) -> dict[str, Json]:
+    """`correlation` without intervals for many judges of one skill at once (`humans`: the
+    skill's `human_means`), the same figures to the bit: judges that scored the same
+    responses share their human values, items and per-system human means, and their
+    coefficients come from `metrics.correlate_many` and `grouped_correlations_many`."""
+    by_shared: dict[tuple[int, ...], list[tuple[str, dict[int, float]]]] = defaultdict(list)
+    for name, rows in judge_rows.items():
+        scored = {r[0]: r[5] for r in rows if r[5] is not None}
+        by_shared[tuple(rid for rid in sorted(humans) if rid in scored)].append((name, scored))
+    out: dict[str, Json] = {}
+    for shared, group in by_shared.items():
+        h = np.array([humans[rid][2] for rid in shared], dtype=float)
+        values = [[scored[rid] for rid in shared] for _, scored in group]
+        j = np.array(values, dtype=float).reshape(len(group), len(shared))
+        items = np.array([humans[rid][0] for rid in shared])
+        instance = metrics.correlate_many(h, j)
+        per_item = metrics.grouped_correlations_many(h, j, items) if shared else {}
+        system_of = [humans[rid][1] for rid in shared]
+        human_by_system = group_means(
+            system_of, [humans[rid][3] for rid in shared], [humans[rid][4] for rid in shared]
+        )
+        systems = sorted(human_by_system)
+        hs = [human_by_system[s] for s in systems]
+        judge_by_system = [group_means(system_of, v) for v in values]
+        js = np.array([[found[s] for s in systems] for found in judge_by_system], dtype=float)
+        system = metrics.correlate_many(hs, js.reshape(len(group), len(systems)))
+        for k, (name, _) in enumerate(group):
+            item: Json
+            if shared:
+                used = ~np.isnan(per_item["pearson"][k])
+                item = {
+                    key: (float(per_item[key][k][used].mean()) if used.any() else None)
+                    for key in ("pearson", "spearman", "kendall")
+                }
+                item |= {"n": int(used.sum()), "items_skipped": int(used.size - used.sum())}
+            else:
+                item = {"pearson": None, "spearman": None, "kendall": None}
+                item |= {"n": 0, "items_skipped": 0}
+            out[name] = {
+                "instance": _corr_dict(instance[k]),
+                "item": item,
+                "system": {**_corr_dict(system[k]), "systems": systems},
+            }
+    return out
+
+
 def build_report(
     human: Sequence[Row],
     judges: Sequence[Row],
@@ -607,10 +655,26 @@ def build_report(
             report["agreement"][s] = agreement(human_by_skill[s], resampler=resampler_for(items))
     judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
     instances: dict[tuple[str, str], _Instance] = {}
+    points = (
+        {}
+        if resamples
+        else {
+            s: point_correlations(
+                means[s],
+                {judge: by_skill[s] for judge, by_skill in judge_skills.items() if s in by_skill},
+            )
+            for s in names
+            if human_by_skill.get(s)
+        }
+    )
     for judge, by_skill in judge_skills.items():
         report["correlation"][judge] = {}
         for s in names:
             if s not in by_skill or not human_by_skill.get(s):
+                continue
+            if not resamples:
+                point = points[s][judge]
+                report["correlation"][judge][s] = _scale_aware(point, (judge, s) in off_scale)
                 continue
             scored = {r[0] for r in by_skill[s] if r[5] is not None}
             shared = frozenset(rid for rid in scored if rid in means[s])

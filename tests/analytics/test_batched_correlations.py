@@ -10,11 +10,16 @@ built one scipy call per judge.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import numpy as np
 import pytest
 from scipy import stats
 
 from analytics import metrics
+from analytics.report import build
+from analytics.rows import Row
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -42,6 +47,27 @@ def scipy_correlate(x: np.ndarray, y: np.ndarray) -> metrics.Correlation:
         exact=exact,
         within_one=within,
     )
+
+
+def one_judge_grouped(x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, np.ndarray]:
+    """`metrics.grouped_correlations` as it was: one judge at a time."""
+    keys, group = np.unique(groups, return_inverse=True)
+    out = {name: np.full(keys.size, np.nan) for name in ("pearson", "spearman", "kendall")}
+    order = np.argsort(group, kind="stable")
+    sizes = np.bincount(group, minlength=keys.size)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for size in np.unique(sizes):
+        if size < 2:
+            continue
+        which = np.flatnonzero(sizes == size)
+        idx = order[starts[which][:, None] + np.arange(size)]
+        gx, gy = x[idx], y[idx]
+        out["pearson"][which] = metrics.row_pearson(gx, gy)
+        out["spearman"][which] = metrics.row_pearson(
+            stats.rankdata(gx, axis=1), stats.rankdata(gy, axis=1)
+        )
+        out["kendall"][which] = metrics.row_tau_b(gx, gy)
+    return out
 
 
 def scores(rng: np.random.Generator, kind: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -104,3 +130,95 @@ def test_tables_larger_than_a_chunk_equal_scipy(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(metrics, "_TABLE_CELLS", 10)
     for row, got in zip(ys, metrics.correlate_many(x, ys), strict=True):
         assert got == scipy_correlate(x, row)
+
+
+@pytest.mark.parametrize("cells", [metrics._GROUP_CELLS, 100])  # one pass; a judge at a time
+def test_grouped_correlations_of_many_judges_equal_each_judges_own(
+    cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "_GROUP_CELLS", cells)
+    rng = np.random.default_rng(11)
+    items = np.repeat(np.arange(40), 6)[: 40 * 6 - 7]  # groups of six, one of one
+    items = np.concatenate([items, [99, 99]])  # and one of two
+    n = items.size
+    x = rng.integers(3, 16, n) / 3
+    ys = np.stack([scores(rng, kind, (n,)) for kind in KINDS * 2])
+    ys[0, :12] = 4.0  # constant within the first two items
+    found = metrics.grouped_correlations_many(x, ys, items)
+    for k, row in enumerate(ys):
+        own = one_judge_grouped(x, row, items)
+        for name, values in metrics.grouped_correlations(x, row, items).items():
+            assert values.tobytes() == own[name].tobytes()
+        for name, values in own.items():
+            np.testing.assert_array_equal(found[name][k], values)
+            assert found[name][k].tobytes() == values.tobytes()
+
+
+def many_judge_rows(
+    judges: int = 9, systems: int = 5, items: int = 24, seed: int = 5
+) -> tuple[list[Row], list[Row], dict[int, dict[str, Any]], set[tuple[str, str]]]:
+    """A small table of the many-judge benchmark's shape: three people of a crowd per
+    response (some N/A), LLM judges on 1-5 and raw-valued metrics (one subnormal, one
+    huge), some judges leaving responses out or answering N/A."""
+    rng = np.random.default_rng(seed)
+    names = [f"judge-{k}" for k in range(judges)]
+    facets = {
+        item: {
+            "domains": [f"d{item % 3}"] + ([f"d{item % 4}"] if item % 2 else []),
+            "difficulty": item % 3,
+        }
+        for item in range(items)
+    }
+    human: list[Row] = []
+    judge: list[Row] = []
+    off_scale: set[tuple[str, str]] = set()
+    for skill in ("A", "B"):
+        truth = rng.integers(1, 6, (items, systems))
+        for item in range(items):
+            for s in range(systems):
+                rid = item * systems + s
+                for p in rng.choice(8, 3, replace=False):
+                    value = int(np.clip(truth[item, s] + rng.integers(-1, 2), 1, 5))
+                    na = rng.random() < 0.05
+                    human.append((rid, item, f"sys-{s}", skill, f"p{p}", None if na else value))
+        for k, name in enumerate(names):
+            raw = truth + rng.normal(size=truth.shape) * (0.5 + k / 4)
+            if k % 3 == 0:
+                values: np.ndarray = np.clip(np.rint(raw), 1, 5)
+            else:
+                values = np.round(raw, 3) * (1e-318 if k == 4 else 1e300 if k == 5 else 1.0)
+                off_scale.add((name, skill))
+            for item in range(items):
+                for s in range(systems):
+                    if k == 7 and (item + s) % 5 == 0:
+                        continue  # left out: a set of shared responses of its own
+                    v: float | None = float(values[item, s])
+                    if k % 3 == 0:
+                        v = int(values[item, s])
+                    if k == 8 and item == 3:
+                        v = None
+                    judge.append((item * systems + s, item, f"sys-{s}", skill, name, v))
+    return human, judge, facets, off_scale
+
+
+def test_the_report_and_its_breakdowns_equal_those_of_one_scipy_call_per_judge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    human, judge, facets, off_scale = many_judge_rows()
+    report = build.build_report(human, judge, off_scale=off_scale)
+    report["breakdowns"] = build.breakdowns(human, judge, facets, off_scale=off_scale)
+
+    def one_at_a_time(
+        humans: dict[int, build.HumanMean], judge_rows: dict[str, list[Row]]
+    ) -> dict[str, Any]:
+        return {
+            name: build.correlation([], rows, means=humans) for name, rows in judge_rows.items()
+        }
+
+    monkeypatch.setattr(metrics, "correlate", scipy_correlate)
+    monkeypatch.setattr(metrics, "grouped_correlations", one_judge_grouped)
+    monkeypatch.setattr(build, "point_correlations", one_at_a_time)
+    before = build.build_report(human, judge, off_scale=off_scale)
+    before["breakdowns"] = build.breakdowns(human, judge, facets, off_scale=off_scale)
+    assert json.dumps(report) == json.dumps(before)
+    assert report["correlation"]["judge-5"]["A"]["instance"]["kendall"] is not None
