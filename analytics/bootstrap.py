@@ -253,13 +253,29 @@ def _pearson_cells(
     helpers), the cross sum over the cells the sample holds."""
     n = tx.sum(axis=1)
     hx, hy = tx > 0, ty > 0
-    dx = metrics._centred(metrics._unit_scale(x_values, hx), tx, n)
-    dy = metrics._centred(metrics._unit_scale(y_values, hy), ty, n)
+    dx = metrics._centred(_cell_scale(x_values, hx), tx, n)
+    dy = metrics._centred(_cell_scale(y_values, hy), ty, n)
     dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
     sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
     r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
     r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
     return r
+
+
+def _cell_scale(
+    values: npt.NDArray[np.float64], present: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """`metrics._unit_scale` where it can change a figure: values within 2**±200 (Likert
+    scores, midranks, raw metrics) are left as they are. A power of two is exact, and
+    between those bounds no deviation, product or sum of either form is subnormal or
+    overflows (deviations are at least 2**-453 after scaling, their products above
+    2**-1022), so both give each coefficient to the bit: the scale cancels exactly in
+    sxy / (sqrt(sxx) sqrt(syy)). Values absent from a table (weight 0) count 0 either way."""
+    magnitude = np.abs(values)
+    low = float(np.min(magnitude, where=magnitude > 0, initial=np.inf))
+    if float(magnitude.max(initial=0.0)) <= 2.0**200 and low >= 2.0**-200:
+        return values
+    return metrics._unit_scale(values, present)
 
 
 def correlation_intervals(

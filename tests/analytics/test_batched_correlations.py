@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analytics import metrics
-from analytics.report import build
+from analytics import bootstrap, metrics
+from analytics.report import build, wide_tables
 from analytics.rows import Row
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -222,3 +222,36 @@ def test_the_report_and_its_breakdowns_equal_those_of_one_scipy_call_per_judge(
     before["breakdowns"] = build.breakdowns(human, judge, facets, off_scale=off_scale)
     assert json.dumps(report) == json.dumps(before)
     assert report["correlation"]["judge-5"]["A"]["instance"]["kendall"] is not None
+
+
+def unit_scaled_pearson_cells(
+    cells: np.ndarray,
+    table: bootstrap.CellTable,
+    tx: np.ndarray,
+    ty: np.ndarray,
+    x_values: np.ndarray,
+    y_values: np.ndarray,
+) -> np.ndarray:
+    """`bootstrap._pearson_cells` as it was: every table brought to the unit scale."""
+    n = tx.sum(axis=1)
+    hx, hy = tx > 0, ty > 0
+    dx = metrics._centred(metrics._unit_scale(x_values, hx), tx, n)
+    dy = metrics._centred(metrics._unit_scale(y_values, hy), ty, n)
+    dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
+    sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
+    r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
+    r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
+    return r
+
+
+def test_intervals_over_cells_equal_those_on_the_unit_scale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every raw-valued judge resampled over its cells (a wide table), at any magnitude
+    monkeypatch.setattr(wide_tables, "WIDE_TABLE_CELLS", 50)
+    human, judge, _facets, off_scale = many_judge_rows(judges=7)
+    report = build.build_report(human, judge, off_scale=off_scale, resamples=60)
+    monkeypatch.setattr(bootstrap, "_pearson_cells", unit_scaled_pearson_cells)
+    before = build.build_report(human, judge, off_scale=off_scale, resamples=60)
+    assert json.dumps(report) == json.dumps(before)
+    assert report["correlation"]["judge-4"]["A"]["instance"]["ci"]["pearson"]["low"] is not None
