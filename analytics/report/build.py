@@ -497,17 +497,23 @@ def correlation(
     means: dict[int, HumanMean] | None = None,
     resampler: bootstrap.Resampler | None = None,
     off_scale: bool = False,
+    point: tuple[Json, dict[str, npt.NDArray[np.float64]]] | None = None,
 ) -> Json:
     """One judge against the people on one skill, at the instance, item and system levels.
     With `resamples` (or a shared `resampler`, whose `run()` the caller owns), item-resampling
     intervals for every figure of each level (`ci`). `off_scale`: the judge's values are not
-    on the skill's scale, so MAE and exact agreement get no interval."""
+    on the skill's scale, so MAE and exact agreement get no interval. `point`: this judge's
+    figures and per-item coefficients from `point_correlations` (the same), when known."""
     humans = human_means(human_rows) if means is None else means
     judge = {r[0]: r[5] for r in judge_rows if r[5] is not None}
     shared = sorted(rid for rid in humans if rid in judge)
     h = np.array([humans[rid][2] for rid in shared], dtype=float)
     j = np.array([judge[rid] for rid in shared], dtype=float)
     items = np.array([humans[rid][0] for rid in shared])
+    if point is not None:
+        return _register_correlation(
+            point[0], point[1], resampler, h, j, items, shared, humans, off_scale
+        )
     result: Json = {"instance": _corr_dict(metrics.correlate(h, j))}
     own: bootstrap.Resampler | None = None
     if resamples and resampler is None and shared:
@@ -563,18 +569,55 @@ def correlation(
     return result
 
 
+def _register_correlation(
+    levels: Json,
+    per_item: dict[str, npt.NDArray[np.float64]],
+    resampler: bootstrap.Resampler | None,
+    h: npt.NDArray[np.float64],
+    j: npt.NDArray[np.float64],
+    items: npt.NDArray[np.generic],
+    shared: Sequence[int],
+    humans: dict[int, HumanMean],
+    off_scale: bool,
+) -> Json:
+    """`correlation`'s intervals on `resampler` for figures already computed (`levels`,
+    and `per_item`: the item level's coefficients), registered in the same order."""
+    if resampler is None or not shared:
+        return levels
+    register = (
+        wide_tables.instance_cells_register
+        if wide_tables.is_wide(h, j)
+        else resampled.instance_register
+    )
+    register(resampler, h, j, items, sink=levels["instance"], agreement=not off_scale)
+    if (~np.isnan(per_item["pearson"])).any():
+        resampled.item_level_register(resampler, np.unique(items), per_item, sink=levels["item"])
+    if levels["system"]["pearson"] is not None:
+        resampled.system_level_register(
+            resampler,
+            items,
+            [humans[rid][1] for rid in shared],
+            [humans[rid][3] for rid in shared],
+            [humans[rid][4] for rid in shared],
+            j,
+            sink=levels["system"],
+        )
+    return levels
+
+
 def point_correlations(
     humans: dict[int, HumanMean], judge_rows: Mapping[str, Sequence[Row]]
-) -> dict[str, Json]:
+) -> dict[str, tuple[Json, dict[str, npt.NDArray[np.float64]]]]:
     """`correlation` without intervals for many judges of one skill at once (`humans`: the
-    skill's `human_means`), the same figures to the bit: judges that scored the same
+    skill's `human_means`), the same figures to the bit, with each judge's per-item
+    coefficients (the item level's `grouped_correlations`): judges that scored the same
     responses share their human values, items and per-system human means, and their
     coefficients come from `metrics.correlate_many` and `grouped_correlations_many`."""
     by_shared: dict[tuple[int, ...], list[tuple[str, dict[int, float]]]] = defaultdict(list)
     for name, rows in judge_rows.items():
         scored = {r[0]: r[5] for r in rows if r[5] is not None}
         by_shared[tuple(rid for rid in sorted(humans) if rid in scored)].append((name, scored))
-    out: dict[str, Json] = {}
+    out: dict[str, tuple[Json, dict[str, npt.NDArray[np.float64]]]] = {}
     for shared, group in by_shared.items():
         h = np.array([humans[rid][2] for rid in shared], dtype=float)
         values = [[scored[rid] for rid in shared] for _, scored in group]
@@ -603,11 +646,12 @@ def point_correlations(
             else:
                 item = {"pearson": None, "spearman": None, "kendall": None}
                 item |= {"n": 0, "items_skipped": 0}
-            out[name] = {
+            levels = {
                 "instance": _corr_dict(instance[k]),
                 "item": item,
                 "system": {**_corr_dict(system[k]), "systems": systems},
             }
+            out[name] = (levels, {key: values[k] for key, values in per_item.items()})
     return out
 
 
@@ -655,25 +699,21 @@ def build_report(
             report["agreement"][s] = agreement(human_by_skill[s], resampler=resampler_for(items))
     judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
     instances: dict[tuple[str, str], _Instance] = {}
-    points = (
-        {}
-        if resamples
-        else {
-            s: point_correlations(
-                means[s],
-                {judge: by_skill[s] for judge, by_skill in judge_skills.items() if s in by_skill},
-            )
-            for s in names
-            if human_by_skill.get(s)
-        }
-    )
+    points = {
+        s: point_correlations(
+            means[s],
+            {judge: by_skill[s] for judge, by_skill in judge_skills.items() if s in by_skill},
+        )
+        for s in names
+        if human_by_skill.get(s)
+    }
     for judge, by_skill in judge_skills.items():
         report["correlation"][judge] = {}
         for s in names:
             if s not in by_skill or not human_by_skill.get(s):
                 continue
             if not resamples:
-                point = points[s][judge]
+                point = points[s][judge][0]
                 report["correlation"][judge][s] = _scale_aware(point, (judge, s) in off_scale)
                 continue
             scored = {r[0] for r in by_skill[s] if r[5] is not None}
@@ -687,6 +727,7 @@ def build_report(
                     means=means[s],
                     resampler=rs,
                     off_scale=(judge, s) in off_scale,
+                    point=points[s][judge],
                 ),
                 (judge, s) in off_scale,
             )

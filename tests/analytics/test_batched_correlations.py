@@ -212,7 +212,8 @@ def test_the_report_and_its_breakdowns_equal_those_of_one_scipy_call_per_judge(
         humans: dict[int, build.HumanMean], judge_rows: dict[str, list[Row]]
     ) -> dict[str, Any]:
         return {
-            name: build.correlation([], rows, means=humans) for name, rows in judge_rows.items()
+            name: (build.correlation([], rows, means=humans), {})
+            for name, rows in judge_rows.items()
         }
 
     monkeypatch.setattr(metrics, "correlate", scipy_correlate)
@@ -255,3 +256,19 @@ def test_intervals_over_cells_equal_those_on_the_unit_scale(
     before = build.build_report(human, judge, off_scale=off_scale, resamples=60)
     assert json.dumps(report) == json.dumps(before)
     assert report["correlation"]["judge-4"]["A"]["instance"]["ci"]["pearson"]["low"] is not None
+
+
+def test_intervals_on_the_shared_point_figures_equal_those_of_each_judge_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    human, judge, _facets, off_scale = many_judge_rows(judges=7)
+    report = build.build_report(human, judge, off_scale=off_scale, resamples=40)
+    alone = build.correlation
+
+    def without_point(*args: Any, point: Any = None, **kwargs: Any) -> Any:
+        return alone(*args, **kwargs)
+
+    monkeypatch.setattr(build, "correlation", without_point)
+    before = build.build_report(human, judge, off_scale=off_scale, resamples=40)
+    assert json.dumps(report) == json.dumps(before)
+    assert report["correlation"]["judge-1"]["B"]["item"]["ci"]["pearson"]["low"] is not None
