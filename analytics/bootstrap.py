@@ -252,9 +252,10 @@ def _pearson_cells(
     """metrics.table_pearson over the cells: the same unit scale and centring (its
     helpers), the cross sum over the cells the sample holds."""
     n = tx.sum(axis=1)
+    inverse = 1.0 / np.where(n > 0, n, 1.0)  # empty tables are marked undefined below
     hx, hy = tx > 0, ty > 0
-    dx = metrics._centred(_cell_scale(x_values, hx), tx, n)
-    dy = metrics._centred(_cell_scale(y_values, hy), ty, n)
+    dx = metrics._centred(_cell_scale(x_values, hx), tx, inverse)
+    dy = metrics._centred(_cell_scale(y_values, hy), ty, inverse)
     dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
     sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
     r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)

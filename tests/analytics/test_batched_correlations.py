@@ -235,9 +235,10 @@ def unit_scaled_pearson_cells(
 ) -> np.ndarray:
     """`bootstrap._pearson_cells` as it was: every table brought to the unit scale."""
     n = tx.sum(axis=1)
+    inverse = 1.0 / np.where(n > 0, n, 1.0)
     hx, hy = tx > 0, ty > 0
-    dx = metrics._centred(metrics._unit_scale(x_values, hx), tx, n)
-    dy = metrics._centred(metrics._unit_scale(y_values, hy), ty, n)
+    dx = metrics._centred(metrics._unit_scale(x_values, hx), tx, inverse)
+    dy = metrics._centred(metrics._unit_scale(y_values, hy), ty, inverse)
     dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
     sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
     r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
@@ -255,7 +256,11 @@ def test_intervals_over_cells_equal_those_on_the_unit_scale(
     monkeypatch.setattr(bootstrap, "_pearson_cells", unit_scaled_pearson_cells)
     before = build.build_report(human, judge, off_scale=off_scale, resamples=60)
     assert json.dumps(report) == json.dumps(before)
-    assert report["correlation"]["judge-4"]["A"]["instance"]["ci"]["pearson"]["low"] is not None
+    for judge in ("judge-1", "judge-4", "judge-5"):  # wide: raw values, normal and extreme
+        instance = report["correlation"][judge]["A"]["instance"]
+        for name in ("pearson", "spearman"):
+            assert instance["ci"][name]["estimate"] == pytest.approx(instance[name], abs=1e-12)
+            assert instance["ci"][name]["low"] < instance[name] < 1
 
 
 def test_intervals_on_the_shared_point_figures_equal_those_of_each_judge_alone(
@@ -272,3 +277,18 @@ def test_intervals_on_the_shared_point_figures_equal_those_of_each_judge_alone(
     before = build.build_report(human, judge, off_scale=off_scale, resamples=40)
     assert json.dumps(report) == json.dumps(before)
     assert report["correlation"]["judge-1"]["B"]["item"]["ci"]["pearson"]["low"] is not None
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-318, 1e300])
+def test_wide_tables_give_the_coefficients_of_the_sample(scale: float) -> None:
+    # the cells' Pearson and Spearman are those of the scores (they were 1 for any sample)
+    rng = np.random.default_rng(2)
+    h = rng.integers(3, 16, 500) / 3
+    j = np.round(h + rng.normal(size=500), 4) * scale
+    vx, cx = bootstrap._codes(h)
+    vy, cy = bootstrap._codes(j)
+    table, cell = bootstrap.cell_table(cx, cy, vy.size)
+    cells = np.bincount(cell, minlength=table.x.size).astype(float)[None, :]
+    pearson, spearman = bootstrap._stats_from_cells(cells, table, vx, vy)
+    assert pearson[0] == pytest.approx(stats.pearsonr(h, j / scale).statistic, abs=1e-12)
+    assert spearman[0] == pytest.approx(stats.spearmanr(h, j).statistic, abs=1e-12)
