@@ -250,14 +250,16 @@ def _pearson_cells(
     y_values: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
     """metrics.table_pearson over the cells: the same unit scale and centring (its
-    helpers), the cross sum over the cells the sample holds."""
+    helpers), the cross sum over the cells the sample holds (grouped by x value, so it
+    may differ from the table's in the last place)."""
     n = tx.sum(axis=1)
     inverse = 1.0 / np.where(n > 0, n, 1.0)  # empty tables are marked undefined below
     hx, hy = tx > 0, ty > 0
     dx = metrics._centred(_cell_scale(x_values, hx), tx, inverse)
     dy = metrics._centred(_cell_scale(y_values, hy), ty, inverse)
     dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
-    sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
+    # per x value, the cells' counts times their y deviations; then times the x deviation
+    sxy = (dx * np.add.reduceat(cells * dy[:, table.y], table.x_starts, axis=1)).sum(axis=1)
     r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
     r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
     return r
