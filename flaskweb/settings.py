@@ -285,6 +285,8 @@ FLASKWEB_REPORT_MAX_IN_FLIGHT = env_int("FLASKWEB_REPORT_MAX_IN_FLIGHT", 4)
 FLASKWEB_REPORT_REFRESH_MIN_SECONDS = env_int("FLASKWEB_REPORT_REFRESH_MIN_SECONDS", 300)
 FLASKWEB_REPORT_REFRESH_PER_TICK = env_int("FLASKWEB_REPORT_REFRESH_PER_TICK", 4)
 FLASKWEB_REPORT_STALE_SECONDS = env_int("FLASKWEB_REPORT_STALE_SECONDS", 3600)
+# Filtered (non-default) and failed snapshots are deleted this many days after they finished.
+FLASKWEB_REPORT_KEEP_DAYS = env_int("FLASKWEB_REPORT_KEEP_DAYS", 7)
 # Largest request body anywhere but the upload endpoints, refused (413) before it is read
 # (flaskweb.request_limits); also the allowance for form fields on the upload endpoints.
 FLASKWEB_MAX_BODY_BYTES = env_int("FLASKWEB_MAX_BODY_BYTES", 2 * 1024 * 1024)

@@ -443,6 +443,18 @@ def report_snapshots_fail_stale(*, older_than_seconds: int) -> int:
     )
 
 
+def report_snapshots_expire(*, older_than_days: int) -> int:
+    """Delete filtered (non-default) snapshots and failed ones finished more than
+    `older_than_days` ago: a filter combination asked for once does not keep its report
+    forever. Each project's default snapshot stays (beat keeps it fresh)."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    old = ReportSnapshot.objects.filter(finished_at__lt=cutoff).filter(
+        Q(is_default=False) | Q(status=SnapshotStatus.FAILED)
+    )
+    deleted, _ = old.exclude(status__in=IN_FLIGHT).delete()
+    return deleted
+
+
 def report_snapshots_refresh_stale() -> list[int]:
     """Mark done snapshots stale whose project's scores changed since, then enqueue a new
     computation of stale default snapshots: oldest first, at most

@@ -403,3 +403,26 @@ def test_a_worker_process_computes_the_snapshot_the_api_asked_for(celery_worker_
     body = answer.json()
     assert body.pop("snapshot")["status"] == "done"
     assert body == json.loads(command_json(project, "--resamples", "100"))
+
+
+def test_old_filtered_and_failed_snapshots_are_deleted_and_the_default_stays(scored_project):  # noqa: F811
+    from analytics.report.snapshots import report_snapshots_expire
+
+    default, _ = snapshot_request(project=scored_project, params=snapshot_params(resamples=1000))
+    filtered, _ = snapshot_request(
+        project=scored_project, params=snapshot_params(skills=["Readability"], resamples=0)
+    )
+    compute_pending()
+    failed = ReportSnapshot.objects.create(
+        project=scored_project,
+        key="f" * 64,
+        params=snapshot_params(resamples=200),
+        status=SnapshotStatus.FAILED,
+        finished_at=timezone.now(),
+    )
+    assert report_snapshots_expire(older_than_days=7) == 0  # all recent
+    ReportSnapshot.objects.update(finished_at=timezone.now() - timedelta(days=8))
+    report_snapshots_expire(older_than_days=7)
+    assert list(ReportSnapshot.objects.values_list("pk", flat=True)) == [default.pk]
+    assert not ReportSnapshot.objects.filter(pk__in=[filtered.pk, failed.pk]).exists()
+    assert not SnapshotPart.objects.filter(snapshot_id=filtered.pk).exists()
