@@ -233,52 +233,60 @@ def _stats_from_cells(
     the cells instead of the whole table (so they may differ in the last place)."""
     tx = np.add.reduceat(cells, table.x_starts, axis=1)
     ty = np.add.reduceat(cells[:, table.y_order], table.y_starts, axis=1)
+    n = tx.sum(axis=1)
+    inverse = 1.0 / np.where(n > 0, n, 1.0)  # empty tables are marked undefined below
+    hx, hy = tx > 0, ty > 0
     rank_x = np.cumsum(tx, axis=1) - (tx - 1) / 2
     rank_y = np.cumsum(ty, axis=1) - (ty - 1) / 2
+    sides = (tx, ty, inverse)
     pearson = _pearson_cells(
-        cells, table, tx, ty, np.broadcast_to(vx, tx.shape), np.broadcast_to(vy, ty.shape)
+        cells,
+        table,
+        sides,
+        _cell_scale(vx, tx.shape, hx),
+        _cell_scale(vy, ty.shape, hy),
     )
-    return pearson, _pearson_cells(cells, table, tx, ty, rank_x, rank_y)
+    # midranks lie in [1/2, n]: never scaled
+    spearman = _pearson_cells(cells, table, sides, rank_x, rank_y)
+    undefined = (hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)
+    pearson[undefined] = np.nan
+    spearman[undefined] = np.nan
+    return pearson, spearman
 
 
 def _pearson_cells(
     cells: npt.NDArray[np.float64],
     table: CellTable,
-    tx: npt.NDArray[np.float64],
-    ty: npt.NDArray[np.float64],
+    sides: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]],
     x_values: npt.NDArray[np.float64],
     y_values: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
-    """metrics.table_pearson over the cells: the same unit scale and centring (its
-    helpers), the cross sum over the cells the sample holds (grouped by x value, so it
-    may differ from the table's in the last place)."""
-    n = tx.sum(axis=1)
-    inverse = 1.0 / np.where(n > 0, n, 1.0)  # empty tables are marked undefined below
-    hx, hy = tx > 0, ty > 0
-    dx = metrics._centred(_cell_scale(x_values, hx), tx, inverse)
-    dy = metrics._centred(_cell_scale(y_values, hy), ty, inverse)
-    dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
+    """metrics.table_pearson over the cells: the same centring (its helpers), the cross
+    sum over the cells the sample holds, grouped by x value (so it may differ from the
+    table's in the last place). `sides`: the two margins and 1 / n.
+    Values absent from a table weigh 0 in every sum, as the table's zeros do."""
+    tx, ty, inverse = sides
+    dx = metrics._centred(x_values, tx, inverse)
+    dy = metrics._centred(y_values, ty, inverse)
     # per x value, the cells' counts times their y deviations; then times the x deviation
     sxy = (dx * np.add.reduceat(cells * dy[:, table.y], table.x_starts, axis=1)).sum(axis=1)
-    r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
-    r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
-    return r
+    return metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
 
 
 def _cell_scale(
-    values: npt.NDArray[np.float64], present: npt.NDArray[np.bool_]
+    values: npt.NDArray[np.float64], shape: tuple[int, ...], present: npt.NDArray[np.bool_]
 ) -> npt.NDArray[np.float64]:
-    """`metrics._unit_scale` where it can change a figure: values within 2**±200 (Likert
-    scores, midranks, raw metrics) are left as they are. A power of two is exact, and
-    between those bounds no deviation, product or sum of either form is subnormal or
-    overflows (deviations are at least 2**-453 after scaling, their products above
-    2**-1022), so both give each coefficient to the bit: the scale cancels exactly in
-    sxy / (sqrt(sxx) sqrt(syy)). Values absent from a table (weight 0) count 0 either way."""
+    """The distinct `values` for every table (`shape`), on the unit scale
+    (`metrics._unit_scale`) where it can change a figure: values within 2**±200 (Likert
+    scores, raw metrics) are left as they are. A power of two is exact, and between those
+    bounds no deviation, product or sum of either form is subnormal or overflows
+    (deviations are at least 2**-453 after scaling, their products above 2**-1022), so
+    both give each coefficient to the bit: the scale cancels in sxy / (sqrt(sxx) sqrt(syy))."""
     magnitude = np.abs(values)
     low = float(np.min(magnitude, where=magnitude > 0, initial=np.inf))
     if float(magnitude.max(initial=0.0)) <= 2.0**200 and low >= 2.0**-200:
-        return values
-    return metrics._unit_scale(values, present)
+        return np.broadcast_to(values, shape)
+    return metrics._unit_scale(np.broadcast_to(values, shape), present)
 
 
 def correlation_intervals(

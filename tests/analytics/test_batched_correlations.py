@@ -241,25 +241,32 @@ def assert_close(found: Any, expected: Any) -> None:
         assert found == expected
 
 
-def unit_scaled_pearson_cells(
-    cells: np.ndarray,
-    table: bootstrap.CellTable,
-    tx: np.ndarray,
-    ty: np.ndarray,
-    x_values: np.ndarray,
-    y_values: np.ndarray,
-) -> np.ndarray:
-    """`bootstrap._pearson_cells` as it was: every table brought to the unit scale."""
-    n = tx.sum(axis=1)
-    inverse = 1.0 / np.where(n > 0, n, 1.0)
-    hx, hy = tx > 0, ty > 0
-    dx = metrics._centred(metrics._unit_scale(x_values, hx), tx, inverse)
-    dy = metrics._centred(metrics._unit_scale(y_values, hy), ty, inverse)
-    dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
-    sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
-    r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
-    r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
-    return r
+def unit_scaled_stats_from_cells(
+    cells: np.ndarray, table: bootstrap.CellTable, vx: np.ndarray, vy: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`bootstrap._stats_from_cells` as it was (its count fixed to 1 / n): every table
+    brought to the unit scale, the cross products summed cell by cell."""
+    tx = np.add.reduceat(cells, table.x_starts, axis=1)
+    ty = np.add.reduceat(cells[:, table.y_order], table.y_starts, axis=1)
+    rank_x = np.cumsum(tx, axis=1) - (tx - 1) / 2
+    rank_y = np.cumsum(ty, axis=1) - (ty - 1) / 2
+
+    def pearson(x_values: np.ndarray, y_values: np.ndarray) -> np.ndarray:
+        n = tx.sum(axis=1)
+        inverse = 1.0 / np.where(n > 0, n, 1.0)
+        hx, hy = tx > 0, ty > 0
+        dx = metrics._centred(metrics._unit_scale(x_values, hx), tx, inverse)
+        dy = metrics._centred(metrics._unit_scale(y_values, hy), ty, inverse)
+        dx, dy = np.where(hx, dx, 0.0), np.where(hy, dy, 0.0)
+        sxy = (cells * dx[:, table.x] * dy[:, table.y]).sum(axis=1)
+        r = metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
+        r[(hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)] = np.nan
+        return r
+
+    return (
+        pearson(np.broadcast_to(vx, tx.shape), np.broadcast_to(vy, ty.shape)),
+        pearson(rank_x, rank_y),
+    )
 
 
 def test_intervals_over_cells_equal_those_on_the_unit_scale(
@@ -269,7 +276,8 @@ def test_intervals_over_cells_equal_those_on_the_unit_scale(
     monkeypatch.setattr(wide_tables, "WIDE_TABLE_CELLS", 50)
     human, judge, _facets, off_scale = many_judge_rows(judges=7)
     report = build.build_report(human, judge, off_scale=off_scale, resamples=60)
-    monkeypatch.setattr(bootstrap, "_pearson_cells", unit_scaled_pearson_cells)
+    monkeypatch.setattr(bootstrap, "_stats_from_cells", unit_scaled_stats_from_cells)
+    monkeypatch.setattr(wide_tables, "_stats_from_cells", unit_scaled_stats_from_cells)
     before = build.build_report(human, judge, off_scale=off_scale, resamples=60)
     assert_close(report, before)  # cross sums grouped by x value: the last place may move
     for judge in ("judge-1", "judge-4", "judge-5"):  # wide: raw values, normal and extreme
