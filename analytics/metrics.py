@@ -316,8 +316,8 @@ def _spearman_rows(
     n = a.size
     if n > _EXACT_RANK_SUMS:
         return np.array([stats.spearmanr(a, row).statistic for row in b], dtype=np.float64)
-    ra = stats.rankdata(a)
-    rb = stats.rankdata(b, axis=1)
+    ra = midranks(a)
+    rb = midranks(b)
     da = ra - ra.mean()
     db = rb - rb.mean(axis=1, keepdims=True)
     # np.corrcoef: the covariances times 1 / (n - 1), then divided by each side's root
@@ -441,7 +441,7 @@ def grouped_correlations_many(
         which = np.flatnonzero(sizes == size)
         idx = order[starts[which][:, None] + np.arange(size)]
         gx = x[idx]
-        rx = stats.rankdata(gx, axis=1)
+        rx = midranks(gx)
         step = max(1, _GROUP_CELLS // (which.size * max(int(size) * (int(size) - 1) // 2, 1)))
         for first in range(0, judges, step):
             gy = ys[first : first + step][:, idx]  # judges x groups x size
@@ -457,7 +457,7 @@ def grouped_correlations_many(
                         rows.reshape(-1, int(size)),
                     ).reshape(len(rows), which.size)
             out["pearson"][part, which] = pearson
-            ry = stats.rankdata(gy, axis=2)
+            ry = midranks(gy)
             out["spearman"][part, which] = row_pearson(
                 np.broadcast_to(rx, gy.shape).reshape(wide), ry.reshape(wide)
             ).reshape(len(gy), which.size)
@@ -465,6 +465,31 @@ def grouped_correlations_many(
                 np.broadcast_to(gx, gy.shape).reshape(wide), gy.reshape(wide)
             ).reshape(len(gy), which.size)
     return out
+
+
+def midranks(values: ArrayLike) -> npt.NDArray[np.float64]:
+    """`scipy.stats.rankdata(values, axis=-1)` (average ranks of ties), the same numbers:
+    a midrank is (first + last position of its tie) / 2, exact in any way it is computed.
+    Without scipy's per-call checks, for the many small rows of the resamples; rows with
+    NaN go to scipy (which makes them all NaN)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0 or np.isnan(x).any():
+        return np.asarray(stats.rankdata(x, axis=-1), dtype=np.float64)
+    order = np.argsort(x, axis=-1, kind="stable")
+    ordered = np.take_along_axis(x, order, axis=-1)
+    position = np.broadcast_to(np.arange(1, x.shape[-1] + 1, dtype=np.float64), x.shape)
+    new = np.ones(x.shape, dtype=bool)
+    new[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    last = np.ones(x.shape, dtype=bool)
+    last[..., :-1] = new[..., 1:]
+    first = np.maximum.accumulate(np.where(new, position, 0.0), axis=-1)
+    end = np.flip(
+        np.minimum.accumulate(np.flip(np.where(last, position, np.inf), axis=-1), axis=-1),
+        axis=-1,
+    )
+    ranks = np.empty_like(x)
+    np.put_along_axis(ranks, order, (first + end) / 2, axis=-1)
+    return ranks
 
 
 def _unit_scale(

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
-from scipy import sparse, stats
+from scipy import sparse
 
 from analytics import metrics
 from analytics.bootstrap import (
@@ -531,9 +531,7 @@ def system_level_register(
         if full.any() and s >= 2:
             a, b = human[full], judge_means[full]
             out["pearson"][full] = metrics.row_pearson(a, b)
-            out["spearman"][full] = metrics.row_pearson(
-                stats.rankdata(a, axis=1), stats.rankdata(b, axis=1)
-            )
+            out["spearman"][full] = metrics.row_pearson(metrics.midranks(a), metrics.midranks(b))
             out["kendall"][full] = metrics.row_tau_b(a, b)
         for row in np.flatnonzero(~full):  # a system not drawn: correlate the others
             present = c[row] > 0

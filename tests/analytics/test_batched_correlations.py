@@ -316,3 +316,16 @@ def test_wide_tables_give_the_coefficients_of_the_sample(scale: float) -> None:
     pearson, spearman = bootstrap._stats_from_cells(cells, table, vx, vy)
     assert pearson[0] == pytest.approx(stats.pearsonr(h, j / scale).statistic, abs=1e-12)
     assert spearman[0] == pytest.approx(stats.spearmanr(h, j).statistic, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_midranks_are_scipys_average_ranks(kind: str) -> None:
+    rng = np.random.default_rng(len(kind))
+    for shape in [(1,), (7,), (3, 10), (4, 5, 6), (2, 300)]:
+        values = scores(rng, kind, shape)
+        expected = stats.rankdata(values, axis=-1)
+        assert metrics.midranks(values).tobytes() == expected.tobytes()
+    special = np.array([[0.0, -0.0, np.inf, -np.inf, 1.0, 0.0], [2.0, 2.0, 2.0, 2.0, 2.0, 2.0]])
+    assert metrics.midranks(special).tobytes() == stats.rankdata(special, axis=-1).tobytes()
+    with_nan = np.array([[1.0, np.nan, 2.0], [3.0, 1.0, 2.0]])
+    np.testing.assert_array_equal(metrics.midranks(with_nan), stats.rankdata(with_nan, axis=-1))
