@@ -280,8 +280,8 @@ def test_intervals_over_cells_equal_those_on_the_unit_scale(
     monkeypatch.setattr(wide_tables, "_stats_from_cells", unit_scaled_stats_from_cells)
     before = build.build_report(human, judge, off_scale=off_scale, resamples=60)
     assert_close(report, before)  # cross sums grouped by x value: the last place may move
-    for judge in ("judge-1", "judge-4", "judge-5"):  # wide: raw values, normal and extreme
-        instance = report["correlation"][judge]["A"]["instance"]
+    for name_of_judge in ("judge-1", "judge-4", "judge-5"):  # wide: raw values, normal and extreme
+        instance = report["correlation"][name_of_judge]["A"]["instance"]
         for name in ("pearson", "spearman"):
             assert instance["ci"][name]["estimate"] == pytest.approx(instance[name], abs=1e-12)
             assert instance["ci"][name]["low"] < instance[name] < 1
