@@ -29,31 +29,21 @@ from analytics.report.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES
 from annotation.access import project_get_for_staff
 
 
+def _names(help_text: str = "") -> serializers.ListField:
+    """A repeatable name parameter (skill, judge, model, domain)."""
+    return serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
+        help_text=help_text,
+    )
+
+
 class ReportParamsSerializer(serializers.Serializer):
-    skill = serializers.ListField(
-        child=serializers.CharField(max_length=200),
-        required=False,
-        default=list,
-        help_text="skill names",
-    )
-    judge = serializers.ListField(
-        child=serializers.CharField(max_length=200),
-        required=False,
-        default=list,
-        help_text="judge names",
-    )
-    system = serializers.ListField(
-        child=serializers.CharField(max_length=200),
-        required=False,
-        default=list,
-        help_text="models",
-    )
-    domain = serializers.ListField(
-        child=serializers.CharField(max_length=200),
-        required=False,
-        default=list,
-        help_text="domains",
-    )
+    skill = _names("skill names")
+    judge = _names("judge names")
+    system = _names("models")
+    domain = _names("domains")
     difficulty = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=5),
         required=False,
@@ -67,15 +57,10 @@ class ReportParamsSerializer(serializers.Serializer):
         default=DEFAULT_RESAMPLES,
         help_text="bootstrap resamples (0: no intervals)",
     )
-    compare_a = serializers.ListField(
-        child=serializers.CharField(max_length=200),
-        required=False,
-        default=list,
-        help_text="judge pairs to compare besides the default ones: compare_a[i] with compare_b[i]",
+    compare_a = _names(
+        "judge pairs to compare besides the default ones: compare_a[i] with compare_b[i]"
     )
-    compare_b = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, default=list
-    )
+    compare_b = _names()
     compare_all = serializers.BooleanField(
         required=False, default=False, help_text="compare every two judges (slow with many)"
     )

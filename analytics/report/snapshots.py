@@ -106,13 +106,12 @@ def params_are_default(params: dict[str, Any]) -> bool:
 
 def report_kwargs(params: dict[str, Any]) -> dict[str, Any]:
     """The params as `project_report` keyword arguments (None for an empty filter)."""
-    kwargs: dict[str, Any] = {name: params[name] or None for name in FILTER_KEYS}
-    kwargs["resamples"] = params["resamples"]
-    if params["compare"]:
-        kwargs["compare"] = [tuple(pair) for pair in params["compare"]]
-    if params["compare_all"]:
-        kwargs["compare_all"] = True
-    return kwargs
+    return {
+        **{name: params[name] or None for name in FILTER_KEYS},
+        "resamples": params["resamples"],
+        "compare": [tuple(pair) for pair in params["compare"]],
+        "compare_all": params["compare_all"],
+    }
 
 
 # --- stored parts ---------------------------------------------------------------------------
@@ -125,14 +124,8 @@ def _pack(value: Any) -> tuple[bytes, int]:
 
 def snapshot_part(snapshot: ReportSnapshot, name: str) -> Any:
     """A stored part of a done snapshot, as JSON values; None if it has no such part."""
-    data = (
-        SnapshotPart.objects.filter(snapshot=snapshot, name=name)
-        .values_list("data", flat=True)
-        .first()
-    )
-    if data is None:
-        return None
-    return json.loads(zlib.decompress(bytes(data)))
+    text = snapshot_part_text(snapshot, name)
+    return None if text is None else json.loads(text)
 
 
 def snapshot_part_text(snapshot: ReportSnapshot, name: str) -> bytes | None:

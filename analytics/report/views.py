@@ -169,6 +169,12 @@ def _query_of(form: ReportFilterForm) -> str:
     )
 
 
+def _applied(query) -> list[tuple[str, str]]:
+    """The query's (name, value) pairs that choose the report (not the view keys): the
+    hidden inputs that htmx requests and the section forms send."""
+    return [(k, v) for k, values in query.lists() if k not in VIEW_KEYS for v in values]
+
+
 def _filter_query(query) -> str:
     """The query string without the keys that only choose the view (level, measure, inline):
     what the sections and the level links carry."""
@@ -228,9 +234,7 @@ def dashboard(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "level_label": LEVEL_LABELS[level],
         "measure_label": MEASURE_LABELS[measure],
         "links": _headline_links(project, request.GET, level, measure),
-        "applied": [
-            (k, v) for k, values in request.GET.lists() if k not in VIEW_KEYS for v in values
-        ],
+        "applied": _applied(request.GET),
         "sections": [
             {
                 "name": name,
@@ -432,9 +436,7 @@ def report_section(request: HtmxHttpRequest, slug: str, name: str) -> HttpRespon
         if done is not None:
             context.update(_section_context(done, name, query=request.GET))
             context["section_path"] = _section_url(project, name, "")
-            context["applied"] = [
-                (k, v) for k, values in request.GET.lists() if k not in VIEW_KEYS for v in values
-            ]
+            context["applied"] = _applied(request.GET)
     response = render(request, template_for(request, SECTION, "section"), context)
     patch_vary_headers(response, ["HX-Request"])
     return response
