@@ -1,12 +1,13 @@
 # The two commands a newcomer needs:
 #   make demo   — set up and run the app on embedded defaults (SQLite, no Redis), demo data + logins
+#   make serve  — serve the embedded default for real use on one machine (docs/SERVING.md)
 #   make test   — format, lint, types, architecture and the whole test suite on PostgreSQL + Redis + Chromium
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install lint fmt services bench-import
+.PHONY: demo serve test install lint fmt services bench-import
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +21,10 @@ install: $(STAMP)
 
 demo: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py rundemo
+
+# gunicorn (DEBUG off) and the worker on SQLite in var/; options: make serve SERVE_ARGS="--port 8080"
+serve: install
+	$(BIN)/python manage.py serve $(SERVE_ARGS)
 
 services:
 	scripts/services-up

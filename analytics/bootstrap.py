@@ -397,6 +397,8 @@ def alpha_intervals(
     per_unit, keep = _coincidences(data, values)
     _, cluster = np.unique(np.asarray(unit_items)[keep], return_inverse=True)
     n_items = int(cluster.max()) + 1 if cluster.size else 0
+    if n_items == 0:  # no unit rated twice: nothing to agree on, nothing to resample
+        return {level: Interval(None, None, None, 0) for level in levels}
     per_item = np.zeros((n_items, values.size, values.size))
     np.add.at(per_item, cluster, per_unit)
     flat = per_item.reshape(n_items, -1)

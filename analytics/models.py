@@ -12,11 +12,13 @@ A skill without a SkillScale row is scored on the default scale: integers 1 to 5
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from annotation.models import Dataset, Project, Response, Skill
+from annotation.models import Dataset, PairChoice, Project, Response, Skill
 from flaskweb.db import TimestampedModel
 from flaskweb.jobs import ImportJob
 
@@ -106,6 +108,87 @@ class ImportedScore(models.Model):
         return f"{self.rater_kind}:{self.rater} {self.response_id}/{self.skill_id}={shown}"
 
 
+class PreferenceImport(TimestampedModel):
+    """One successful import of long-format preference labels (analytics.imports.preferences;
+    rejected imports leave no row)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=300, blank=True)  # the file's name, as given
+    input_sha256 = models.CharField(max_length=64)
+    rows_read = models.PositiveIntegerField(default=0)
+    labels_created = models.PositiveIntegerField(default=0)
+    labels_unchanged = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "input_sha256"], name="preferenceimport_unique_input"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"preference import {self.pk} ({self.input_sha256[:12]})"
+
+
+class ImportedPreference(models.Model):
+    """One rater's imported preference between two responses to one item on one skill
+    (`skill` null: overall), in the A/B terms of the file (A = `response_a`)."""
+
+    batch = models.ForeignKey(
+        PreferenceImport, on_delete=models.CASCADE, related_name="preferences"
+    )
+    # no own index: importedpreference_project leads with project
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    response_a = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    response_b = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    skill = models.ForeignKey(
+        Skill, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    rater = models.CharField(max_length=200)
+    choice = models.CharField(max_length=10, choices=PairChoice.choices)
+    strength = models.PositiveSmallIntegerField(null=True, blank=True)  # 1 slightly, 2 much
+    rationale = models.TextField(blank=True)
+    b_left = models.BooleanField(null=True, blank=True)  # None: the shown order is unknown
+    time_ms = models.PositiveIntegerField(null=True, blank=True)
+    source = models.CharField(max_length=200, blank=True)  # the file's campaign column
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["response_a", "response_b", "skill", "rater"],
+                condition=Q(skill__isnull=False),
+                name="importedpreference_unique_skill",
+            ),
+            models.UniqueConstraint(
+                fields=["response_a", "response_b", "rater"],
+                condition=Q(skill__isnull=True),
+                name="importedpreference_unique_overall",
+            ),
+            models.CheckConstraint(
+                condition=Q(choice__in=PairChoice.values), name="importedpreference_choice_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(strength__isnull=True) | Q(strength__gte=1, strength__lte=2),
+                name="importedpreference_strength_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(response_a=F("response_b")), name="importedpreference_distinct"
+            ),
+        ]
+        indexes = [models.Index(fields=["project", "rater"], name="importedpreference_project")]
+
+    def __str__(self) -> str:
+        return f"{self.rater} {self.response_a_id}/{self.response_b_id}={self.choice}"
+
+
 class SkillScale(models.Model):
     """A non-default scale of a skill in a project. No row: integers 1 to 5."""
 
@@ -134,6 +217,7 @@ class ExportKind(models.TextChoices):
     LONG = "long", "Long table (one row per score)"
     FLASK_REVIEW = "flask_review", "FLASK review file (one judge)"
     WIDE = "wide", "Wide table (one column per rater)"
+    PREFERENCES = "preferences", "Preferences (one row per pairwise label)"
 
 
 class ExportFormat(models.TextChoices):
@@ -205,6 +289,8 @@ class ExportJob(TimestampedModel):
         """The filters as "name: value, value" labels (for the exports page)."""
         shown = []
         for name, value in (self.filters or {}).items():
+            if isinstance(value, dict):  # a judge-training export's options
+                value = [f"{key}={json.dumps(v)}" for key, v in value.items()]
             values = value if isinstance(value, list) else [value]
             shown.append(f"{name}: {', '.join(str(v) for v in values)}")
         return shown

@@ -24,3 +24,13 @@ class ReportRows:
     judge: list[Row]
     facets: dict[int, dict[str, Any]]
     off_scale: set[tuple[str, str]]
+    # "adjudicated" rows (report_rows(human_scores="adjudicated")): `human` holds one row
+    # per adjudicated (response, skill) in place of its people's scores (rater ADJUDICATED),
+    # `raw_human` the people's own scores, which agreement among people is computed on;
+    # `adjudicated` counts the pairs replaced. None / 0 for the default (raw) rows.
+    raw_human: list[Row] | None = None
+    adjudicated: int = 0
+
+
+#: The rater of an adjudicated row (no username can contain parentheses).
+ADJUDICATED = "(adjudicated)"

@@ -6,9 +6,9 @@ Feature reads live in their packages (report/selectors.py, exports/selectors.py,
 from __future__ import annotations
 
 from analytics.models import ImportedScore, RaterKind
-from analytics.rows import ReportRows, Row
+from analytics.rows import ADJUDICATED, ReportRows, Row
 from annotation.models import Project
-from annotation.selectors import human_score_rows, item_facets
+from annotation.selectors import adjudicated_score_rows, human_score_rows, item_facets
 from judging.selectors import judge_score_rows
 
 
@@ -20,18 +20,39 @@ def report_rows(
     systems: list[str] | None = None,
     domains: list[str] | None = None,
     difficulties: list[int] | None = None,
+    human_scores: str = "raw",
 ) -> ReportRows:
     """Every human and judge score of the project (campaigns, judge runs, imports) as report
-    rows, narrowed by skill, judge, system, domain and difficulty."""
+    rows, narrowed by skill, judge, system, domain and difficulty. `human_scores`
+    "adjudicated": a (response, skill) with an adjudicated score has that one score as its
+    human row (rater ADJUDICATED) instead of its people's scores, which stay in `raw_human`
+    (ReportRows)."""
     human = human_score_rows(project=project) + imported_score_rows(
         project=project, kind=RaterKind.HUMAN
     )
+    raw_human: list[Row] | None = None
+    adjudicated = 0
+    if human_scores == "adjudicated":
+        raw_human = human
+        settled = {
+            (rid, skill): (rid, item, system, skill, ADJUDICATED, score)
+            for rid, item, system, skill, score in adjudicated_score_rows(project=project)
+        }
+        adjudicated = len(settled)
+        human = sorted(
+            [row for row in raw_human if (row[0], row[3]) not in settled] + list(settled.values()),
+            key=lambda row: (row[0], row[3], row[4]),
+        )
     judge = judge_score_rows(project=project) + imported_score_rows(
         project=project, kind=RaterKind.JUDGE
     )
     if judges:
         judge = [row for row in judge if row[4] in set(judges)]
-    facets = item_facets(item_ids={row[1] for row in human} | {row[1] for row in judge})
+    facets = item_facets(
+        item_ids={row[1] for row in human}
+        | {row[1] for row in judge}
+        | {row[1] for row in raw_human or ()}
+    )
 
     def kept(row) -> bool:
         facet = facets.get(row[1], {})
@@ -45,7 +66,16 @@ def report_rows(
     if skills or systems or domains or difficulties:
         human = [row for row in human if kept(row)]
         judge = [row for row in judge if kept(row)]
-    return ReportRows(human, judge, facets, raw_judge_skills(project))
+        if raw_human is not None:
+            raw_human = [row for row in raw_human if kept(row)]
+    return ReportRows(
+        human,
+        judge,
+        facets,
+        raw_judge_skills(project),
+        raw_human=raw_human,
+        adjudicated=adjudicated,
+    )
 
 
 def imported_score_rows(*, project: Project, kind: str) -> list[Row]:

@@ -91,3 +91,25 @@ def report_snapshots_refresh_task() -> int:
     report_snapshots_fail_stale(older_than_seconds=settings.FLASKWEB_REPORT_STALE_SECONDS)
     report_snapshots_expire(older_than_days=settings.FLASKWEB_REPORT_KEEP_DAYS)
     return len(report_snapshots_refresh_stale())
+
+
+@shared_task(soft_time_limit=600, time_limit=660)
+def trust_calibrated_copy_task(snapshot_id: int, judge: str, run_id: int, user_id: int) -> None:
+    """Make the calibrated copy of judge run `run_id` under the isotonic maps of `judge` in
+    report snapshot `snapshot_id` (docs/JUDGE_TRUST.md "Calibration"). Idempotent: the same
+    maps find the copy made before and write nothing; other maps replace its scores (one
+    copy per source run, serialized on the calibrated judge's row). Enqueues nothing. Not
+    retried: a refusal (no maps, a run that cannot be calibrated) is logged."""
+    from analytics.report.trust import calibrated_copy_make
+    from judging.services.calibrated import CalibrationRefused
+
+    try:
+        if (
+            calibrated_copy_make(
+                snapshot_id=snapshot_id, judge=judge, run_id=run_id, user_id=user_id
+            )
+            is None
+        ):
+            logger.info("calibrated copy of run %s: snapshot or run gone", run_id)
+    except CalibrationRefused as exc:
+        logger.warning("calibrated copy of run %s refused: %s", run_id, exc)

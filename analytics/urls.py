@@ -5,9 +5,11 @@ under /api/v1/ by flaskweb/urls.py (namespace `analytics-api`)."""
 
 from django.urls import include, path
 
+from analytics.cards import urls as cards_urls
 from analytics.explorer import urls as explorer_urls
 from analytics.exports import urls as exports_urls
 from analytics.imports import urls as imports_urls
+from analytics.metadata import urls as metadata_urls
 from analytics.report import urls as report_urls
 
 app_name = "analytics"
@@ -17,6 +19,8 @@ urlpatterns = [
     path("", include(exports_urls.urlpatterns)),
     path("", include(explorer_urls.urlpatterns)),
     path("", include(imports_urls.urlpatterns)),
+    path("", include(cards_urls.urlpatterns)),
+    path("", include(metadata_urls.urlpatterns)),
 ]
 
 api_urlpatterns = [
@@ -24,4 +28,6 @@ api_urlpatterns = [
     path("", include(exports_urls.api_urlpatterns)),
     path("", include(explorer_urls.api_urlpatterns)),
     path("", include(imports_urls.api_urlpatterns)),
+    path("", include(cards_urls.api_urlpatterns)),
+    path("", include(metadata_urls.api_urlpatterns)),
 ]

@@ -24,6 +24,10 @@ from annotation.selectors import item_get
 from flaskweb.db import fetch_one
 
 STAFF_ROLES = {ProjectRole.ADMIN, ProjectRole.RESEARCHER}
+#: Who may open a campaign's review queue and adjudicate (annotation/review/): the staff and
+#: the project's reviewers. Reviewers get nothing else of the staff's (datasets, judges,
+#: analytics, campaign settings stay 403 to them).
+REVIEW_ROLES = {ProjectRole.ADMIN, ProjectRole.RESEARCHER, ProjectRole.REVIEWER}
 
 
 def is_site_admin(user) -> bool:
@@ -95,6 +99,14 @@ def campaign_get_for_staff(user, pk: int) -> Campaign:
     campaign = get_object_or_404(Campaign.objects.select_related("project", "dataset"), pk=pk)
     project_require_role(user, campaign.project, what="campaign")
     return campaign
+
+
+def campaign_get_for_reviewer(user, pk: int) -> tuple[Campaign, str]:
+    """The campaign and the user's role, if the user may review it (REVIEW_ROLES): 404 for
+    unknown ids and non-members, 403 for annotators. Pre-joins the project and dataset."""
+    campaign = get_object_or_404(Campaign.objects.select_related("project", "dataset"), pk=pk)
+    role = project_require_role(user, campaign.project, what="campaign", roles=REVIEW_ROLES)
+    return campaign, role
 
 
 # --- a campaign's annotator pool -----------------------------------------------------------

@@ -25,12 +25,17 @@ from annotation.models import (
     Item,
     ItemSkill,
     MembershipChange,
+    MetadataProposal,
+    MetadataVerification,
+    Participant,
     Project,
     ProjectMembership,
     ReannotationRequest,
     Response,
     Rubric,
+    Screening,
     Skill,
+    StudyLink,
     Task,
 )
 from annotation.services.projects import membership_remove, project_name_check
@@ -316,3 +321,53 @@ class ReannotationRequestAdmin(ReadOnlyAdmin):
     list_display = ["id", "campaign", "requested_by", "created_at", "extra", "reopened"]
     list_filter = ["campaign__project"]
     list_select_related = ["campaign", "requested_by"]
+
+
+@admin.register(Screening)
+class ScreeningAdmin(ReadOnlyAdmin):
+    """Each annotator's screening in a campaign (annotation/screening/): written only by the
+    workflow, which decides it once."""
+
+    list_display = ["pk", "campaign", "annotator", "phase", "score", "decided_at"]
+    list_filter = ["phase", "campaign__project"]
+    search_fields = ["annotator__username"]
+    list_select_related = ["campaign", "annotator"]
+
+
+@admin.register(StudyLink)
+class StudyLinkAdmin(ReadOnlyAdmin):
+    """Campaigns' study links (annotation/study/); made, closed and reopened on the
+    campaign's study page."""
+
+    list_display = ["pk", "campaign", "platform", "is_open", "max_participants", "created_at"]
+    list_filter = ["platform", "is_open", "campaign__project"]
+    list_select_related = ["campaign"]
+    exclude = ["token"]  # the link itself is on the study page, for the campaign's staff
+
+
+@admin.register(Participant)
+class ParticipantAdmin(ReadOnlyAdmin):
+    """Workers who came through study links, with their platform ids. To keep one out,
+    deactivate their user (their link then answers 403)."""
+
+    list_display = ["pk", "campaign", "user", "platform", "worker_id", "state", "created_at"]
+    list_filter = ["platform", "state", "campaign__project"]
+    search_fields = ["worker_id", "user__username"]
+    list_select_related = ["campaign", "user"]
+
+
+# --- metadata (docs/METADATA.md): verdicts go through the verification page -----------------
+
+
+@admin.register(MetadataProposal)
+class MetadataProposalAdmin(ReadOnlyAdmin):
+    list_display = ["id", "item", "origin", "source", "label", "status", "difficulty", "created_at"]
+    list_filter = ["source", "status"]
+    list_select_related = ["item"]
+
+
+@admin.register(MetadataVerification)
+class MetadataVerificationAdmin(ReadOnlyAdmin):
+    list_display = ["id", "item", "verdict", "difficulty", "verified_by", "verified_at"]
+    list_filter = ["verdict"]
+    list_select_related = ["item", "verified_by"]

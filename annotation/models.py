@@ -48,6 +48,7 @@ class Project(TimestampedModel):
 class ProjectRole(models.TextChoices):
     ADMIN = "admin", "Admin"
     RESEARCHER = "researcher", "Researcher"
+    REVIEWER = "reviewer", "Reviewer"  # adjudicates disagreements (annotation/review/)
     ANNOTATOR = "annotator", "Annotator"
 
 
@@ -472,8 +473,41 @@ class SkillMode(models.TextChoices):
     FIXED = "fixed", "A fixed set of skills"
 
 
+class QualificationRule(models.TextChoices):
+    EXACT = "exact", "Exact agreement with the known score"
+    WITHIN_ONE = "within1", "Within ±1 of the known score"
+
+
+class CampaignMode(models.TextChoices):
+    POINTWISE = "pointwise", "Score each response (1-5 per skill)"
+    PAIRWISE = "pairwise", "Compare two responses (which is better)"
+
+
+class PairDesign(models.TextChoices):
+    ALL_PAIRS = "all_pairs", "All pairs of the chosen models"
+    ANCHOR = "anchor", "Each model against an anchor model"
+    SAMPLED = "sampled", "A balanced sample of pairs within a budget"
+
+
+class PairChoice(models.TextChoices):
+    """A preference between a pair's two responses, in the task's own terms: A is
+    `Task.response`, B is `Task.response_b`, whichever side each was shown on."""
+
+    A = "a", "A is better"
+    B = "b", "B is better"
+    TIE = "tie", "Tie"
+    BOTH_BAD = "both_bad", "Both are bad"
+
+
+class PairAsk(models.TextChoices):
+    SKILLS = "skills", "Per skill"
+    OVERALL = "overall", "Overall only"
+    BOTH = "both", "Per skill and overall"
+
+
 class Campaign(TimestampedModel):
-    """Annotators score a dataset's responses on skills, K annotators per response."""
+    """Annotators score a dataset's responses on skills, K annotators per response
+    (pointwise), or say which of two responses to the same item is better (pairwise)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="campaigns")
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="campaigns")
@@ -501,6 +535,47 @@ class Campaign(TimestampedModel):
     gold_rate = models.FloatField(default=0.0)  # share of tasks served from gold/attention items
     repeat_rate = models.FloatField(default=0.0)  # share of tasks that repeat a past one
     gold_feedback = models.BooleanField(default=False)  # show gold results to annotators
+    # Screening (annotation/screening/): when on, every annotator first does the campaign's
+    # training tasks (gold shown with its explanation after each answer), then its
+    # qualification tasks; only those who pass get real tasks. The claim reads this flag.
+    screening = models.BooleanField(default=False)
+    qualification_pass_mark = models.FloatField(default=0.8)  # share agreeing, per skill
+    qualification_rule = models.CharField(
+        max_length=10, choices=QualificationRule.choices, default=QualificationRule.WITHIN_ONE
+    )
+    # Recruiting platforms (annotation/study/): what a worker sees at the end.
+    consent_text = models.TextField(blank=True)  # empty: no consent page
+    completion_code = models.CharField(max_length=100, blank=True)
+    screenout_code = models.CharField(max_length=100, blank=True)  # empty: the completion code
+    # Pace: a break suggested after every N submitted tasks (null: none)
+    break_every = models.PositiveIntegerField(null=True, blank=True)
+    break_minutes = models.PositiveSmallIntegerField(default=5)
+    # Cost estimate for researchers: an hourly wage (null: no estimate)
+    hourly_wage = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    wage_currency = models.CharField(max_length=3, default="USD")
+    # Review (annotation/review/): a response enters the reviewer's queue when its accepted
+    # scores on a skill spread (max - min) by at least this much.
+    review_spread = models.PositiveSmallIntegerField(default=2)
+    # Adaptive overlap: a complete response whose scores spread by at least
+    # `adaptive_spread` on a skill is asked for one more annotation, up to
+    # `adaptive_max_extra` per response and `adaptive_budget` in the campaign (null: none).
+    adaptive_spread = models.PositiveSmallIntegerField(null=True, blank=True)
+    adaptive_max_extra = models.PositiveSmallIntegerField(default=2)
+    adaptive_budget = models.PositiveIntegerField(null=True, blank=True)
+    # Pairwise campaigns (mode "pairwise"): a task is a pair of responses to one item.
+    mode = models.CharField(
+        max_length=10, choices=CampaignMode.choices, default=CampaignMode.POINTWISE
+    )
+    pair_design = models.CharField(
+        max_length=10, choices=PairDesign.choices, default=PairDesign.ALL_PAIRS
+    )
+    pair_anchor = models.CharField(max_length=200, blank=True)  # design "anchor": its model
+    pair_budget = models.PositiveIntegerField(null=True, blank=True)  # design "sampled": pairs
+    # the choices offered (PairChoice values, in order); empty: a, b, tie
+    pair_choices = models.JSONField(default=list, blank=True)
+    pair_ask = models.CharField(max_length=10, choices=PairAsk.choices, default=PairAsk.BOTH)
+    pair_strength = models.BooleanField(default=False)  # ask "slightly" or "much"
+    pair_rationale = models.BooleanField(default=False)  # offer a rationale box
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -509,6 +584,21 @@ class Campaign(TimestampedModel):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="campaign_unique_name"),
+            models.CheckConstraint(
+                condition=Q(mode__in=CampaignMode.values), name="campaign_mode_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(pair_budget__isnull=True) | Q(pair_budget__gte=1),
+                name="campaign_pair_budget",
+            ),
+            models.CheckConstraint(
+                condition=Q(qualification_pass_mark__gte=0, qualification_pass_mark__lte=1),
+                name="campaign_pass_mark",
+            ),
+            models.CheckConstraint(
+                condition=Q(review_spread__gte=1, review_spread__lte=4),
+                name="campaign_review_spread",
+            ),
             models.CheckConstraint(
                 condition=Q(overlap__gte=1, overlap__lte=50), name="campaign_overlap_1_50"
             ),
@@ -563,10 +653,18 @@ class TaskKind(models.TextChoices):
     NORMAL = "normal", "Normal"
     GOLD = "gold", "Gold (known scores)"
     ATTENTION = "attention", "Attention check"
+    TRAINING = "training", "Training (known scores, explained)"
+    QUALIFICATION = "qualification", "Qualification test (known scores)"
+
+
+#: Kinds with known scores (GoldScore rows) and no overlap limit: every annotator may get them.
+KNOWN_SCORE_KINDS = (TaskKind.GOLD, TaskKind.ATTENTION, TaskKind.TRAINING, TaskKind.QUALIFICATION)
 
 
 class Task(models.Model):
-    """One response to be scored in one campaign.
+    """One response to be scored in one campaign, or (pairwise campaigns) one pair of
+    responses to the same item: `response` is A, `response_b` is B, and `b_left` says
+    that B was shown on the left (the order is drawn once per task and stored).
 
     `assigned` counts the leases that hold or used a slot (active + submitted) and
     `submitted` the accepted submissions; both change only inside the claim/submit/expire
@@ -580,19 +678,35 @@ class Task(models.Model):
         Campaign, on_delete=models.CASCADE, related_name="tasks", db_index=False
     )
     response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="tasks")
-    kind = models.CharField(max_length=10, choices=TaskKind.choices, default=TaskKind.NORMAL)
+    response_b = models.ForeignKey(
+        Response, null=True, blank=True, on_delete=models.CASCADE, related_name="pair_tasks"
+    )
+    b_left = models.BooleanField(default=False)
+    kind = models.CharField(max_length=16, choices=TaskKind.choices, default=TaskKind.NORMAL)
     overlap = models.PositiveSmallIntegerField()
     assigned = models.PositiveSmallIntegerField(default=0)
     submitted = models.PositiveSmallIntegerField(default=0)
+    # annotations added by adaptive overlap (annotation/review/), counted in `overlap`
+    adaptive_extra = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["campaign", "response", "kind"], name="task_unique_response"
+                fields=["campaign", "response", "kind"],
+                condition=Q(response_b__isnull=True),
+                name="task_unique_response",
+            ),
+            models.UniqueConstraint(
+                fields=["campaign", "response", "response_b", "kind"],
+                condition=Q(response_b__isnull=False),
+                name="task_unique_pair",
             ),
             models.CheckConstraint(
-                condition=Q(kind__in=[TaskKind.GOLD, TaskKind.ATTENTION])
-                | Q(assigned__lte=models.F("overlap")),
+                condition=Q(response_b__isnull=True) | ~Q(response_b=models.F("response")),
+                name="task_pair_distinct",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=KNOWN_SCORE_KINDS) | Q(assigned__lte=models.F("overlap")),
                 name="task_assigned_le_overlap",
             ),
             models.CheckConstraint(
@@ -772,6 +886,109 @@ class HumanScore(TimestampedModel):
         return f"{self.assignment_id}:{self.skill_id}={'N/A' if self.is_na else self.score}"
 
 
+class HumanPreferenceQuerySet(models.QuerySet):
+    def accepted(self) -> HumanPreferenceQuerySet:
+        """The preferences that count as data (accepted_assignment_q)."""
+        return self.filter(accepted_assignment_q(path="assignment__"))
+
+
+class HumanPreference(TimestampedModel):
+    """One annotator's preference between a pairwise task's two responses on one skill
+    (`skill` null: overall). `choice` is in the task's terms (PairChoice: A is
+    `response_a` = Task.response), whichever side each response was shown on."""
+
+    objects = HumanPreferenceQuerySet.as_manager()
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.CASCADE, related_name="preferences", db_index=False
+    )
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    response_a = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    response_b = models.ForeignKey(
+        Response, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    skill = models.ForeignKey(
+        Skill, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    rubric = models.ForeignKey(
+        Rubric, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    choice = models.CharField(max_length=10, choices=PairChoice.choices)
+    strength = models.PositiveSmallIntegerField(null=True, blank=True)  # 1 slightly, 2 much
+    rationale = models.TextField(blank=True)
+    time_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "skill"],
+                condition=Q(skill__isnull=False),
+                name="humanpreference_unique_skill",
+            ),
+            models.UniqueConstraint(
+                fields=["assignment"],
+                condition=Q(skill__isnull=True),
+                name="humanpreference_unique_overall",
+            ),
+            models.CheckConstraint(
+                condition=Q(choice__in=PairChoice.values), name="humanpreference_choice_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(strength__isnull=True) | Q(strength__gte=1, strength__lte=2),
+                name="humanpreference_strength_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["response_a", "response_b"], name="humanpreference_pair"),
+            models.Index(fields=["campaign", "updated_at"], name="humanpreference_updated"),
+            models.Index(fields=["annotator", "campaign"], name="humanpreference_annotator"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment_id}:{self.skill_id or 'overall'}={self.choice}"
+
+
+class GoldPreference(models.Model):
+    """The known preference of a gold, attention, training or qualification pair task on
+    one skill (null: overall), with the explanation shown as feedback."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="gold_preferences")
+    skill = models.ForeignKey(
+        Skill, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    choice = models.CharField(max_length=10, choices=PairChoice.choices)
+    explanation = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "skill"],
+                condition=Q(skill__isnull=False),
+                name="goldpreference_unique_skill",
+            ),
+            models.UniqueConstraint(
+                fields=["task"],
+                condition=Q(skill__isnull=True),
+                name="goldpreference_unique_overall",
+            ),
+            models.CheckConstraint(
+                condition=Q(choice__in=PairChoice.values), name="goldpreference_choice_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"gold {self.task_id}:{self.skill_id or 'overall'}={self.choice}"
+
+
 class HumanScoreRevision(models.Model):
     """The audit trail of a score edit: who, when, before and after. Kept when the score
     is deleted (`score` becomes null; the deletion is in HumanScoreDeletion)."""
@@ -884,3 +1101,270 @@ class HumanScoreDeletion(models.Model):
 
     def __str__(self) -> str:
         return f"deletion of score {self.score_ref} at {self.deleted_at}"
+
+
+# --- screening: training and qualification ------------------------------------------------
+
+
+class ScreeningPhase(models.TextChoices):
+    TRAINING = "training", "Training"
+    QUALIFICATION = "qualification", "Qualification test"
+    PASSED = "passed", "Passed"
+    FAILED = "failed", "Screened out"
+
+
+class Screening(models.Model):
+    """Where one annotator stands in a screening campaign (annotation/screening/): the phase,
+    and the qualification result per skill once decided. Written only by its services."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="screenings")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    phase = models.CharField(
+        max_length=15, choices=ScreeningPhase.choices, default=ScreeningPhase.TRAINING
+    )
+    # {skill_id (str): {"agreed": n, "total": n}} over the qualification tasks answered
+    per_skill = models.JSONField(default=dict, blank=True)
+    score = models.FloatField(null=True, blank=True)  # the lowest per-skill agreement
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "annotator"], name="screening_unique"),
+            models.CheckConstraint(
+                condition=Q(phase__in=ScreeningPhase.values), name="screening_phase_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"screening {self.campaign_id}:{self.annotator_id} {self.phase}"
+
+
+# --- recruiting platforms: study links and the workers who came through them -------------
+
+
+class Platform(models.TextChoices):
+    PROLIFIC = "prolific", "Prolific"
+    MTURK = "mturk", "Amazon Mechanical Turk"
+    SONA = "sona", "SONA Systems"
+    GENERIC = "generic", "Any other (?worker=)"
+
+
+class StudyLink(TimestampedModel):
+    """A campaign's entry link for one recruiting platform (annotation/study/). Opening
+    /study/<token>/ with the platform's worker parameters signs a worker in to a
+    password-less account bound to that worker id and this campaign."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="study_links")
+    platform = models.CharField(max_length=10, choices=Platform.choices)
+    token = models.CharField(max_length=64, unique=True)  # unguessable, in the URL
+    is_open = models.BooleanField(default=True)
+    # where the completion page sends the worker; {code} is replaced by the code shown.
+    # Empty: the platform's default (Prolific's completion URL; MTurk's submit form).
+    completion_url = models.CharField(max_length=500, blank=True)
+    max_participants = models.PositiveIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(platform__in=Platform.values), name="studylink_platform_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform} link of campaign {self.campaign_id}"
+
+
+class ParticipantState(models.TextChoices):
+    CONSENT = "consent", "Reading the consent page"
+    WORKING = "working", "Working"
+    COMPLETED = "completed", "Completed"
+    SCREENED_OUT = "screened_out", "Screened out"
+    DECLINED = "declined", "Declined consent"
+
+
+class Participant(models.Model):
+    """A worker who came through a study link: their platform ids (shown to the campaign's
+    researchers and in exports, never to other annotators) and their password-less account.
+    One account per (campaign, platform, worker id), one worker id per account."""
+
+    link = models.ForeignKey(StudyLink, on_delete=models.PROTECT, related_name="participants")
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="participants", db_index=False
+    )
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="participant"
+    )
+    platform = models.CharField(max_length=10, choices=Platform.choices)
+    worker_id = models.CharField(max_length=200)  # PROLIFIC_PID, workerId, SONA id, ?worker=
+    study_id = models.CharField(max_length=200, blank=True)  # STUDY_ID, hitId
+    session_id = models.CharField(max_length=200, blank=True)  # SESSION_ID, assignmentId
+    # MTurk's turkSubmitTo (the submit form's host), as received; validated before use
+    submit_to = models.CharField(max_length=300, blank=True)
+    state = models.CharField(
+        max_length=15, choices=ParticipantState.choices, default=ParticipantState.CONSENT
+    )
+    consented_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "platform", "worker_id"], name="participant_unique_worker"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=ParticipantState.values), name="participant_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.worker_id} in campaign {self.campaign_id}"
+
+
+# --- review: adjudicated scores, kept apart from the raw ones ---------------------------
+
+
+class AdjudicatedScore(models.Model):
+    """A reviewer's settled score of one response on one skill in one campaign, with a note
+    (annotation/review/). The annotators' raw scores are never changed; exports show both
+    and the report uses these only when asked to (labelled "adjudicated")."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="+")
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="+")
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
+    is_na = models.BooleanField(default=False)
+    note = models.TextField(blank=True)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "response", "skill"], name="adjudicated_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_na=True, score__isnull=True)
+                | Q(is_na=False, score__gte=1, score__lte=5),
+                name="adjudicated_value_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"adjudicated {self.campaign_id}:{self.response_id}:{self.skill_id}"
+
+
+# --- proposed and verified metadata (docs/METADATA.md) ------------------------------------------
+
+
+class ProposalSource(models.TextChoices):
+    MODEL = "model", "A model (a metadata run)"
+    DATASET = "dataset", "The dataset's own metadata"
+
+
+class ProposalStatus(models.TextChoices):
+    OK = "ok", "Parsed"
+    PARSE_FAILED = "parse_failed", "Output not parseable"
+    FAILED = "failed", "Call failed"
+
+
+class MetadataProposal(models.Model):
+    """Metadata proposed for an item: its domains, its three skills (keys, most relevant
+    first) and its difficulty, by a model in a metadata run (`run_id`, a judging.MetadataRun
+    pk, kept as a number because annotation imports no downstream app) or by the dataset
+    itself (the metadata that came with an import, e.g. FLASK's model-made labels).
+
+    `origin` is "run:<id>" or "dataset": one proposal per item and origin, so a redelivered
+    task or a second snapshot upserts instead of duplicating. A proposal the model's answer
+    could not be read into keeps the raw text with status parse_failed and no values."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="metadata_proposals")
+    origin = models.CharField(max_length=40)
+    source = models.CharField(max_length=10, choices=ProposalSource.choices)
+    run_id = models.PositiveIntegerField(null=True, blank=True)
+    label = models.CharField(max_length=200, blank=True)  # the judge's name, or "dataset"
+    status = models.CharField(max_length=15, choices=ProposalStatus.choices)
+    domains = models.JSONField(default=list, blank=True)  # domain keys
+    skills = models.JSONField(default=list, blank=True)  # skill keys, most relevant first
+    difficulty = models.PositiveSmallIntegerField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["item", "origin"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "origin"], name="metadataproposal_unique"),
+            models.CheckConstraint(
+                condition=Q(source__in=ProposalSource.values), name="metadataproposal_source"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ProposalStatus.values), name="metadataproposal_status"
+            ),
+            models.CheckConstraint(
+                condition=Q(difficulty__isnull=True) | Q(difficulty__gte=1, difficulty__lte=5),
+                name="metadataproposal_difficulty_1_5",
+            ),
+        ]
+        indexes = [models.Index(fields=["origin", "item"], name="metadataproposal_origin")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}:{self.origin} ({self.status})"
+
+
+class VerificationVerdict(models.TextChoices):
+    ACCEPTED = "accepted", "Accepted"
+    EDITED = "edited", "Edited"
+    REJECTED = "rejected", "Rejected"
+
+
+class MetadataVerification(models.Model):
+    """A person's check of a proposal: accepted (its values become the item's), edited (the
+    person's values do) or rejected (the item keeps what it had). `domains`, `skills` and
+    `difficulty` are the item's metadata after the check, `previous` what it was before, so
+    the item keeps both the proposed and the verified values with who and when. Rows are
+    only added: the latest row of an item is its verified metadata."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="metadata_verifications")
+    proposal = models.ForeignKey(
+        MetadataProposal, on_delete=models.CASCADE, related_name="verifications"
+    )
+    verdict = models.CharField(max_length=10, choices=VerificationVerdict.choices)
+    domains = models.JSONField(default=list, blank=True)
+    skills = models.JSONField(default=list, blank=True)
+    difficulty = models.PositiveSmallIntegerField(null=True, blank=True)
+    previous = models.JSONField(default=dict, blank=True)
+    verified_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    verified_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["item", "-verified_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(verdict__in=VerificationVerdict.values),
+                name="metadataverification_verdict",
+            ),
+            models.CheckConstraint(
+                condition=Q(difficulty__isnull=True) | Q(difficulty__gte=1, difficulty__lte=5),
+                name="metadataverification_difficulty_1_5",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["item", "-verified_at"], name="metadataverification_latest")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}: {self.verdict}"

@@ -59,9 +59,10 @@ PROBLEM_CLASSES: dict[str, tuple[tuple[str, ...], str]] = {
     "changed_item": ((REJECT, SKIP), ""),
     "changed_response": ((REJECT, SKIP), ""),
     "inconsistent_item": ((REJECT, SKIP), ""),
+    "identical_pair": ((REJECT, SKIP), ""),
 }
 
-FORMATS = ("flask-eval", "flask-output", "generic-jsonl", "generic-csv")
+FORMATS = ("flask-eval", "flask-output", "generic-jsonl", "generic-csv", "preference")
 
 DIFFICULTY_NAMES = {
     "simple lifestyle knowledge": 1,
@@ -305,7 +306,12 @@ def detect_format(name: str, head: bytes) -> str | None:
     """Guess a file's format from its name and first bytes; None when unsure."""
     suffix = PurePath(name).suffix.lower()
     if suffix in {".csv", ".tsv"}:
-        return "generic-csv"
+        header = head.splitlines()[0] if head.strip() else b""
+        cells = {
+            c.strip().strip('"').lower()
+            for c in header.lstrip(b"\xef\xbb\xbf").decode("utf-8", "replace").split(",")
+        }
+        return "preference" if cells >= PREFERENCE_KEYS else "generic-csv"
     first = b""
     for raw in head.splitlines():
         if raw.strip():
@@ -320,6 +326,8 @@ def detect_format(name: str, head: bytes) -> str | None:
     if not isinstance(obj, dict):
         return None
     keys = set(obj)
+    if keys >= PREFERENCE_KEYS:
+        return "preference"
     if {"question_id", "text"} <= keys:
         return "flask-output"
     if {"idx", "instruction"} <= keys and ("skill" in keys or "answer" in keys):
@@ -665,7 +673,8 @@ def _skills(ctx: _RowContext, value: Any, catalogue: Catalogue, label: str) -> l
         ctx.problem(
             label,
             "skill_count",
-            f"{len(names)} skills given; FLASK instances have {EXPECTED_SKILLS}",
+            f"{len(names)} skill{'' if len(names) == 1 else 's'} given; "
+            f"FLASK instances have {EXPECTED_SKILLS}",
         )
     return skills
 
@@ -1139,6 +1148,14 @@ def parse_file(
     max_line_bytes: int = 4 * 1024 * 1024,
     on_progress: ProgressCallback | None = None,
 ) -> Iterator[ItemRow | ResponseRow | Problem]:
+    if fmt == "preference":
+        return parse_preference(
+            stream,
+            file_name=file_name,
+            catalogue=catalogue,
+            max_line_bytes=max_line_bytes,
+            on_progress=on_progress,
+        )
     if fmt == "generic-csv":
         return parse_csv(
             stream,
@@ -1159,3 +1176,169 @@ def parse_file(
         max_line_bytes=max_line_bytes,
         on_progress=on_progress,
     )
+
+
+# --- pairwise preference sets -----------------------------------------------------------------
+
+#: The fields every row of a preference set has (the reward-model benchmark shape).
+PREFERENCE_KEYS = frozenset({"prompt", "chosen", "rejected"})
+#: The skills a preference item is compared on when its row names none (docs/IMPORT_FORMATS.md):
+#: following the instruction, getting it right, and staying harmless. Accuracy reads the
+#: judge's Overall verdict; these keep the pairwise prompt's skill block FLASK-shaped.
+PREFERENCE_SKILLS = ("Comprehension", "Logical Correctness", "Harmlessness")
+#: The two responses of a preference item, by model name.
+CHOSEN, REJECTED = "chosen", "rejected"
+PREFERENCE_ROW_KEYS = {"id", "prompt", "chosen", "rejected", "subset", "skills"}
+MAX_SUBSET_CHARS = 100
+
+
+def _preference_row(
+    ctx: _RowContext, obj: dict[str, Any], catalogue: Catalogue
+) -> list[ItemRow | ResponseRow]:
+    """An item (instruction = prompt, metadata {"preference_set": true, "subset": ...}) and
+    its two responses, by the models `chosen` and `rejected`; [] when the row is refused."""
+    prompt = _as_text(ctx, obj, "prompt", required=True, label="prompt")
+    chosen = _as_text(ctx, obj, CHOSEN, required=True, label=CHOSEN)
+    rejected = _as_text(ctx, obj, REJECTED, required=True, label=REJECTED)
+    subset, problem = short_name_check(obj.get("subset"), "subset", MAX_SUBSET_CHARS)
+    if problem is not None:
+        ctx.problem("subset", *problem, fatal=True)
+    if obj.get("id") not in (None, ""):
+        external_id = _external_id(ctx, obj, "id")
+    else:  # no id: one from the content, so the same pair is the same item on a re-import
+        digest = hashlib.sha1("\x00".join((prompt, chosen, rejected)).encode()).hexdigest()
+        external_id = f"pref-{digest[:16]}"
+    if chosen and rejected and chosen.strip() == rejected.strip():
+        ctx.problem(
+            REJECTED,
+            "identical_pair",
+            "chosen and rejected are the same text: there is no preference to measure",
+            fatal=True,
+        )
+    if obj.get("skills") not in (None, "", []):
+        skills = _skills(ctx, obj.get("skills"), catalogue, "skills")
+    else:
+        skills = [
+            catalogue.skills[s.lower()] for s in PREFERENCE_SKILLS if s.lower() in catalogue.skills
+        ]
+    metadata: dict[str, Any] = {
+        k: v for k, v in obj.items() if k not in PREFERENCE_ROW_KEYS and v not in (None, "")
+    }
+    metadata.update({"preference_set": True, "subset": subset})
+    if ctx.fatal:
+        return []
+    item = ItemRow(ctx.line, external_id, prompt, "", skills, metadata=metadata)
+    return [
+        item,
+        ResponseRow(ctx.line, external_id, CHOSEN, chosen),
+        ResponseRow(ctx.line, external_id, REJECTED, rejected),
+    ]
+
+
+def _preference_records(
+    stream: IO[bytes], *, file_name: str, max_line_bytes: int, on_progress: ProgressCallback | None
+) -> Iterator[tuple[int, dict[str, Any]] | Problem]:
+    """(line, row) of a preference file: JSON Lines, or CSV with a header (by the name)."""
+    if PurePath(file_name).suffix.lower() not in {".csv", ".tsv"}:
+        for lineno, raw, consumed in iter_lines(stream, max_line_bytes=max_line_bytes):
+            if on_progress is not None and lineno % 2048 == 0:
+                on_progress(consumed)
+            if raw is None:
+                message = f"line is longer than {max_line_bytes:,} bytes"
+                yield Problem(file_name, lineno, "", "line_too_long", message)
+                continue
+            if not raw.strip():
+                continue
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            value = json_line(raw, file_name, lineno)
+            if isinstance(value, Problem):
+                yield value
+            elif not isinstance(value, dict):
+                message = f"a line must hold a JSON object, not {type_name(value)}"
+                yield Problem(file_name, lineno, "", "invalid_json", message)
+            else:
+                yield lineno, value
+        return
+    counting = _CountingReader(stream)
+    text_stream = io.TextIOWrapper(
+        io.BufferedReader(counting), encoding="utf-8-sig", errors="surrogateescape", newline=""
+    )
+    csv.field_size_limit(max_line_bytes)
+    reader = csv.reader(text_stream, strict=True)
+    header: list[str] | None = None
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            if "field larger" in str(exc):
+                message = f"a record is longer than {max_line_bytes:,} bytes; the rest is unread"
+                yield Problem(file_name, reader.line_num, "", "line_too_long", message)
+                return
+            yield Problem(file_name, reader.line_num, "", "invalid_csv", f"CSV error: {exc}")
+            continue
+        lineno = reader.line_num
+        if on_progress is not None and lineno % 2048 == 0:
+            on_progress(counting.count)
+        bad_byte = _undecodable_byte(record)
+        if bad_byte is not None:
+            message = f"not valid UTF-8 (byte 0x{bad_byte:02x})"
+            yield Problem(file_name, lineno, "", "invalid_encoding", message)
+            if header is None:
+                return
+            continue
+        if any("\x00" in cell for cell in record):
+            yield Problem(file_name, lineno, "", "invalid_csv", "the record holds a NUL byte")
+            continue
+        if header is None:
+            header = [h.strip().lower() for h in record]
+            missing = sorted(PREFERENCE_KEYS - set(header))
+            if missing:
+                message = f"the header has no {', '.join(missing)} column"
+                yield Problem(file_name, 1, "", "unknown_format", message)
+                return
+            continue
+        if not any(cell.strip() for cell in record):
+            continue
+        if len(record) != len(header):
+            message = f"{len(record)} columns, the header has {len(header)}"
+            yield Problem(file_name, lineno, "", "invalid_csv", message)
+            continue
+        yield lineno, {h: cell for h, cell in zip(header, record, strict=True) if h}
+
+
+def parse_preference(
+    stream: IO[bytes],
+    *,
+    file_name: str,
+    catalogue: Catalogue,
+    max_line_bytes: int = 4 * 1024 * 1024,
+    on_progress: ProgressCallback | None = None,
+) -> Iterator[ItemRow | ResponseRow | Problem]:
+    """Parse a pairwise preference set (JSONL or CSV): per row `prompt`, `chosen`,
+    `rejected`, `subset`, optionally `id` and `skills`; other fields go to the item's
+    metadata. Each row is one item with the responses of the models `chosen` and
+    `rejected`. Duplicate ids are found by the import, over the whole upload."""
+    saw_row = False
+    for record in _preference_records(
+        stream, file_name=file_name, max_line_bytes=max_line_bytes, on_progress=on_progress
+    ):
+        if isinstance(record, Problem):
+            saw_row = True
+            yield record
+            continue
+        saw_row = True
+        lineno, obj = record
+        ctx = _RowContext(file_name, lineno)
+        rows = _preference_row(ctx, obj, catalogue)
+        if not rows:
+            yield from ctx.problems
+            continue
+        rows[0].problems = ctx.problems
+        yield from rows
+    if not saw_row:
+        yield Problem(file_name, None, "", "empty_file", "the file holds no rows")
+    if on_progress is not None:
+        on_progress(None)

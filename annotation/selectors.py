@@ -15,22 +15,31 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Substr
 
 from annotation.models import (
+    AdjudicatedScore,
     Assignment,
+    AssignmentKind,
     Campaign,
     CampaignRubric,
     CampaignStatus,
     Dataset,
     Domain,
+    HumanPreference,
     HumanScore,
     HumanScoreDeletion,
     Item,
     ItemDomain,
     ItemSkill,
+    MetadataProposal,
+    MetadataVerification,
+    PairAsk,
+    PairChoice,
+    Participant,
     Project,
+    ProposalStatus,
     Response,
     Rubric,
     Skill,
@@ -109,6 +118,34 @@ def response_texts_for_items(*, item_ids: Sequence[int]) -> list[tuple[int, int,
             "pk", "item_id", "model_name", "text"
         )
     )
+
+
+def response_items_for_export(*, response_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """response id -> (item pk, dataset pk) of the responses (the judge-training export
+    groups responses by item)."""
+    return {
+        pk: (item_id, dataset_id)
+        for pk, item_id, dataset_id in Response.objects.filter(pk__in=response_ids).values_list(
+            "pk", "item_id", "item__dataset_id"
+        )
+    }
+
+
+def response_texts_for_export(*, response_ids: Sequence[int]) -> dict[int, tuple]:
+    """response id -> (dataset name, item external id, instruction, reference answer, model
+    name, response text) of the responses."""
+    return {
+        row[0]: row[1:]
+        for row in Response.objects.filter(pk__in=response_ids).values_list(
+            "pk",
+            "item__dataset__name",
+            "item__external_id",
+            "item__instruction",
+            "item__reference_answer",
+            "model_name",
+            "text",
+        )
+    }
 
 
 def dataset_get_by_name(*, project: Project, name: str) -> Dataset | None:
@@ -253,6 +290,45 @@ def skills_for_item(*, item_id: int, campaign: Campaign, item_skills=None) -> li
             continue  # a skill added after activation has no pinned rubric: not asked
         result.append(replace(pin, checklist=checklists.get(skill_id, [])))
     return result
+
+
+#: The choices a pairwise campaign offers when it names none.
+DEFAULT_PAIR_CHOICES = (PairChoice.A.value, PairChoice.B.value, PairChoice.TIE.value)
+
+
+@dataclass(frozen=True)
+class PairQuestions:
+    """What a pair task asks: the skills (pinned rubrics), whether the overall question is
+    asked, the choices offered in order, and whether strength and a rationale are asked."""
+
+    skills: list[TaskSkill]
+    overall: bool
+    choices: list[str]
+    strength: bool
+    rationale: bool
+
+
+def pair_questions(
+    *,
+    campaign: Campaign,
+    item_id: int,
+    item_skills=None,
+) -> PairQuestions:
+    """The questions of a pair task of `campaign` on item `item_id`. `campaign` needs its
+    pk, updated_at, skill_mode and pair settings loaded."""
+    ask = campaign.pair_ask
+    skills = (
+        skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills)
+        if ask in (PairAsk.SKILLS, PairAsk.BOTH)
+        else []
+    )
+    return PairQuestions(
+        skills=skills,
+        overall=ask in (PairAsk.OVERALL, PairAsk.BOTH) or not skills,
+        choices=list(json_value(campaign.pair_choices) or DEFAULT_PAIR_CHOICES),
+        strength=bool(campaign.pair_strength),
+        rationale=bool(campaign.pair_rationale),
+    )
 
 
 @dataclass(frozen=True)
@@ -442,6 +518,19 @@ def human_scores_accepted(*, project: Project) -> QuerySet[HumanScore]:
     return HumanScore.objects.filter(campaign__project=project).accepted()
 
 
+def human_preferences_changed_since(*, project: Project, since: datetime) -> int:
+    """How many of the project's accepted preferences were written or edited after `since`
+    (an index range scan per campaign: humanpreference_updated)."""
+    campaigns = list(Campaign.objects.filter(project=project).values_list("pk", flat=True))
+    if not campaigns:
+        return 0
+    return (
+        HumanPreference.objects.filter(campaign_id__in=campaigns, updated_at__gt=since)
+        .accepted()
+        .count()
+    )
+
+
 def human_scores_changed_since(*, project: Project, since: datetime) -> int:
     """How many of the project's accepted campaign scores were written or edited after
     `since`, plus how many of its scores were deleted after it (analytics' snapshots say
@@ -475,6 +564,71 @@ def human_score_rows(*, project: Project) -> list[tuple]:
             "score",
         )
     )
+
+
+# --- analytics: pairwise preferences as plain rows ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class HumanPreferenceRow:
+    """One accepted preference (HumanPreference.objects.accepted()). `choice` is in the
+    pair's canonical terms: "a" means response_a (model_a) is better, whichever side it
+    was shown on; `b_left` says B was shown on the left."""
+
+    campaign_id: int
+    item_id: int
+    item_external_id: str
+    response_a_id: int
+    response_b_id: int
+    model_a: str
+    model_b: str
+    b_left: bool
+    annotator_id: int
+    annotator: str  # username
+    skill: str | None  # skill name; None: the overall question
+    choice: str  # PairChoice value: a, b, tie, both_bad
+    strength: int | None  # 1 slightly, 2 much; None when not asked
+    rationale: str
+    time_ms: int | None
+    submitted_at: datetime | None
+
+
+def human_preference_rows(
+    *, project: Project, campaign_ids: Iterable[int] | None = None
+) -> list[HumanPreferenceRow]:
+    """Every accepted preference of the project's pairwise campaigns (or of the campaigns
+    `campaign_ids` among them), ordered by campaign, item, pair, annotator, skill (overall
+    last). One query."""
+    qs = HumanPreference.objects.accepted().filter(campaign__project=project)
+    if campaign_ids is not None:
+        qs = qs.filter(campaign_id__in=list(campaign_ids))
+    rows = qs.order_by(
+        "campaign_id",
+        "response_a__item_id",
+        "response_a_id",
+        "response_b_id",
+        "annotator__username",
+        F("skill__order").asc(nulls_last=True),
+        "skill__name",
+    ).values_list(
+        "campaign_id",
+        "response_a__item_id",
+        "response_a__item__external_id",
+        "response_a_id",
+        "response_b_id",
+        "response_a__model_name",
+        "response_b__model_name",
+        "assignment__task__b_left",
+        "annotator_id",
+        "annotator__username",
+        "skill__name",
+        "choice",
+        "strength",
+        "rationale",
+        "time_ms",
+        "assignment__submitted_at",
+    )
+    return [HumanPreferenceRow(*row) for row in rows]
 
 
 def item_facets(*, item_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -734,3 +888,237 @@ def project_lock(*, slug: str) -> Project | None:
 
 def campaign_get_by_name(*, project: Project, name: str) -> Campaign | None:
     return Campaign.objects.filter(project=project, name=name).first()
+
+
+# --- study participants (annotation/study/) --------------------------------------------------
+
+
+def participant_ids_for_project(*, project: Project) -> dict[str, tuple[str, str]]:
+    """{username: (platform, worker id)} of the project's study participants: the exports'
+    platform and worker_id columns (for the project's staff only)."""
+    rows = Participant.objects.filter(campaign__project=project).values_list(
+        "user__username", "platform", "worker_id"
+    )
+    return {username: (platform, worker) for username, platform, worker in rows}
+
+
+# --- analytics: adjudicated scores (annotation/review/), kept apart from the raw ones ----------
+
+
+def adjudicated_score_rows(*, project: Project) -> list[tuple]:
+    """(response id, item id, system, skill name, score or None for N/A) of every
+    adjudicated (response, skill) of the project's campaigns, one each: when reviewers of
+    two campaigns settled the same (response, skill), the latest one counts. The report's
+    "adjudicated" mode puts these in place of the raw human scores of that pair."""
+    rows = (
+        AdjudicatedScore.objects.filter(campaign__project=project)
+        .order_by("response_id", "skill_id", "-updated_at", "-pk")
+        .values_list(
+            "response_id",
+            "response__item_id",
+            "response__model_name",
+            "skill__name",
+            "score",
+            "skill_id",
+        )
+    )
+    found: dict[tuple[int, int], tuple] = {}
+    for response_id, item_id, system, skill, score, skill_id in rows:
+        found.setdefault((response_id, skill_id), (response_id, item_id, system, skill, score))
+    return list(found.values())
+
+
+def adjudicated_scores_changed_since(*, project: Project, since: datetime) -> int:
+    """How many of the project's adjudicated scores were written or changed after `since`."""
+    return AdjudicatedScore.objects.filter(campaign__project=project, updated_at__gt=since).count()
+
+
+def adjudicated_export_map(
+    *, project: Project, campaign_id: int | None = None
+) -> dict[tuple[str, int, int], tuple[int | None, bool, str, str]]:
+    """(campaign name, response id, skill id) -> (score, is_na, note, reviewer username or
+    "") of the project's adjudicated scores (of one campaign when `campaign_id` is given):
+    the exports' adjudicated columns. One query; as many rows as reviewers settled."""
+    qs = AdjudicatedScore.objects.filter(campaign__project=project)
+    if campaign_id is not None:
+        qs = qs.filter(campaign_id=campaign_id)
+    return {
+        (campaign, response_id, skill_id): (score, is_na, note, reviewer or "")
+        for campaign, response_id, skill_id, score, is_na, note, reviewer in qs.values_list(
+            "campaign__name",
+            "response_id",
+            "skill_id",
+            "score",
+            "is_na",
+            "note",
+            "reviewer__username",
+        )
+    }
+
+
+def retest_score_rows(*, project: Project) -> list[tuple[int, int, str, int | None, int | None]]:
+    """(response id, item id, skill name, first score, repeat score), None for N/A, for
+    every hidden repeat's score in the project's campaigns paired with the same annotator's
+    first score of that task and skill (the campaign page's test-retest pairs: a repeat
+    whose first score is missing is left out). One query."""
+    first = HumanScore.objects.filter(
+        assignment__task_id=OuterRef("assignment__task_id"),
+        assignment__kind=AssignmentKind.NORMAL,
+        annotator_id=OuterRef("annotator_id"),
+        skill_id=OuterRef("skill_id"),
+    )
+    rows = (
+        HumanScore.objects.filter(campaign__project=project, assignment__kind=AssignmentKind.REPEAT)
+        .annotate(
+            first_score=Subquery(first.values("score")[:1]),
+            first_na=Subquery(first.values("is_na")[:1]),
+        )
+        .filter(first_na__isnull=False)
+        .order_by("response_id", "skill__order", "skill__name", "pk")
+        .values_list(
+            "response_id",
+            "response__item_id",
+            "skill__name",
+            "first_score",
+            "first_na",
+            "score",
+            "is_na",
+        )
+    )
+    return [
+        (rid, item, skill, None if first_na else first_score, None if is_na else score)
+        for rid, item, skill, first_score, first_na, score, is_na in rows
+    ]
+
+
+# --- proposed and verified metadata (docs/METADATA.md): what a metadata run and the agreement
+# figures read -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    key: str
+    name: str
+    text: str = ""  # a skill's criterion in force
+    subdomains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MetadataCatalogue:
+    skills: list[CatalogueEntry]
+    domains: list[CatalogueEntry]
+
+    @property
+    def skill_keys(self) -> set[str]:
+        return {s.key for s in self.skills}
+
+    @property
+    def domain_keys(self) -> set[str]:
+        return {d.key for d in self.domains}
+
+
+def metadata_catalogue(*, project: Project) -> MetadataCatalogue:
+    """The skills (with the criterion in force) and domains a proposal may name."""
+    rubrics = rubrics_current_for_project(project=project)
+    skills = [
+        CatalogueEntry(s.key, s.name, rubrics[s.pk].criterion if s.pk in rubrics else "")
+        for s in skill_list_for_project(project=project)
+    ]
+    domains = [
+        CatalogueEntry(d.key, d.name, subdomains=tuple(d.subdomains or ()))
+        for d in domain_list_for_project(project=project)
+    ]
+    return MetadataCatalogue(skills=skills, domains=domains)
+
+
+def item_ids_for_metadata(*, dataset_id: int, after_id: int, limit: int) -> list[int]:
+    return list(
+        Item.objects.filter(dataset_id=dataset_id, pk__gt=after_id)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def item_count_for_metadata(*, dataset_id: int) -> int:
+    return Item.objects.filter(dataset_id=dataset_id).count()
+
+
+def item_instructions(*, item_ids: list[int]) -> dict[int, str]:
+    return dict(Item.objects.filter(pk__in=item_ids).values_list("pk", "instruction"))
+
+
+def metadata_proposal_items_present(*, origin: str, item_ids: list[int]) -> set[int]:
+    """The items among `item_ids` that already hold a proposal of `origin`."""
+    return set(
+        MetadataProposal.objects.filter(origin=origin, item_id__in=item_ids).values_list(
+            "item_id", flat=True
+        )
+    )
+
+
+def metadata_origins(*, dataset: Dataset) -> list[tuple[str, str, int]]:
+    """The proposal origins of a dataset: (origin, label, proposals), newest run first."""
+    rows = (
+        MetadataProposal.objects.filter(item__dataset=dataset)
+        .values_list("origin", "label", "run_id")
+        .distinct()
+    )
+    seen: dict[str, tuple[str, str, int]] = {}
+    for origin, label, run_id in rows:
+        seen[origin] = (origin, label or origin, run_id or 0)
+    return sorted(seen.values(), key=lambda row: (row[0] != "dataset", -row[2]))
+
+
+def metadata_pair_rows(*, dataset_id: int, origin: str) -> list[dict]:
+    """For each verified item with a parsed proposal of `origin`: the proposal's values and
+    the item's latest verified values (plain rows, for analytics)."""
+    latest: dict[int, tuple] = {}
+    for item_id, *verified in (
+        MetadataVerification.objects.filter(item__dataset_id=dataset_id)
+        .order_by("item_id", "verified_at", "id")
+        .values_list("item_id", "domains", "skills", "difficulty", "verdict")
+    ):
+        latest[item_id] = tuple(verified)
+    rows = []
+    for item_id, domains, skills, difficulty in MetadataProposal.objects.filter(
+        item__dataset_id=dataset_id, origin=origin, status=ProposalStatus.OK
+    ).values_list("item_id", "domains", "skills", "difficulty"):
+        if item_id not in latest:
+            continue
+        v_domains, v_skills, v_difficulty, verdict = latest[item_id]
+        rows.append(
+            {
+                "item_id": item_id,
+                "proposed": {"domains": domains, "skills": skills, "difficulty": difficulty},
+                "verified": {"domains": v_domains, "skills": v_skills, "difficulty": v_difficulty},
+                "verdict": verdict,
+            }
+        )
+    return rows
+
+
+def campaign_names_for_project(*, project: Project) -> dict[int, tuple[str, str, int]]:
+    """campaign id -> (campaign name, its dataset's name, its dataset's id), for the
+    project's campaigns."""
+    return {
+        pk: (name, dataset, dataset_id)
+        for pk, name, dataset, dataset_id in Campaign.objects.filter(project=project).values_list(
+            "pk", "name", "dataset__name", "dataset_id"
+        )
+    }
+
+
+def pair_responses_for_import(
+    *, project: Project, keys: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(dataset name, item external id, system) -> (response id, item id) of the project's
+    responses among `keys` (a preference import resolves its rows with it)."""
+    wanted = set(keys)
+    datasets = {d for d, _, _ in wanted}
+    items = {i for _, i, _ in wanted}
+    rows = Response.objects.filter(
+        item__dataset__project=project,
+        item__dataset__name__in=datasets,
+        item__external_id__in=items,
+    ).values_list("item__dataset__name", "item__external_id", "model_name", "pk", "item_id")
+    return {(d, i, m): (pk, item) for d, i, m, pk, item in rows if (d, i, m) in wanted}

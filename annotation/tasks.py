@@ -38,3 +38,15 @@ def assignments_expire_task() -> int:
     from annotation.services.assignments import assignments_expire_stale
 
     return assignments_expire_stale(limit=10_000)
+
+
+@shared_task(soft_time_limit=240, time_limit=300)
+def adaptive_overlap_task() -> int:
+    """Adaptive overlap (docs/REVIEW.md): for every active campaign with it on, raise by one
+    the overlap of complete responses whose scores disagree, within the campaign's limits.
+    Idempotent (a raised task is no longer complete, so a second run raises nothing more);
+    enqueues nothing; not retried (beat runs it again in two minutes). Returns how many
+    tasks were raised."""
+    from annotation.review.services import adaptive_overlap_sweep
+
+    return sum(len(run.raised) for run in adaptive_overlap_sweep())

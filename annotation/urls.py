@@ -7,11 +7,28 @@ from annotation.campaigns import urls as campaigns
 from annotation.catalogue import urls as catalogue
 from annotation.datasets import urls as datasets
 from annotation.members import urls as members
+from annotation.metadata import urls as metadata
+from annotation.pace import urls as pace
 from annotation.projects import urls as projects
+from annotation.review import urls as review
+from annotation.screening import urls as screening
+from annotation.study import urls as study
 
 app_name = "annotation"
 
-_FEATURES = (projects, datasets, catalogue, members, annotate, campaigns)
+_FEATURES = (
+    projects,
+    datasets,
+    catalogue,
+    members,
+    annotate,
+    campaigns,
+    pace,
+    screening,
+    review,
+    study,
+    metadata,
+)
 
 urlpatterns = [pattern for feature in _FEATURES for pattern in feature.urlpatterns]
 

@@ -95,6 +95,13 @@ def _count_down(key: str) -> None:
         pass
 
 
+def rate_limit_exceeded(key: str, *, limit: int, window: int) -> bool:
+    """Count one use of `key` in a fixed window of `window` seconds (the counters above,
+    in the shared cache) and say whether it went past `limit`. For other throttles than
+    sign-in (study links: annotation/study/); a refused use stays counted."""
+    return _count_up(key, window) > limit
+
+
 class SigninAttempt:
     """One sign-in attempt's place in the counts of its username and client address;
     `allowed` says whether its password may be checked."""

@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # the client's address from a trusted reverse proxy, before anything reads it
+    "flaskweb.proxy.ForwardedForMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "flaskweb.security.SecurityHeadersMiddleware",
     # before anything that reads the body (the CSRF middleware reads request.POST)
@@ -72,6 +74,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "annotation.audit.AuditActorMiddleware",
+    # a study participant's session reaches its own campaign's pages only (docs/CROWD.md)
+    "annotation.study.middleware.StudySessionMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -209,6 +213,12 @@ CELERY_BEAT_SCHEDULE = {
     "judge-runs-redispatch": {
         "task": "judging.tasks.judge_runs_redispatch_task",
         "schedule": 60.0,
+    },
+    # Adaptive overlap (docs/REVIEW.md): complete responses whose annotators disagree get one
+    # more annotation, within each campaign's limits; cheap when no campaign has it on.
+    "adaptive-overlap": {
+        "task": "annotation.tasks.adaptive_overlap_task",
+        "schedule": 120.0,
     },
     # An import whose worker died stays "running" forever; fail it after its time limit.
     # Judge runs whose every worker died stop looking "running" forever.
@@ -375,6 +385,8 @@ SPECTACULAR_SETTINGS = {
         "CampaignStatusChangeEnum": "annotation.campaigns.apis.STATUS_CHANGES",
         "ProjectRoleEnum": "annotation.models.ProjectRole",
         "ImportJobStatusEnum": "flaskweb.jobs.JobStatus",
+        "PairChoiceEnum": "annotation.models.PairChoice",
+        "ShownChoiceEnum": "annotation.services.preferences.SHOWN_CHOICES",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -398,6 +410,20 @@ X_FRAME_OPTIONS = "DENY"
 LOGIN_FAILURES_PER_USER = env_int("FLASKWEB_LOGIN_FAILURES_PER_USER", 5)
 LOGIN_FAILURES_PER_ADDRESS = env_int("FLASKWEB_LOGIN_FAILURES_PER_ADDRESS", 30)
 LOGIN_FAILURE_WINDOW = env_int("FLASKWEB_LOGIN_FAILURE_WINDOW", 15 * 60)
+# Addresses of the reverse proxies in front (flaskweb.proxy, docs/SERVING.md): from them the
+# client's address is read from X-Forwarded-For, so per-address limits count each client.
+# Empty: REMOTE_ADDR as the web server saw it. `manage.py serve` on a loopback address sets
+# 127.0.0.1,::1 when this is unset.
+FLASKWEB_TRUSTED_PROXIES = env_list("FLASKWEB_TRUSTED_PROXIES", [])
+# Study links (annotation/study/, docs/CROWD.md): visits per client address and per link
+# within the window, counted in the cache (429 past either); the origins MTurk may receive
+# a HIT's answer from (turkSubmitTo must be one of them exactly).
+FLASKWEB_STUDY_ENTRIES_PER_ADDRESS = env_int("FLASKWEB_STUDY_ENTRIES_PER_ADDRESS", 20)
+FLASKWEB_STUDY_ENTRIES_PER_LINK = env_int("FLASKWEB_STUDY_ENTRIES_PER_LINK", 300)
+FLASKWEB_STUDY_ENTRY_WINDOW = env_int("FLASKWEB_STUDY_ENTRY_WINDOW", 60)
+FLASKWEB_MTURK_SUBMIT_HOSTS = env_list(
+    "FLASKWEB_MTURK_SUBMIT_HOSTS", ["https://www.mturk.com", "https://workersandbox.mturk.com"]
+)
 
 LOGGING = {
     "version": 1,

@@ -19,6 +19,7 @@ from judging.models import (
     JudgeScore,
     Judgment,
     LLMCacheEntry,
+    MetadataRun,
     PromptTemplate,
     Provider,
 )
@@ -176,3 +177,21 @@ class LLMCacheEntryAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return True
+
+
+@admin.register(MetadataRun)
+class MetadataRunAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "judge",
+        "dataset",
+        "status",
+        "total",
+        "done",
+        "failed",
+        "parse_failed",
+        "cost",
+        "created_at",
+    ]
+    list_filter = ["status"]
+    list_select_related = ["judge", "dataset"]

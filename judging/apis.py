@@ -131,6 +131,11 @@ class RunOutputSerializer(serializers.Serializer):
     estimate = serializers.JSONField()
     error = serializers.CharField()
     settings_snapshot = serializers.JSONField()
+    probe = serializers.CharField(help_text="a bias probe's kind; blank: an ordinary run")
+    base_run = serializers.IntegerField(
+        source="base_run_id", allow_null=True, help_text="the run a probe run probes"
+    )
+    probe_params = serializers.JSONField()
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -707,6 +712,11 @@ class RunPairwiseApi(APIView):
         anchor_model = serializers.CharField()
         rows = PairwiseRowSerializer(many=True, help_text="per skill, and Overall")
         by_model = PairwiseModelRowSerializer(many=True, help_text="Overall, per challenger model")
+        preference_accuracy = serializers.JSONField(
+            allow_null=True,
+            help_text="a run against 'chosen' on a preference set: accuracy per subset and "
+            "overall, with bootstrap intervals (docs/JUDGING.md); null otherwise",
+        )
 
         class Meta:
             ref_name = "PairwiseReport"
@@ -727,6 +737,12 @@ class RunPairwiseApi(APIView):
         by_model = [
             {"model": model, **self.RowSerializer(row).data} for model, row in report.by_model
         ]
+        accuracy = selectors.preference_accuracy(run=run)
         return ApiResponse(
-            {"anchor_model": report.anchor_model, "rows": rows, "by_model": by_model}
+            {
+                "anchor_model": report.anchor_model,
+                "rows": rows,
+                "by_model": by_model,
+                "preference_accuracy": None if accuracy is None else accuracy.as_dict(),
+            }
         )

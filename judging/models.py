@@ -138,6 +138,9 @@ class JudgeConfig(TimestampedModel):
     )
     use_reference = models.BooleanField(default=True)
     baseline = models.CharField(max_length=40, blank=True)  # e.g. token-f1, rouge-l
+    # The judge model's family (e.g. "gpt-4", "llama-3"), compared with the families of the
+    # scored systems (ModelFamily) by the self-preference probe (docs/JUDGE_TRUST.md).
+    family = models.CharField(max_length=100, blank=True)
     requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
     tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
     price_per_1k_prompt = models.DecimalField(max_digits=10, decimal_places=6, default=0)
@@ -170,6 +173,20 @@ class RunStatus(models.TextChoices):
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+
+
+class ProbeKind(models.TextChoices):
+    """A bias probe (docs/JUDGE_TRUST.md): a counterfactual run of a judge over the items of a
+    finished base run with one thing changed in the prompt; its scores are compared with the
+    base run's. Pointwise: PAD .. NAMES_SHOWN; pairwise: BANDWAGON, DISTRACTION."""
+
+    PAD = "pad", "Length: response padded with a neutral restatement"
+    TRUNCATE = "truncate", "Length: response truncated"
+    REFERENCE = "reference", "Reference answer removed (or added)"
+    RUBRIC_ORDER = "rubric_order", "Skills presented in another order"
+    NAMES_SHOWN = "names_shown", "Model names shown"
+    BANDWAGON = "bandwagon", "Bandwagon: a claim that most people preferred one response"
+    DISTRACTION = "distraction", "Distraction: an irrelevant sentence added"
 
 
 class JudgeRun(TimestampedModel):
@@ -206,12 +223,24 @@ class JudgeRun(TimestampedModel):
     # enqueued this running run's missing judgments again, and how often it did.
     redispatched_at = models.DateTimeField(null=True, blank=True)
     redispatches = models.PositiveIntegerField(default=0)
+    # A bias probe (ProbeKind; blank: an ordinary run): the same judge over `base_run`'s
+    # responses with the prompt changed as `probe_params` say. A probe run never counts as
+    # the judge's scores in reports (judging.selectors.latest_run_ids_for_project).
+    probe = models.CharField(max_length=20, blank=True, choices=ProbeKind.choices)
+    base_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="probe_runs"
+    )
+    probe_params = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=RunStatus.values), name="run_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(probe="") | Q(probe__in=ProbeKind.values, base_run__isnull=False),
+                name="run_probe_has_base",
             ),
         ]
         indexes = [models.Index(fields=["status", "updated_at"], name="run_status_updated")]
@@ -324,6 +353,27 @@ class LLMCacheEntry(models.Model):
         return f"cache {self.key[:12]}"
 
 
+class ModelFamily(models.Model):
+    """The family of a system (a response's model_name) in a project, as a researcher
+    declares it, e.g. "gpt-4" for gpt-4-0613: the self-preference probe compares a judge's
+    scores of its own family's responses with people's (docs/JUDGE_TRUST.md)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    model_name = models.CharField(max_length=200)
+    family = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["project", "model_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "model_name"], name="modelfamily_unique_model"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name}: {self.family}"
+
+
 class Verdict(models.TextChoices):
     CHALLENGER = "challenger", "The compared response is better"
     ANCHOR = "anchor", "The anchor response is better"
@@ -393,3 +443,50 @@ class JudgeOutputImportJob(ImportJob):
 
     def __str__(self) -> str:
         return f"judge output import job {self.pk} ({self.status})"
+
+
+# --- metadata runs (docs/METADATA.md) -----------------------------------------------------------
+
+
+class MetadataRun(TimestampedModel):
+    """A judge proposing every item's domains, three ranked skills and difficulty for a
+    dataset: the job row, with the same estimate, budget, counters and state machine as a
+    JudgeRun. One call per item; the answers are stored as annotation MetadataProposal rows
+    with origin "run:<id>" (one per item, so a redelivered batch records nothing twice)."""
+
+    judge = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="metadata_runs")
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="metadata_runs")
+    prompt_template = models.ForeignKey(PromptTemplate, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.PENDING)
+    settings_snapshot = models.JSONField(default=dict)
+    total = models.PositiveIntegerField(default=0)  # items to ask about
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    parse_failed = models.PositiveIntegerField(default=0)
+    cached = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    budget = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    estimate = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # the stall sweep, as for JudgeRun (judging.services.metadata.metadata_runs_redispatch_stalled)
+    redispatched_at = models.DateTimeField(null=True, blank=True)
+    redispatches = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="metadatarun_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"], name="metadatarun_status_updated")]
+
+    def __str__(self) -> str:
+        return f"metadata run {self.pk} of {self.judge_id} ({self.status})"

@@ -8,8 +8,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
+from django.db.models.functions import Length
 
 from annotation.models import Campaign, CampaignStatus, Project, Response
 from annotation.selectors import (
@@ -18,19 +20,21 @@ from annotation.selectors import (
     scores_narrowed,
     skills_for_response,
 )
-from judging import prompts
+from judging import preference, prompts
 from judging.models import (
     JudgeConfig,
     JudgeRun,
     JudgeScore,
     Judgment,
     JudgmentStatus,
+    ModelFamily,
     PairJudgment,
     PromptTemplate,
     Provider,
     RunStatus,
 )
 from judging.prompts import pairwise
+from judging.prompts import probes as prompt_probes
 
 # --- judges and runs ------------------------------------------------------------------------------
 
@@ -106,9 +110,11 @@ class RunProgress:
 
 def run_progress(*, run: JudgeRun) -> RunProgress:
     """From the run row (counters moved by the service in the judgment's own transaction)
-    plus one grouped count to split `done` into ok and partial."""
+    plus one grouped count to split `done` into ok and partial: of the run's judgments, or
+    of its pair judgments for a pairwise run (the rows that run writes)."""
+    rows = PairJudgment.objects if run.pairwise_against else Judgment.objects
     by_status = dict(
-        Judgment.objects.filter(run=run)
+        rows.filter(run=run)
         .filter(status__in=[JudgmentStatus.OK, JudgmentStatus.PARTIAL])
         .values_list("status")
         .annotate(n=Count("pk"))
@@ -461,6 +467,22 @@ def pairwise_report(*, run: JudgeRun) -> PairwiseReport:
     return PairwiseReport(anchor_model=run.pairwise_against, rows=rows, by_model=by_model)
 
 
+def preference_accuracy(*, run: JudgeRun) -> preference.PreferenceAccuracy | None:
+    """A pairwise run against `chosen` on a preference set: the judge's accuracy per subset
+    and overall (judging.preference); None for any other run."""
+    if run.pairwise_against != preference.CHOSEN:
+        return None
+    rows = (
+        PairJudgment.objects.filter(run=run, response__item__metadata__preference_set=True)
+        .values_list("response__item_id", "response__item__metadata__subset", "order", "verdicts")
+        .order_by("response__item_id", "order")
+    )
+    return preference.preference_accuracy(
+        preference.Verdict(item, str(subset or ""), order, (verdicts or {}).get(pairwise.OVERALL))
+        for item, subset, order, verdicts in rows
+    )
+
+
 # --- analytics: each judge's scores of a project, as plain rows -----------------------------------
 
 
@@ -472,6 +494,7 @@ def judge_runs_finished_since(*, project: Project, since: datetime) -> list[tupl
             judge__project=project,
             status=RunStatus.DONE,
             pairwise_against="",
+            probe="",
             finished_at__gt=since,
         )
         .order_by("finished_at")
@@ -514,7 +537,7 @@ def latest_run_ids_for_project(
     """The pk of each judge's latest finished pointwise run per dataset (the runs
     `judge_score_rows` reads), in no order; `judges` (names) and `dataset_id` narrow."""
     runs = JudgeRun.objects.filter(
-        judge__project=project, status=RunStatus.DONE, pairwise_against=""
+        judge__project=project, status=RunStatus.DONE, pairwise_against="", probe=""
     )
     if judges:
         runs = runs.filter(judge__name__in=judges)
@@ -539,7 +562,9 @@ def _judge_scores_for_export(
     run_ids: Sequence[int] | None,
 ) -> QuerySet[JudgeScore]:
     """The judge scores of the project's pointwise runs (one per sample), narrowed."""
-    qs = JudgeScore.objects.filter(run__judge__project=project, run__pairwise_against="")
+    qs = JudgeScore.objects.filter(
+        run__judge__project=project, run__pairwise_against="", run__probe=""
+    )
     if run_ids is not None:
         qs = qs.filter(run_id__in=run_ids)
     if run_id is not None:
@@ -704,7 +729,9 @@ def pointwise_run_get(*, project: Project, run_id: int) -> JudgeRun | None:
 
 def pointwise_run_latest(*, judge: JudgeConfig, dataset_id: int | None = None) -> JudgeRun | None:
     """The judge's latest finished pointwise run (on `dataset_id`, if given)."""
-    runs = JudgeRun.objects.filter(judge=judge, status=RunStatus.DONE, pairwise_against="")
+    runs = JudgeRun.objects.filter(
+        judge=judge, status=RunStatus.DONE, pairwise_against="", probe=""
+    )
     if dataset_id is not None:
         runs = runs.filter(dataset_id=dataset_id)
     return runs.order_by("-pk").first()
@@ -753,3 +780,195 @@ def judge_score_list_for_response(*, project: Project, response_id: int) -> list
         )
     )
     return [JudgeScoreRow(*row) for row in rows]
+
+
+# --- analytics: a judge's k samples (the judge trust report's stochasticity) ------------------
+
+
+def judge_sample_rows(
+    *, project: Project, judges: Sequence[str] = ()
+) -> dict[str, list[tuple[int, int, str, int, int | None]]]:
+    """judge name -> (response id, item id, skill name, sample index, score or None for
+    N/A) of every sample of the runs `judge_score_rows` reads (each judge's latest finished
+    pointwise run per dataset) that hold more than one sample of a response; judges whose
+    runs have one sample per response are left out. Two queries."""
+    run_ids = latest_run_ids_for_project(project=project, judges=judges)
+    sampled = list(
+        Judgment.objects.filter(run_id__in=run_ids, sample_index__gte=1)
+        .values_list("run_id", flat=True)
+        .distinct()
+        .order_by()
+    )
+    rows = (
+        JudgeScore.objects.filter(run_id__in=sampled)
+        .order_by("run__judge__name", "response_id", "skill__order", "judgment__sample_index")
+        .values_list(
+            "run__judge__name",
+            "response_id",
+            "response__item_id",
+            "skill__name",
+            "judgment__sample_index",
+            "score",
+        )
+    )
+    out: dict[str, list[tuple[int, int, str, int, int | None]]] = {}
+    for name, response_id, item_id, skill, sample, score in rows:
+        out.setdefault(name, []).append((response_id, item_id, skill, sample, score))
+    return out
+
+
+# --- analytics: bias probes (docs/JUDGE_TRUST.md) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeRunData:
+    """One finished probe run beside its base run: per (response, skill) the mean score of
+    its samples (N/A left out) for a pointwise probe, per (response, order) the Overall
+    verdict for a pairwise one; `items` maps every response read to its item."""
+
+    run_id: int
+    judge: str
+    probe: str
+    label: str
+    base_run_id: int
+    params: dict[str, Any]
+    texts: list[str]
+    cost: str
+    base_cost: str
+    pairwise: bool
+    items: dict[int, int]
+    base_scores: dict[tuple[int, str], float]
+    probe_scores: dict[tuple[int, str], float]
+    base_verdicts: dict[tuple[int, int], str]
+    probe_verdicts: dict[tuple[int, int], str]
+
+
+@dataclass(frozen=True)
+class ProbeData:
+    """What analytics.trust.probes.probe_figures reads: the probe runs, the declared
+    families of systems and judges, and the length (characters) of each response the
+    judges' report runs scored."""
+
+    runs: list[ProbeRunData]
+    families: dict[str, str]
+    judge_families: dict[str, str]
+    lengths: dict[int, int]
+
+
+def _mean_scores(run_id: int, items: dict[int, int]) -> dict[tuple[int, str], float]:
+    sums: dict[tuple[int, str], list[int]] = {}
+    rows = JudgeScore.objects.filter(run_id=run_id, score__isnull=False).values_list(
+        "response_id", "response__item_id", "skill__name", "score"
+    )
+    for response_id, item_id, skill, score in rows:
+        items[response_id] = item_id
+        acc = sums.setdefault((response_id, skill), [0, 0])
+        acc[0] += score or 0  # N/A rows are filtered out above
+        acc[1] += 1
+    return {key: total / count for key, (total, count) in sums.items()}
+
+
+def _overall_verdicts(run_id: int, items: dict[int, int]) -> dict[tuple[int, int], str]:
+    verdicts = {}
+    rows = PairJudgment.objects.filter(
+        run_id=run_id, status__in=[JudgmentStatus.OK, JudgmentStatus.PARTIAL]
+    ).values_list("response_id", "response__item_id", "order", "verdicts")
+    for response_id, item_id, order, given in rows:
+        overall = (given or {}).get(pairwise.OVERALL)
+        if isinstance(overall, str):
+            items[response_id] = item_id
+            verdicts[(response_id, order)] = overall
+    return verdicts
+
+
+def probe_data(*, project: Project, judges: Sequence[str] = ()) -> ProbeData:
+    """Everything analytics.trust.probes.probe_figures needs: the project's finished probe
+    runs (of `judges`, by name, when given) with their base runs' scores or verdicts, the
+    families (ModelFamily, JudgeConfig.family) and response lengths."""
+    runs = (
+        JudgeRun.objects.filter(judge__project=project, status=RunStatus.DONE)
+        .exclude(probe="")
+        .select_related("judge", "base_run")
+        .order_by("judge__name", "probe", "pk")
+    )
+    if judges:
+        runs = runs.filter(judge__name__in=judges)
+    found = []
+    for run in runs:
+        base = run.base_run
+        assert base is not None, "a probe run has a base run (run_probe_has_base)"
+        items: dict[int, int] = {}
+        pair = bool(run.pairwise_against)
+        params = {k: v for k, v in (run.probe_params or {}).items() if k != "responses"}
+        found.append(
+            ProbeRunData(
+                run_id=run.pk,
+                judge=run.judge.name,
+                probe=run.probe,
+                label=run.get_probe_display(),
+                base_run_id=base.pk,
+                params=params,
+                texts=prompt_probes.probe_texts(run.probe, params),
+                cost=str(run.cost),
+                base_cost=str(base.cost),
+                pairwise=pair,
+                items=items,
+                base_scores={} if pair else _mean_scores(base.pk, items),
+                probe_scores={} if pair else _mean_scores(run.pk, items),
+                base_verdicts=_overall_verdicts(base.pk, items) if pair else {},
+                probe_verdicts=_overall_verdicts(run.pk, items) if pair else {},
+            )
+        )
+    judge_rows = JudgeConfig.objects.filter(project=project)
+    if judges:
+        judge_rows = judge_rows.filter(name__in=judges)
+    scored = JudgeScore.objects.filter(
+        run_id__in=latest_run_ids_for_project(project=project, judges=judges)
+    ).values("response_id")
+    lengths = dict(
+        Response.objects.filter(pk__in=scored)
+        .annotate(chars=Length("text"))
+        .values_list("pk", "chars")
+    )
+    return ProbeData(
+        runs=found,
+        families=dict(
+            ModelFamily.objects.filter(project=project).values_list("model_name", "family")
+        ),
+        judge_families=dict(judge_rows.exclude(family="").values_list("name", "family")),
+        lengths=lengths,
+    )
+
+
+# --- analytics: each judge's pairwise verdicts, as plain rows ------------------------------------
+
+
+def pair_judgment_rows(*, project: Project, judges: Sequence[str] = ()) -> list[tuple]:
+    """(judge name, item id, challenger system, anchor system, order, verdicts) of every
+    read pair judgment (ok or partial) of each judge's latest finished pairwise run per
+    dataset and anchor system; `verdicts` maps a skill name or "Overall" to challenger,
+    anchor or tie (judging.prompts.pairwise), whatever the order."""
+    runs = JudgeRun.objects.filter(judge__project=project, status=RunStatus.DONE, probe="")
+    runs = runs.exclude(pairwise_against="")
+    if judges:
+        runs = runs.filter(judge__name__in=judges)
+    latest = (
+        runs.values("judge_id", "dataset_id", "pairwise_against")
+        .annotate(run_id=Max("pk"))
+        .values_list("run_id", flat=True)
+        .order_by()
+    )
+    return list(
+        PairJudgment.objects.filter(
+            run_id__in=list(latest), status__in=[JudgmentStatus.OK, JudgmentStatus.PARTIAL]
+        )
+        .order_by("run__judge__name", "response_id", "order")
+        .values_list(
+            "run__judge__name",
+            "response__item_id",
+            "response__model_name",
+            "anchor__model_name",
+            "order",
+            "verdicts",
+        )
+    )

@@ -10,7 +10,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from judging.models import JudgeRun
+from judging.models import JudgeRun, MetadataRun
 
 logger = logging.getLogger(__name__)
 
@@ -67,22 +67,31 @@ def judge_response_task(run_id: int, response_id: int, attempt: int = 1) -> None
 
 @shared_task
 def judge_runs_redispatch_task() -> list[int]:
-    """Enqueue again the missing judgments of running runs without progress for
-    FLASKWEB_JUDGE_REDISPATCH_SECONDS (a killed worker's unacknowledged messages). Idempotent
-    (judgments are unique; each run is claimed by a conditional update); beat, every minute."""
+    """Enqueue again the missing judgments of running judge runs, and the missing proposals
+    of running metadata runs, without progress for FLASKWEB_JUDGE_REDISPATCH_SECONDS (a
+    killed worker's unacknowledged messages). Idempotent (judgments and proposals are
+    unique; each run is claimed by a conditional update); beat, every minute. Returns the
+    judge run ids, then the metadata run ids."""
     from judging.services import judge_runs_redispatch_stalled
+    from judging.services.metadata import metadata_runs_redispatch_stalled
 
+    seconds = settings.FLASKWEB_JUDGE_REDISPATCH_SECONDS
     return judge_runs_redispatch_stalled(
-        older_than_seconds=settings.FLASKWEB_JUDGE_REDISPATCH_SECONDS
-    )
+        older_than_seconds=seconds
+    ) + metadata_runs_redispatch_stalled(older_than_seconds=seconds)
 
 
 @shared_task
 def judge_runs_health_check_task() -> int:
-    """Fail runs with no progress for FLASKWEB_JUDGE_STALE_SECONDS. Idempotent; beat."""
+    """Fail judge and metadata runs with no progress for FLASKWEB_JUDGE_STALE_SECONDS.
+    Idempotent; beat."""
     from judging.services import judge_runs_fail_stale
+    from judging.services.metadata import metadata_runs_fail_stale
 
-    return judge_runs_fail_stale(older_than_seconds=settings.FLASKWEB_JUDGE_STALE_SECONDS)
+    stale = settings.FLASKWEB_JUDGE_STALE_SECONDS
+    return judge_runs_fail_stale(older_than_seconds=stale) + metadata_runs_fail_stale(
+        older_than_seconds=stale
+    )
 
 
 @shared_task(soft_time_limit=3300, time_limit=3500)
@@ -107,3 +116,42 @@ def judge_output_import_jobs_health_check_task() -> int:
     return judge_output_import_jobs_fail_stale(
         older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS
     )
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=120, time_limit=150)
+def metadata_run_dispatch_task(run_id: int, after_id: int) -> None:
+    """Enqueue metadata_batch_task for the next page of metadata run `run_id`'s items after
+    item `after_id`, then re-enqueue itself with the new cursor. Idempotent (a batch asks
+    only about items without the run's proposal), so it acks late."""
+    from judging.services.metadata import metadata_run_dispatch
+
+    try:
+        cursor = metadata_run_dispatch(run_id=run_id, after_id=after_id)
+    except MetadataRun.DoesNotExist:
+        logger.info("metadata run %s is gone", run_id)
+        return
+    if cursor is not None:
+        metadata_run_dispatch_task.delay(run_id, cursor)
+
+
+@shared_task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.FLASKWEB_JUDGE_TASK_SECONDS + 900,
+    time_limit=settings.FLASKWEB_JUDGE_TASK_SECONDS + 960,
+)
+def metadata_batch_task(run_id: int, after_id: int, last_id: int) -> None:
+    """Ask the judge about the items of metadata run `run_id` with ids in (after_id,
+    last_id] that lack its proposal (cache, shared rate limit, retries with backoff inside
+    the judging engine). Idempotent, so it acks late. Enqueues a follow-up with the part of
+    its range it had not started when its FLASKWEB_JUDGE_TASK_SECONDS were up. Not retried
+    by Celery: a call's failure is recorded on the item's proposal."""
+    from judging.services.metadata import metadata_batch_range
+
+    try:
+        rest = metadata_batch_range(run_id=run_id, after_id=after_id, last_id=last_id)
+    except MetadataRun.DoesNotExist:
+        logger.info("metadata run %s is gone", run_id)
+        return
+    if rest is not None:
+        metadata_batch_task.delay(run_id, rest, last_id)

@@ -1,7 +1,11 @@
 from django.urls import path
 
 from judging import apis, views
+from judging.metadata import apis as metadata_apis
+from judging.metadata import views as metadata_views
 from judging.output_imports import apis as output_import_apis
+from judging.probes import apis as probe_apis
+from judging.probes import views as probe_views
 
 app_name = "judging"
 
@@ -30,6 +34,19 @@ urlpatterns = [
     path("judge-runs/<int:pk>/resume/", views.run_resume, name="run-resume"),
     path("judge-runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("judgments/<int:pk>/", views.judgment_detail, name="judgment-detail"),
+    path("judge-runs/<int:pk>/probes/new/", probe_views.probe_create, name="probe-create"),
+    path("projects/<slug:slug>/model-families/", probe_views.families, name="families"),
+    path(
+        "datasets/<int:pk>/metadata-runs/new/",
+        metadata_views.metadata_run_create_page,
+        name="metadata-run-create",
+    ),
+    path("metadata-runs/<int:pk>/", metadata_views.metadata_run_detail, name="metadata-run-detail"),
+    path(
+        "metadata-runs/<int:pk>/action/",
+        metadata_views.metadata_run_action,
+        name="metadata-run-action",
+    ),
 ]
 
 api_urlpatterns = [
@@ -57,4 +74,16 @@ api_urlpatterns = [
     ),
     path("runs/<int:pk>/scores/", apis.RunScoresApi.as_view(), name="run-scores"),
     path("runs/<int:pk>/pairwise/", apis.RunPairwiseApi.as_view(), name="run-pairwise"),
+    path("runs/<int:pk>/probes/", probe_apis.ProbeRunApi.as_view(), name="run-probes"),
+    path("projects/<slug:slug>/families/", probe_apis.FamiliesApi.as_view(), name="families"),
+    path(
+        "datasets/<int:pk>/metadata-runs/",
+        metadata_apis.MetadataRunCreateApi.as_view(),
+        name="metadata-run-create",
+    ),
+    path(
+        "metadata-runs/<int:pk>/",
+        metadata_apis.MetadataRunDetailApi.as_view(),
+        name="metadata-run-detail",
+    ),
 ]

@@ -31,6 +31,7 @@ from judging.forms import (
     RunStartForm,
 )
 from judging.models import JudgeRun, RunStatus
+from judging.probes import views as probe_views
 
 JUDGE_LIST = "judging/judge_list.html"
 JUDGE_FORM = "judging/judge_form.html"
@@ -159,8 +160,12 @@ def _run_context(run: JudgeRun, notice: str = "") -> dict[str, Any]:
             if run.pairwise_against and run.status != RunStatus.RUNNING
             else None
         ),
+        "preference": (  # a preference set's pairwise run: accuracy per subset
+            selectors.preference_accuracy(run=run) if run.status != RunStatus.RUNNING else None
+        ),
         "start_form": RunStartForm(initial={"budget": run.budget}),
         "notice": notice,
+        **probe_views.run_page_context(run),
     }
 
 

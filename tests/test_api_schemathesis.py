@@ -111,6 +111,7 @@ class Seeded:
     dataset: int
     item: int
     snapshot: int
+    response: int  # scored in the campaign (the review API's adjudication)
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
@@ -120,6 +121,8 @@ class Seeded:
             return {"slug": self.slug, "username": self.member}
         if "{slug}" in path:
             return {"slug": self.slug}
+        if "{response_id}" in path and path.startswith("/api/v1/annotation/campaigns/{id}"):
+            return {"id": self.campaign, "response_id": self.response}
         if path.startswith("/api/v1/annotation/campaigns/{id}"):
             return {"id": self.campaign}
         if path.startswith("/api/v1/annotation/datasets/{id}"):
@@ -198,6 +201,7 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
         dataset=dataset.pk,
         item=dataset.items.order_by("pk").values_list("pk", flat=True)[0],
         snapshot=snapshot_request(project=project, params=snapshot_params(resamples=0))[0].pk,
+        response=scored.task.response_id,
     )
 
 
@@ -337,7 +341,7 @@ def test_a_400_names_a_code_and_the_fields_at_fault(researcher, project):
     )
     assert response.status_code == 400
     body = response.json()
-    message = "'pie' is not one of long, flask_review, wide"
+    message = "'pie' is not one of long, flask_review, wide, preferences"
     assert body["detail"] == f"kind: {message}" and body["code"] == "invalid"
     assert body["fields"] == {"kind": [message]}
 

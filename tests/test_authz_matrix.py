@@ -58,6 +58,7 @@ from analytics.report.snapshots import (
 from annotation.campaigns.services import campaign_activate, campaign_create
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
+    AdjudicatedScore,
     AnnotatorExpertise,
     Assignment,
     Campaign,
@@ -67,6 +68,7 @@ from annotation.models import (
     HumanScore,
     Item,
     MembershipChange,
+    MetadataProposal,
     Project,
     ProjectMembership,
     ProjectRole,
@@ -74,6 +76,7 @@ from annotation.models import (
     Response,
     Rubric,
     Skill,
+    StudyLink,
     Task,
     UploadSource,
     UploadStatus,
@@ -85,8 +88,10 @@ from annotation.services.assignments import (
     human_score_submit,
 )
 from annotation.services.catalogue import skill_create
+from annotation.services.metadata import metadata_dataset_snapshot
 from annotation.services.projects import membership_set, project_create
 from annotation.services.reannotation import responses_reannotate
+from annotation.study.services import study_link_create
 from judging.models import (
     JudgeConfig,
     JudgeKind,
@@ -104,6 +109,7 @@ from judging.services import (
     judge_run_start,
     prompt_template_create,
 )
+from judging.services.metadata import metadata_run_create
 from tests.judging.providers import llm_fields
 
 
@@ -139,6 +145,18 @@ class Rule:
     query: str = ""
     body: str = ""
     xfail: dict[str, str] = field(default_factory=dict)
+    # the seventh persona, a reviewer of the project ("METHOD": status); a method without
+    # an entry takes `reviewer_default`'s status
+    reviewer: dict[str, int] = field(default_factory=dict)
+
+
+def reviewer_default(statuses: Statuses) -> int:
+    """A reviewer is a member of the project without a staff role and in no campaign's pool:
+    refused like an annotator, except for an annotator's own work (someone else's campaign
+    or lease to the reviewer: 404, as to the staff)."""
+    if 200 <= statuses.annotator < 300 and statuses.researcher == 404:
+        return 404
+    return statuses.annotator
 
 
 # The columns: anonymous, annotator, other researcher, researcher, project admin, site admin.
@@ -174,6 +192,16 @@ RULES: dict[str, Rule] = {
             post=S(302, 403, 404, 200, 200, 200)),
     "annotation:dataset-detail":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="dataset"),
+    # metadata verification (docs/METADATA.md): the staff; an empty verdict is a form with
+    # its error (200, nothing written)
+    "annotation:metadata-verify-page":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="dataset"),
+    "annotation:metadata-snapshot":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302), pk="dataset"),
+    "annotation:metadata-verify":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 200, 200, 200), pk="proposal"),
     "annotation:item-detail":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="item"),
     "annotation:upload-detail":
@@ -204,6 +232,10 @@ RULES: dict[str, Rule] = {
     "annotation:campaign-update":
         Rule(get=S(302, 403, 404, 200, 200, 200),
             post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    # pace and cost: an empty POST is a form with errors (200, nothing saved)
+    "annotation:campaign-pace":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
     "annotation:campaign-activate":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
@@ -216,6 +248,62 @@ RULES: dict[str, Rule] = {
     "annotation:campaign-expertise-set":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    # screening (docs/SCREENING.md): the campaign's staff (an empty settings or task form:
+    # 200 with its errors; an empty removal: back to the page)
+    "annotation:screening":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation:screening-settings":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation:screening-task-set":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation:screening-task-remove":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    "annotation:screening-results-csv":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    # review: the staff and the project's reviewers; the settings are the staff's (an
+    # empty adjudication or settings form: 200 with its errors)
+    "annotation:review-project":
+        Rule(get=S(302, 403, 404, 200, 200, 200), reviewer={"GET": 200}),
+    "annotation:review-queue":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="campaign", reviewer={"GET": 200}),
+    "annotation:review-response":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign",
+            reviewer={"GET": 200, "POST": 200}),
+    "annotation:review-settings":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation:review-summary":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="campaign", reviewer={"GET": 200}),
+    # study links (docs/CROWD.md): the campaign's staff manage them (an empty settings form
+    # saves empty settings; an empty link form: 200 with its errors; an empty status: back
+    # to the page). The workers' pages need a study session: without one, 403 when signed
+    # out (the session ended), 404 when signed in; the entry link without its platform
+    # parameters is a 400 for everyone.
+    "annotation:campaign-study":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    "annotation:campaign-study-link-create":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation:campaign-study-link-status":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    "annotation:study-entry":
+        Rule(get=S(400, 400, 400, 400, 400, 400)),
+    "annotation:study-resume":
+        Rule(get=S(403, 404, 404, 404, 404, 404)),
+    "annotation:study-consent":
+        Rule(get=S(403, 404, 404, 404, 404, 404),
+            post=S(403, 404, 404, 404, 404, 404)),
+    "annotation:study-instructions":
+        Rule(get=S(403, 404, 404, 404, 404, 404)),
+    "annotation:study-finish":
+        Rule(get=S(403, 404, 404, 404, 404, 404),
+            post=S(403, 404, 404, 404, 404, 404)),
     # --- judging pages ---------------------------------------------------------------------
     #              anon ann  oth  res  padm site
     "judging:judge-list":
@@ -254,6 +342,23 @@ RULES: dict[str, Rule] = {
             post=S(302, 403, 404, 302, 302, 302), pk="pending_run"),
     "judging:judgment-detail":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="judgment"),
+    # an empty probe form is refused (400); an empty families form changes nothing (302)
+    "judging:probe-create":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 400, 400, 400), pk="run"),
+    "judging:families":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 302, 302, 302)),
+    # metadata runs: the staff (an empty form: 200 with its errors; an empty action: back
+    # to the run page)
+    "judging:metadata-run-create":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 200, 200, 200), pk="dataset"),
+    "judging:metadata-run-detail":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="metadata_run"),
+    "judging:metadata-run-action":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302), pk="metadata_run"),
     # --- analytics pages -------------------------------------------------------------------
     #              anon ann  oth  res  padm site
     "analytics:dashboard":
@@ -277,12 +382,36 @@ RULES: dict[str, Rule] = {
         Rule(get=S(302, 403, 404, 200, 200, 200)),
     "analytics:report-section":
         Rule(get=S(302, 403, 404, 200, 200, 200), query="resamples=0"),
+    # the judge trust page reads the snapshot; an empty calibrate POST is sent back to it
+    "analytics:trust":
+        Rule(get=S(302, 403, 404, 200, 200, 200), query="resamples=0"),
+    "analytics:trust-calibrate":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302)),
+    # the preference page reads the snapshot only
+    "analytics:preferences":
+        Rule(get=S(302, 403, 404, 200, 200, 200), query="resamples=0"),
     # a POST the form refuses is answered 400 here (the page's own convention)
     "analytics:score-import":
         Rule(get=S(302, 403, 404, 200, 200, 200),
             post=S(302, 403, 404, 400, 400, 400)),
     "analytics:score-import-job":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="score_import_job"),
+    # the judge leaderboard across projects: any admin or researcher of some project (each
+    # sees only their projects' rows); evaluation cards: the project's staff
+    "analytics:judge-leaderboard":
+        Rule(get=S(302, 403, 200, 200, 200, 200)),
+    "analytics:judge-card":
+        Rule(get=S(302, 403, 404, 302, 302, 302), query="judge=baseline-judge-secret&format=md"),
+    "analytics:judge-card-md":
+        Rule(get=S(302, 403, 404, 200, 200, 200), query="judge=baseline-judge-secret"),
+    "analytics:judge-card-json":
+        Rule(get=S(302, 403, 404, 200, 200, 200), query="judge=baseline-judge-secret"),
+    # metadata agreement (docs/METADATA.md): the dataset's staff
+    "analytics:metadata-agreement":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="dataset"),
+    "analytics:metadata-agreement-csv":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="dataset"),
     # --- authentication and Django admin ---------------------------------------------------
     #              anon ann  oth  res  padm site
     "login":
@@ -333,9 +462,17 @@ RULES: dict[str, Rule] = {
             post=S(401, 403, 404, 200, 200, 200), pk="campaign"),
     "annotation-api:api-campaign-assignments":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation-api:api-campaign-participants":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="campaign"),
     "annotation-api:api-campaign-status":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
+    # screening: an empty PATCH changes nothing (200)
+    "annotation-api:api-screening":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            patch=S(401, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation-api:api-screening-results":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="campaign"),
     # membership: the staff read; project admins add (400 without a body), change (400)
     # and remove (204: bob leaves the project)
     "annotation-api:api-member-list":
@@ -350,12 +487,28 @@ RULES: dict[str, Rule] = {
     "annotation-api:api-assignment-next":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 200, 404, 404, 404, 404)),
+    "annotation-api:api-annotator-progress":
+        Rule(get=S(401, 200, 404, 404, 404, 404)),
+    "annotation-api:api-campaign-cost":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="campaign"),
     "annotation-api:api-assignment-submit":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 201, 404, 404, 404, 404), body="scores"),
     "annotation-api:api-assignment-skip":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 200, 404, 404, 404, 404), body="skip"),
+    # review: the staff and the project's reviewers (an empty body: 400)
+    "annotation-api:api-review-queue":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="campaign", reviewer={"GET": 200}),
+    "annotation-api:api-metadata-proposals":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="dataset"),
+    "annotation-api:api-metadata-verify":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 400, 400, 400), pk="proposal", body="json"),
+    "annotation-api:api-review-adjudicate":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json",
+            reviewer={"GET": 405, "POST": 400}),
     # --- judging API -----------------------------------------------------------------------
     #              anon ann  oth  res  padm site
     "judging-api:provider-list":
@@ -373,6 +526,11 @@ RULES: dict[str, Rule] = {
     "judging-api:run-create":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 403, 404, 400, 400, 400), pk="judge"),
+    "judging-api:metadata-run-create":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 400, 400, 400), pk="dataset", body="json"),
+    "judging-api:metadata-run-detail":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="metadata_run"),
     "judging-api:run-detail":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="run"),
     "judging-api:run-start":
@@ -400,6 +558,12 @@ RULES: dict[str, Rule] = {
     # the run scores responses one by one: 400 "not pairwise" once access is granted
     "judging-api:run-pairwise":
         Rule(get=S(401, 403, 404, 400, 400, 400), pk="run"),
+    "judging-api:run-probes":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            post=S(401, 403, 404, 400, 400, 400), pk="run"),
+    "judging-api:families":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            patch=S(401, 403, 404, 200, 200, 200)),
     # --- analytics API ---------------------------------------------------------------------
     #              anon ann  oth  res  padm site
     "analytics-report":
@@ -409,6 +573,10 @@ RULES: dict[str, Rule] = {
             post=S(401, 403, 404, 202, 202, 202), query="resamples=0"),
     "analytics-api:report-snapshot":
         Rule(get=S(401, 403, 404, 200, 200, 200)),
+    # no judge posted: 400 once access is granted
+    "analytics-api:trust-calibrated-copy":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 400, 400, 400)),
     "analytics-api:export-list":
         Rule(get=S(401, 403, 404, 200, 200, 200),
             post=S(401, 403, 404, 400, 400, 400)),
@@ -429,6 +597,12 @@ RULES: dict[str, Rule] = {
         Rule(get=S(401, 403, 404, 200, 200, 200)),
     "analytics-api:score-import-job":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="score_import_job"),
+    "analytics-api:judge-leaderboard":
+        Rule(get=S(401, 403, 200, 200, 200, 200)),
+    "analytics-api:judge-card":
+        Rule(get=S(401, 403, 404, 200, 200, 200), query="judge=baseline-judge-secret"),
+    "analytics-api:metadata-agreement":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="dataset"),
     # the OpenAPI schema describes the API, holds no data, and is public
     "api-schema":
         Rule(get=S(200, 200, 200, 200, 200, 200)),
@@ -446,8 +620,11 @@ KWARG_OBJECTS = {
     "campaign_id": "campaign",
     "assignment_id": "assignment",
     "username": "member",
+    "response_id": "response",
     "snapshot_id": "snapshot",
     "name": "section",
+    "link_id": "study_link",
+    "token": "study_link",
 }
 
 #: The methods a rule may have a row for.
@@ -536,6 +713,9 @@ class World:
     member: Any  # bob, an annotator of the project
     snapshot: ReportSnapshot  # the project's report with resamples=0, computed
     section: Any  # a dashboard section's name, as .pk
+    study_link: StudyLink | None = None  # the campaign's generic study link
+    metadata_run: Any = None  # a pending metadata run of the LLM judge over the dataset
+    proposal: Any = None  # the first item's "dataset" metadata proposal
 
 
 def _dataset(project: Project, folder: Path) -> DatasetUpload:
@@ -586,12 +766,14 @@ def _build(folder: Path) -> World:
         "researcher": user("rita"),
         "project_admin": user("paula"),
         "admin": user("admin", is_staff=True, is_superuser=True),
+        "reviewer": user("rex-reviewer"),
     }
     bob = user(OTHER_ANNOTATOR)
     membership_set(project=project, user=users["annotator"], role=ProjectRole.ANNOTATOR)
     membership_set(project=project, user=bob, role=ProjectRole.ANNOTATOR)
     membership_set(project=project, user=users["researcher"], role=ProjectRole.RESEARCHER)
     membership_set(project=project, user=users["project_admin"], role=ProjectRole.ADMIN)
+    membership_set(project=project, user=users["reviewer"], role=ProjectRole.REVIEWER)
     membership_set(
         project=other_project, user=users["other_researcher"], role=ProjectRole.RESEARCHER
     )
@@ -698,7 +880,15 @@ def _build(folder: Path) -> World:
         member=bob,
         snapshot=snapshot,
         section=SimpleNamespace(pk="agreement"),
+        study_link=study_link_create(campaign=campaign, platform="generic"),
+        metadata_run=metadata_run_create(judge=judge, dataset=dataset),
+        proposal=_dataset_proposal(dataset, item),
     )
+
+
+def _dataset_proposal(dataset: Dataset, item: Item) -> MetadataProposal:
+    metadata_dataset_snapshot(dataset=dataset)
+    return MetadataProposal.objects.get(item=item, origin="dataset")
 
 
 def _session_key(user) -> str:
@@ -808,13 +998,14 @@ COUNTED = (
     ExportJob,
     Token,
     MembershipChange,
+    AdjudicatedScore,
 )
 
 
 #: Columns a POST could flip in place without adding a row, per table.
 STATE_COLUMNS = {
     ProjectMembership: ("role",),
-    Campaign: ("status", "overlap"),
+    Campaign: ("status", "overlap", "review_spread", "adaptive_spread"),
     Task: ("kind", "overlap", "assigned"),
     Assignment: ("status", "flagged"),
     JudgeRun: ("status", "budget"),
@@ -849,7 +1040,7 @@ def _url(name: str, rule: Rule, w: World) -> str:
         attribute = rule.pk if kwarg == "pk" else KWARG_OBJECTS.get(kwarg, "")
         assert attribute, f"{name}: which object is <{kwarg}>? (Rule.pk or KWARG_OBJECTS)"
         target = getattr(w, attribute)
-        kwargs[kwarg] = {"slug": "slug", "username": "username"}.get(kwarg, "pk")
+        kwargs[kwarg] = {"slug": "slug", "username": "username", "token": "token"}.get(kwarg, "pk")
         kwargs[kwarg] = getattr(target, kwargs[kwarg])
     url = reverse(name, kwargs=kwargs)
     return f"{url}?{rule.query}" if rule.query else url
@@ -882,6 +1073,8 @@ def _cases() -> Iterator:
                 yield pytest.param(
                     name, method, persona, expected, marks=marks, id=f"{name} {method} {persona}"
                 )
+            expected = rule.reviewer.get(method, reviewer_default(statuses))
+            yield pytest.param(name, method, "reviewer", expected, id=f"{name} {method} reviewer")
 
 
 @pytest.mark.parametrize(("name", "method", "persona", "expected"), list(_cases()))

@@ -40,8 +40,8 @@ PLACEHOLDER = re.compile(r"(\[|\||…|<[a-z_]+>|(?<![-\w])[A-Z][A-Z_0-9]*(?![\w=
 # upper-case words that are names, not placeholders: the dataset the FLASK release is
 # loaded into (`--dataset FLASK`)
 NAMES = {"FLASK"}
-# long-running servers, started by other tests (test_embedded_default)
-SERVERS = {"rundemo", "runserver"}
+# long-running servers, started by other tests (test_embedded_default, test_serve_command)
+SERVERS = {"rundemo", "runserver", "serve"}
 
 
 def _fenced_commands(path: Path) -> list[str]:

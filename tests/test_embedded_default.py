@@ -9,9 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -214,11 +214,27 @@ def test_the_demo_runs_on_sqlite_without_redis_and_imports_in_a_worker(tmp_path)
         assert served["snapshot"]["status"] == "done" and served["resamples"] == 100
         assert served["agreement"] and served["correlation"]
     finally:
-        os.killpg(server.pid, signal.SIGINT)
+        # SIGTERM to rundemo alone (as a service manager or `kill` stops it): it stops its
+        # worker, which runs in a process group of its own
+        server.send_signal(signal.SIGTERM)
         try:
             output, _ = server.communicate(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             output, _ = server.communicate()
     assert "admin       / admin-demo" in output  # demo logins are printed
-    time.sleep(0.1)
+    # and no worker was left behind (its command line names the var dir: --schedule)
+    wait_for(lambda: not _running_with(str(tmp_path / "var")), timeout=15, interval=0.5)
+
+
+def _running_with(text: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(cmdline)
+    return found

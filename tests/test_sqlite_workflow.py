@@ -20,6 +20,10 @@ WORKFLOW_TESTS = [
     "tests/annotation/test_annotate_api.py",
     "tests/annotation/test_annotate_views.py",
     "tests/annotation/test_campaign_views.py",
+    "tests/annotation/test_screening.py",
+    "tests/annotation/test_pairwise_campaigns.py",
+    "tests/annotation/test_pairwise_submit.py",
+    "tests/annotation/test_pairwise_pages.py",
 ]
 
 

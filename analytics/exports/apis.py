@@ -15,15 +15,20 @@ from rest_framework.views import APIView
 
 from analytics.exports.selectors import export_get_for_staff, export_list_for_project
 from analytics.exports.services import ExportOptionsError, export_job_create
+from analytics.exports.training import TRAINING_KIND, training_job
 from analytics.exports.views import export_file_response
 from analytics.models import ExportFormat, ExportJob, ExportKind, ExportStatus, RaterKind
 from annotation.access import project_get_for_staff
 from flaskweb.api_errors import ApiPagination, state_conflict
 
-KIND_HELP = f"One of {', '.join(ExportKind.values)}."
+KIND_HELP = f"One of {', '.join([*ExportKind.values, TRAINING_KIND])}."
 FORMAT_HELP = (
     f"One of {', '.join(ExportFormat.values)}. long: csv (default) or jsonl; wide: csv; "
-    "flask_review: jsonl."
+    "flask_review, judge_training: jsonl."
+)
+TRAINING_HELP = (
+    "judge_training only: {unit: skill|item, consensus: mean|median, na: skip|include, "
+    "adjudicated, pairwise, name_systems: booleans} (docs/EXPORTS.md)."
 )
 
 
@@ -32,7 +37,7 @@ class ExportOutputSerializer(serializers.Serializer):
     project = serializers.CharField(source="project.slug")
     # plain strings, not enums: "kind" and "format" are other choice sets elsewhere in the
     # API, and drf-spectacular warns on enums that share a field name
-    kind = serializers.CharField(help_text=KIND_HELP)
+    kind = serializers.SerializerMethodField(help_text=KIND_HELP)
     format = serializers.CharField(help_text=FORMAT_HELP)
     filters = serializers.JSONField()
     status = serializers.ChoiceField(choices=ExportStatus.choices)
@@ -46,6 +51,10 @@ class ExportOutputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "AnalyticsExportJob"
+
+    def get_kind(self, job: ExportJob) -> str:
+        # a judge-training job is stored as a long JSONL job with its options in the filters
+        return TRAINING_KIND if training_job(job.filters) else job.kind
 
     @extend_schema_field(
         {
@@ -102,6 +111,9 @@ class ExportListCreateApi(APIView):
             help_text="A judge run (long, flask_review). flask_review default: the judge's "
             "latest finished run.",
         )
+        training = serializers.JSONField(
+            required=False, allow_null=True, default=None, help_text=TRAINING_HELP
+        )
 
         class Meta:
             ref_name = "AnalyticsExportRequest"
@@ -136,6 +148,11 @@ class ExportListCreateApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         kind, fmt = data.pop("kind"), data.pop("format")
+        training = data.pop("training", None)
+        if kind == TRAINING_KIND:
+            data["training"] = {} if training is None else training
+        elif training is not None:
+            raise serializers.ValidationError({"training": [f"only for kind {TRAINING_KIND}"]})
         try:
             job = export_job_create(
                 project=project, kind=kind, fmt=fmt, filters=data, requested_by=request.user

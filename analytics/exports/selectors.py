@@ -77,6 +77,8 @@ class ScoreRow(NamedTuple):
     updated_at: datetime
     sample: int | None
     rubric_label: str | None = None  # annotation.models.rubric_label; None: no rubric
+    platform: str = ""  # a study participant's recruiting platform (annotation/study/)
+    worker_id: str = ""  # their id there; both blank for ordinary accounts and judges
 
 
 def _label(project_slug: str | None, version: int | None) -> str | None:
@@ -110,6 +112,7 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
     rows = annotation_selectors.human_score_export_rows(
         project=project, **_human_narrowing(filters), chunk_size=FETCH_CHUNK
     )
+    participants = annotation_selectors.participant_ids_for_project(project=project)
     for (
         response_id,
         skill_id,
@@ -149,6 +152,7 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
             updated_at,
             None,
             _label(rubric_scope, rubric_version),
+            *participants.get(rater, ("", "")),
         )
 
 

@@ -38,6 +38,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
+from analytics.exports.preferences import PREFERENCE_COLUMNS, preference_export_rows
 from analytics.exports.selectors import (
     ExportFilters,
     ReviewLine,
@@ -48,6 +49,15 @@ from analytics.exports.selectors import (
     judge_score_export_rows,
     latest_run_ids,
     raters_for_export,
+)
+from analytics.exports.training import (
+    TRAINING_FILTERS,
+    TRAINING_KIND,
+    TrainingExport,
+    TrainingOptions,
+    training_job,
+    training_options_clean,
+    training_options_stored,
 )
 from analytics.models import (
     ExportFormat,
@@ -92,6 +102,14 @@ LONG_COLUMNS = (
     "sample",
     # added after the others, so positions stay: "built-in v1" / "project:<slug> v1"
     "rubric_label",
+    # a study participant's recruiting platform and worker id (blank for other raters)
+    "platform",
+    "worker_id",
+    # a reviewer's adjudicated score of the row's (campaign, response, skill), on campaign
+    # rows only (annotation/review/); the raw score stays in `score`
+    "adjudicated_score",
+    "adjudicated_note",
+    "adjudicated_by",
 )
 WIDE_COLUMNS = ("dataset", "item", "system", "skill")
 NA = "N/A"
@@ -101,6 +119,7 @@ FORMATS_OF = {
     ExportKind.LONG: (ExportFormat.CSV, ExportFormat.JSONL),
     ExportKind.WIDE: (ExportFormat.CSV,),
     ExportKind.FLASK_REVIEW: (ExportFormat.JSONL,),
+    ExportKind.PREFERENCES: (ExportFormat.CSV, ExportFormat.JSONL),
 }
 CONTENT_TYPES = {
     ExportFormat.CSV: "text/csv; charset=utf-8",
@@ -157,6 +176,7 @@ class ExportOptions:
     fmt: str
     filters: ExportFilters
     stored: dict[str, Any]  # the filters as given, resolved (what ExportJob.filters keeps)
+    training: TrainingOptions | None = None  # a judge-training export (analytics.exports.training)
 
     @property
     def content_type(self) -> str:
@@ -173,12 +193,16 @@ def download_name(*, project_slug: str, kind: str, fmt: str, filters: Mapping[st
     """The file name a download is offered under. A FLASK review file of one system is
     named as the FLASK scripts name theirs, `<system>_review.jsonl`: the judge-output
     import reads the judged model from that name."""
-    if kind == ExportKind.FLASK_REVIEW:
+    if kind == TRAINING_KIND or training_job(filters):
+        name = f"{project_slug}-judge-training.jsonl"
+    elif kind == ExportKind.FLASK_REVIEW:
         systems, judges = filters.get("system") or [], filters.get("judge") or ["judge"]
         if len(systems) == 1:
             name = f"{systems[0]}_review.jsonl"
         else:
             name = f"{judges[0]}-run{filters.get('run')}-reviews.jsonl"
+    elif kind == ExportKind.PREFERENCES:
+        name = f"{project_slug}-preferences.{fmt}"
     else:
         name = f"{project_slug}-scores-{kind}.{fmt}"
     try:
@@ -205,6 +229,8 @@ def export_options_clean(
 ) -> ExportOptions:
     """Check an export's kind, format and filters against the project and resolve them.
     Raises ExportOptionsError with every problem, per field."""
+    if kind == TRAINING_KIND or (kind == ExportKind.LONG and training_job(filters)):
+        return _training_options_clean(project=project, fmt=fmt, filters=filters)
     errors: dict[str, list[str]] = {}
 
     def bad(name: str, message: str) -> None:
@@ -326,6 +352,49 @@ def export_options_clean(
     )
 
 
+def _training_options_clean(
+    *, project: Project, fmt: str, filters: Mapping[str, Any] | None
+) -> ExportOptions:
+    """A judge-training export's options: its own (`filters["training"]`) and the filters it
+    takes (skill, campaign, dataset, system), resolved like a long export of people's
+    scores."""
+    raw = dict(filters or {})
+    training, errors = training_options_clean(raw.pop("training", None))
+    refused = sorted(
+        k for k, v in raw.items() if k not in TRAINING_FILTERS and v not in ("", [], None)
+    )
+    if refused:
+        errors.setdefault("filters", []).append(
+            f"a judge-training export reads people's scores; it takes no {', '.join(refused)} "
+            f"(it takes {', '.join(TRAINING_FILTERS)})"
+        )
+    if fmt not in ("", ExportFormat.JSONL):
+        errors.setdefault("format", []).append(f"a {TRAINING_KIND} export is written as jsonl")
+    try:
+        base = export_options_clean(
+            project=project,
+            kind=ExportKind.LONG,
+            fmt=ExportFormat.JSONL,
+            filters={**{k: raw[k] for k in TRAINING_FILTERS if k in raw}, "rater_kind": "human"},
+        )
+    except ExportOptionsError as exc:
+        for name, messages in exc.errors.items():
+            errors.setdefault(name, []).extend(messages)
+        base = None
+    if errors or base is None:
+        raise ExportOptionsError(errors)
+    stored = {k: v for k, v in base.stored.items() if k != "rater_kind"}
+    stored["training"] = training_options_stored(training)
+    return ExportOptions(
+        project=project,
+        kind=TRAINING_KIND,
+        fmt=ExportFormat.JSONL,
+        filters=base.filters,
+        stored=stored,
+        training=training,
+    )
+
+
 def _review_run(project, judges, run, dataset_id, rater_kind, bad) -> JudgeRun | None:
     """The run a FLASK review file is written from: the one asked for, or the judge's
     latest finished pointwise run (on the dataset asked for)."""
@@ -371,6 +440,23 @@ class ScoreExport:
         self.options = options
         self.chunk_rows = chunk_rows
         self.rows = 0
+        self._adjudicated: dict | None = None
+
+    def _adjudication(self, row: ScoreRow) -> list[Any]:
+        """The adjudicated score, note and reviewer of a campaign row's (campaign, response,
+        skill), or three empty cells. Read once per export (one query; as many rows as
+        reviewers settled)."""
+        if row.rater_kind != RaterKind.HUMAN or not row.source.startswith("campaign:"):
+            return [None, None, None]
+        if self._adjudicated is None:
+            self._adjudicated = annotation_selectors.adjudicated_export_map(
+                project=self.options.project, campaign_id=self.options.filters.campaign_id
+            )
+        found = self._adjudicated.get((row.source[9:], row.response_id, row.skill_id))
+        if found is None:
+            return [None, None, None]
+        score, is_na, note, reviewer = found
+        return [NA if is_na else score, note, reviewer]
 
     def chunks(self) -> Iterator[str]:
         kind, fmt = self.options.kind, self.options.fmt
@@ -379,6 +465,13 @@ class ScoreExport:
         if kind == ExportKind.WIDE:
             header, rows = self._wide_table()
             return self._csv(header, rows)
+        if kind == ExportKind.PREFERENCES:
+            rows = preference_export_rows(
+                project=self.options.project, filters=self.options.filters
+            )
+            if fmt == ExportFormat.JSONL:
+                return self._jsonl(dict(zip(PREFERENCE_COLUMNS, r, strict=True)) for r in rows)
+            return self._csv(PREFERENCE_COLUMNS, rows)
         if fmt == ExportFormat.JSONL:
             return self._jsonl(self._long_object(row) for row in self._score_rows())
         return self._csv(LONG_COLUMNS, (self._long_cells(row) for row in self._score_rows()))
@@ -444,6 +537,9 @@ class ScoreExport:
             _iso(row.updated_at),
             row.sample,
             row.rubric_label,
+            row.platform or None,
+            row.worker_id or None,
+            *self._adjudication(row),
         ]
 
     def _long_cells(self, row: ScoreRow) -> list[Any]:
@@ -541,7 +637,18 @@ def export_snapshot() -> Iterator[None]:
 
 def export_write(options: ExportOptions, out: IO[bytes], *, chunk_rows: int = CHUNK_ROWS) -> int:
     """Write an export to a binary stream, UTF-8; returns the number of data rows."""
-    export = ScoreExport(options, chunk_rows=chunk_rows)
+    export: ScoreExport | TrainingExport = ScoreExport(options, chunk_rows=chunk_rows)
+    if options.training is not None:
+        f = options.filters
+        export = TrainingExport(
+            project=options.project,
+            options=options.training,
+            skills=f.skills,
+            dataset_id=f.dataset_id,
+            systems=f.systems,
+            campaign_id=f.campaign_id,
+            chunk_rows=chunk_rows,
+        )
     with export_snapshot():
         for chunk in export.chunks():
             out.write(chunk.encode("utf-8"))
@@ -581,7 +688,9 @@ def export_job_create(
     job = ExportJob(
         project=project,
         requested_by=requested_by,
-        kind=options.kind,
+        # a judge-training job is stored as a long JSONL job with its options in the filters
+        # (the kinds are a database check constraint): training_job() tells it apart
+        kind=ExportKind.LONG if options.training is not None else options.kind,
         format=options.fmt,
         filters=options.stored,
     )

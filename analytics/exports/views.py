@@ -25,6 +25,7 @@ from analytics.exports.services import (
     export_file_open,
     export_job_create,
 )
+from analytics.exports.training import CONSENSUS, NA_POLICIES, TRAINING_KIND, UNITS
 from analytics.models import ExportFormat, ExportJob, ExportKind, RaterKind
 from annotation.access import project_get_for_staff
 from annotation.models import Project
@@ -35,7 +36,10 @@ EXPORTS_PAGE = "analytics/exports.html"
 
 
 class ExportRequestForm(forms.Form):
-    kind = forms.ChoiceField(choices=ExportKind.choices, initial=ExportKind.LONG)
+    kind = forms.ChoiceField(
+        choices=[*ExportKind.choices, (TRAINING_KIND, "Judge-training tasks (people's judgments)")],
+        initial=ExportKind.LONG,
+    )
     format = forms.ChoiceField(
         choices=[("", "the kind's default"), *ExportFormat.choices],
         required=False,
@@ -54,6 +58,19 @@ class ExportRequestForm(forms.Form):
     system = forms.CharField(
         required=False, max_length=2000, help_text="Model names, separated by commas."
     )
+
+    # judge-training options (docs/EXPORTS.md "judge_training")
+    unit = forms.ChoiceField(
+        choices=[(u, f"per {u}") for u in UNITS], required=False, initial="skill"
+    )
+    consensus = forms.ChoiceField(choices=[(c, c) for c in CONSENSUS], required=False)
+    na = forms.ChoiceField(
+        choices=[(n, n) for n in NA_POLICIES], required=False, label="N/A targets"
+    )
+    adjudicated = forms.BooleanField(required=False, label="adjudicated scores win")
+    pairwise = forms.BooleanField(required=False, label="pairwise tasks too")
+    name_systems = forms.BooleanField(required=False, label="name the systems (not blind)")
+    imported = forms.BooleanField(required=False, initial=True, label="imported human scores")
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -77,7 +94,18 @@ class ExportRequestForm(forms.Form):
     def export_filters(self) -> dict[str, Any]:
         data = dict(self.cleaned_data)
         data["system"] = [s.strip() for s in data["system"].split(",") if s.strip()]
-        return {key: data[key] for key in FILTER_KEYS if key in data and data[key]}
+        filters = {key: data[key] for key in FILTER_KEYS if key in data and data[key]}
+        if data.get("kind") == TRAINING_KIND:
+            filters["training"] = {
+                "unit": data.get("unit") or "skill",
+                "consensus": data.get("consensus") or "mean",
+                "na": data.get("na") or "skip",
+                "adjudicated": bool(data.get("adjudicated")),
+                "pairwise": bool(data.get("pairwise")),
+                "name_systems": bool(data.get("name_systems")),
+                "imported": bool(data.get("imported")),
+            }
+        return filters
 
 
 def _context(project: Project, form: ExportRequestForm) -> dict[str, Any]:

@@ -64,6 +64,13 @@ class ReportParamsSerializer(serializers.Serializer):
     compare_all = serializers.BooleanField(
         required=False, default=False, help_text="compare every two judges (slow with many)"
     )
+    human = serializers.ChoiceField(
+        choices=snapshots.HUMAN_SCORES,
+        required=False,
+        default="raw",
+        help_text="raw: the people's own scores; adjudicated: a reviewer's adjudicated score "
+        "in place of the people's where there is one (agreement stays on the raw scores)",
+    )
 
     class Meta:
         ref_name = "AnalyticsReportParams"
@@ -86,6 +93,7 @@ class ReportParamsSerializer(serializers.Serializer):
             resamples=data["resamples"],
             compare=list(zip(data["compare_a"], data["compare_b"], strict=True)),
             compare_all=data["compare_all"],
+            human_scores=data["human"],
         )
 
 

@@ -665,8 +665,12 @@ def build_report(
     compare: Sequence[tuple[str, str]] | None = None,
     compare_all: bool = False,
     progress: Callable[[float], None] | None = None,
+    agreement_rows: Sequence[Row] | None = None,
 ) -> Json:
     """The report from plain rows (see Row). `judges` rows carry the judge name as rater.
+    `agreement_rows`: the rows agreement among people is computed on, when they are not
+    `human` (the adjudicated report: `human` has one adjudicated row per settled pair, the
+    people's own scores are these).
     With `resamples` > 0: bootstrap intervals (resampling items) and, per skill, paired
     comparisons of judges (`judge_comparison`): each judge against the skill's best
     (`best_judges`), plus the pairs in `compare` on every skill, or every two judges with
@@ -693,10 +697,21 @@ def build_report(
         return found
 
     report: Json = {"resamples": resamples, "agreement": {}, "correlation": {}}
-    for s in names:
-        if human_by_skill.get(s):
-            items = {item for item, *_ in means[s].values()}
-            report["agreement"][s] = agreement(human_by_skill[s], resampler=resampler_for(items))
+    if agreement_rows is None:
+        for s in names:
+            if human_by_skill.get(s):
+                items = {item for item, *_ in means[s].values()}
+                report["agreement"][s] = agreement(
+                    human_by_skill[s], resampler=resampler_for(items)
+                )
+    else:
+        people_by_skill = _by_skill(agreement_rows)
+        for s in names:
+            if people_by_skill.get(s):
+                items = {row[1] for row in people_by_skill[s]}
+                report["agreement"][s] = agreement(
+                    people_by_skill[s], resampler=resampler_for(items)
+                )
     judge_skills = {judge: _by_skill(rows) for judge, rows in sorted(judge_by_name.items())}
     instances: dict[tuple[str, str], _Instance] = {}
     points = {
@@ -785,10 +800,12 @@ def breakdowns(
     skills: Sequence[str] | None = None,
     off_scale: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
     progress: Callable[[float], None] | None = None,
+    agreement_rows: Sequence[Row] | None = None,
 ) -> Json:
     """The report (without intervals) per domain, per difficulty and per system: FLASK's
     per-skill views by domain and difficulty, and how each judge does on each model.
-    `progress` gets the fraction of the groups done after each."""
+    `progress` gets the fraction of the groups done after each. `agreement_rows`: as in
+    build_report, split the same way."""
 
     def split(rows: Iterable[Row], key_of: Callable[[Row], list[str]]) -> dict[str, list[Row]]:
         groups: dict[str, list[Row]] = defaultdict(list)
@@ -806,6 +823,11 @@ def breakdowns(
     groups = {
         facet: (split(human, key_of), split(judges, key_of)) for facet, key_of in keys.items()
     }
+    people = (
+        None
+        if agreement_rows is None
+        else {facet: split(agreement_rows, key_of) for facet, key_of in keys.items()}
+    )
     total = sum(len(set(h) | set(j)) for h, j in groups.values())
     done = 0
     for facet, (human_groups, judge_groups) in groups.items():
@@ -816,6 +838,7 @@ def breakdowns(
                 judge_groups.get(value, []),
                 skills=skills,
                 off_scale=off_scale,
+                agreement_rows=None if people is None else people[facet].get(value, []),
             )
             done += 1
             if progress is not None:

@@ -24,6 +24,19 @@ def heatmap_part(index: int) -> str:
     return f"heatmaps.{index}"
 
 
+def trust_part(index: int) -> str:
+    """The name of the part holding the trust figures of the judge at `index` of the
+    "trust.judges" part (the judges of the report's "trust", sorted)."""
+    return f"trust.{index}"
+
+
+def trust_parts(report: Json) -> dict[str, Any]:
+    """The judge trust report (docs/JUDGE_TRUST.md), one part per judge: its page reads one."""
+    trust = report.get("trust") or {}
+    names = sorted(trust)
+    return {"trust.judges": names, **{trust_part(i): trust[n] for i, n in enumerate(names)}}
+
+
 def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
     """name -> JSON value, for every part the dashboard reads (besides "report")."""
     skills, judges = chart_data.report_skills(report), chart_data.judge_names(report)
@@ -43,6 +56,9 @@ def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
             for index, judge in enumerate(judges)
         },
         "options": chart_data.filter_options(rows),
+        **trust_parts(report),
+        # the preference page's figures (docs/PREFERENCE_ANALYTICS.md)
+        "preferences": report.get("preferences") or {},
         "summary": {
             "has_rows": bool(rows.human or rows.judge),
             "skills": skills,

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from analytics.preference_inputs import preference_inputs
+from analytics.preferences import preference_report
 from analytics.report.build import breakdowns, build_report
-from analytics.rows import ReportRows
+from analytics.rows import ADJUDICATED, ReportRows
 from analytics.selectors import report_rows
+from analytics.trust import probes
+from analytics.trust.figures import trust_figures
+from analytics.trust_inputs import trust_inputs
 from annotation.models import Project
+from annotation.selectors import skill_list_for_project
+from judging.selectors import probe_data
 
 DEFAULT_RESAMPLES = 1000
 MAX_RESAMPLES = 10_000
@@ -28,13 +35,18 @@ def project_report(
     progress: Callable[[float, str], None] | None = None,
     compare: Sequence[tuple[str, str]] | None = None,
     compare_all: bool = False,
+    human_scores: str = "raw",
 ) -> dict:
     """Agreement among the project's annotators and each judge's correlation with them,
     per skill (analytics/report/build.py). `skills` and `judges` narrow it down by name. `rows`:
     the `report_rows` of these filters, when the caller has read them already. `progress`
     (fraction done, what is being computed) is called between the parts (report snapshots
     show it). `compare`: judge pairs compared on every skill besides each judge against the
-    skill's best; `compare_all`: every pair (build_report)."""
+    skill's best; `compare_all`: every pair (build_report). `human_scores` "adjudicated":
+    an adjudicated (response, skill) counts with its adjudicated score as its one human
+    score in the correlations and leaderboards, while agreement among people is computed on
+    the people's own scores; the report says so in "human_scores" and "agreement_scores"
+    (docs/ANALYTICS.md). The default ("raw") report is as it always was."""
     if rows is None:
         rows = report_rows(
             project=project,
@@ -43,7 +55,10 @@ def project_report(
             systems=systems,
             domains=domains,
             difficulties=difficulties,
+            human_scores=human_scores,
         )
+    adjudicated = human_scores == "adjudicated"
+    people = rows.raw_human if adjudicated else None
     if progress is not None:
         progress(0.1, f"agreement and correlations ({resamples:,} resamples)")
     said = progress  # the callbacks below only exist when it is given
@@ -55,6 +70,7 @@ def project_report(
         off_scale=rows.off_scale,
         compare=compare,
         compare_all=compare_all,
+        agreement_rows=people,
         progress=None
         if said is None
         else lambda f: said(0.1 + 0.65 * f, f"bootstrap intervals: {f:.0%} of the resamples"),
@@ -68,8 +84,66 @@ def project_report(
             rows.facets,
             skills=skills,
             off_scale=rows.off_scale,
+            agreement_rows=people,
             progress=None
             if said is None
             else lambda f: said(0.75 + 0.2 * f, f"breakdowns: {f:.0%} of the groups"),
         )
-    return {"project": project.slug, **report}
+    if said is not None:
+        said(0.95, "judge trust")
+    report["trust"] = _trust(project, rows, judges, resamples)
+    if said is not None:
+        said(0.97, "preferences")
+    filters = {
+        "skills": skills,
+        "judges": judges,
+        "systems": systems,
+        "domains": domains,
+        "difficulties": difficulties,
+    }
+    report["preferences"] = _preferences(project, rows, filters, resamples, skills)
+    if not adjudicated:
+        return {"project": project.slug, **report}
+    labels = {
+        "human_scores": "adjudicated",
+        "agreement_scores": "raw",
+        "adjudicated_pairs": sum(1 for row in rows.human if row[4] == ADJUDICATED),
+    }
+    return {"project": project.slug, **labels, **report}
+
+
+def _preferences(
+    project: Project,
+    rows: ReportRows,
+    filters: dict,
+    resamples: int,
+    skills: list[str] | None,
+) -> dict:
+    """The pairwise preference figures (docs/PREFERENCE_ANALYTICS.md): per skill and
+    Overall, win/tie/loss matrices, Davidson strengths, agreement among raters and each
+    judge against the people's decisions."""
+    labels, verdicts = preference_inputs(project=project, rows=rows, filters=filters)
+    order = skills or list(skill_list_for_project(project=project).values_list("name", flat=True))
+    return preference_report(labels, verdicts, skills=order, resamples=resamples)
+
+
+def _trust(project: Project, rows: ReportRows, judges: list[str] | None, resamples: int) -> dict:
+    """The judge trust report (docs/JUDGE_TRUST.md): judge name -> its calibration, strata,
+    N/A and stochasticity figures per skill, and its bias probes' figures."""
+    figures = trust_figures(
+        rows.human,
+        rows.judge,
+        rows.facets,
+        trust_inputs(project=project, rows=rows, judges=judges),
+        resamples=resamples,
+        off_scale=rows.off_scale,
+    )
+    found = probes.probe_figures(
+        probe_data(project=project, judges=judges or ()),
+        human=rows.human,
+        judge=rows.judge,
+        resamples=resamples,
+    )
+    for name, trust in figures.items():
+        trust["probes"] = found.get(name)
+    return figures

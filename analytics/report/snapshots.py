@@ -40,6 +40,7 @@ from django.utils.dateparse import parse_datetime
 from analytics import tasks
 from analytics.models import (
     IN_FLIGHT,
+    PreferenceImport,
     ReportSnapshot,
     ScoreImport,
     SnapshotPart,
@@ -49,12 +50,19 @@ from analytics.report import parts
 from analytics.report.selectors import DEFAULT_RESAMPLES, MAX_RESAMPLES, project_report
 from analytics.selectors import report_rows
 from annotation.models import Project
-from annotation.selectors import human_scores_changed_since
+from annotation.selectors import (
+    adjudicated_scores_changed_since,
+    human_preferences_changed_since,
+    human_scores_changed_since,
+)
 from judging.selectors import judge_runs_finished_since
 
 logger = logging.getLogger(__name__)
 
 FILTER_KEYS = ("skills", "judges", "systems", "domains", "difficulties")
+#: Which human scores a report uses (docs/ANALYTICS.md "Adjudicated scores"): the people's
+#: own ("raw", the default) or, where a reviewer settled a (response, skill), that score.
+HUMAN_SCORES = ("raw", "adjudicated")
 #: Progress is written at most this often (seconds) while a snapshot computes.
 PROGRESS_EVERY = 0.5
 
@@ -76,12 +84,17 @@ def snapshot_params(
     resamples: int = DEFAULT_RESAMPLES,
     compare: list[tuple[str, str]] | list[list[str]] | None = None,
     compare_all: bool = False,
+    human_scores: str = "raw",
 ) -> dict[str, Any]:
     """The canonical params of a report: every list sorted and deduplicated, each compared
-    pair in name order, so that equal requests have equal keys."""
+    pair in name order, so that equal requests have equal keys. `human_scores` is a key only
+    when it is "adjudicated", so every raw report keeps the key it always had."""
     if not 0 <= resamples <= MAX_RESAMPLES:
         raise ValueError(f"resamples must be 0 to {MAX_RESAMPLES}")
+    if human_scores not in HUMAN_SCORES:
+        raise ValueError(f"human_scores must be one of {', '.join(HUMAN_SCORES)}")
     pairs = sorted({tuple(sorted((a, b))) for a, b in (compare or []) if a != b})
+    adjudicated = {"human_scores": human_scores} if human_scores != "raw" else {}
     return {
         "skills": sorted(set(skills or [])),
         "judges": sorted(set(judges or [])),
@@ -91,6 +104,7 @@ def snapshot_params(
         "resamples": int(resamples),
         "compare": [list(pair) for pair in pairs],
         "compare_all": bool(compare_all),
+        **adjudicated,
     }
 
 
@@ -111,6 +125,7 @@ def report_kwargs(params: dict[str, Any]) -> dict[str, Any]:
         "resamples": params["resamples"],
         "compare": [tuple(pair) for pair in params["compare"]],
         "compare_all": params["compare_all"],
+        "human_scores": params.get("human_scores", "raw"),
     }
 
 
@@ -205,16 +220,26 @@ class Changes:
     human_scores: int = 0
     judge_runs: tuple[tuple[str, int], ...] = ()
     imported_scores: int = 0
+    adjudicated_scores: int = 0  # counted for adjudicated reports only
+    preferences: int = 0  # campaign preferences written and preference labels imported
 
     @property
     def any(self) -> bool:
-        return bool(self.human_scores or self.judge_runs or self.imported_scores)
+        return bool(
+            self.human_scores
+            or self.judge_runs
+            or self.imported_scores
+            or self.adjudicated_scores
+            or self.preferences
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "human_scores": self.human_scores,
             "judge_runs": [{"judge": name, "judgments": done} for name, done in self.judge_runs],
             "imported_scores": self.imported_scores,
+            "adjudicated_scores": self.adjudicated_scores,
+            "preferences": self.preferences,
         }
 
     def summary(self) -> str:
@@ -229,6 +254,12 @@ class Changes:
         if self.imported_scores:
             n = self.imported_scores
             said.append(f"{n:,} imported score{'s' if n != 1 else ''}")
+        if self.adjudicated_scores:
+            n = self.adjudicated_scores
+            said.append(f"{n:,} new or changed adjudicated score{'s' if n != 1 else ''}")
+        if self.preferences:
+            n = self.preferences
+            said.append(f"{n:,} new or changed preference{'s' if n != 1 else ''}")
         return ", ".join(said)
 
 
@@ -247,10 +278,19 @@ def snapshot_changes(*, project: Project, snapshot: ReportSnapshot) -> Changes:
     imported = ScoreImport.objects.filter(project=project, created_at__gt=since).aggregate(
         n=Sum("scores_created")
     )["n"]
+    adjudicated = 0
+    if (snapshot.params or {}).get("human_scores") == "adjudicated":
+        adjudicated = adjudicated_scores_changed_since(project=project, since=since)
+    imported_labels = PreferenceImport.objects.filter(
+        project=project, created_at__gt=since
+    ).aggregate(n=Sum("labels_created"))["n"]
     return Changes(
+        preferences=human_preferences_changed_since(project=project, since=since)
+        + int(imported_labels or 0),
         human_scores=human_scores_changed_since(project=project, since=since),
         judge_runs=tuple(judge_runs_finished_since(project=project, since=since)),
         imported_scores=int(imported or 0),
+        adjudicated_scores=adjudicated,
     )
 
 
@@ -364,7 +404,7 @@ def report_snapshot_compute(*, snapshot_id: int) -> ReportSnapshot | None:
         params = snapshot.params
         kwargs = report_kwargs(params)
         filters = {name: kwargs[name] for name in FILTER_KEYS}
-        rows = report_rows(project=snapshot.project, **filters)
+        rows = report_rows(project=snapshot.project, human_scores=kwargs["human_scores"], **filters)
         report = project_report(
             project=snapshot.project, rows=rows, progress=progress, with_breakdowns=True, **kwargs
         )

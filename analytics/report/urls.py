@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from analytics.report import apis, views
+from analytics.report import apis, preferences, trust, views
 
 urlpatterns: list = [
     path("projects/<slug:slug>/analytics/", views.dashboard, name="dashboard"),
@@ -17,6 +17,17 @@ urlpatterns: list = [
         views.snapshot_status,
         name="snapshot-status",
     ),
+    path("projects/<slug:slug>/analytics/trust/", trust.trust_page, name="trust"),
+    path(
+        "projects/<slug:slug>/analytics/preferences/",
+        preferences.preferences_page,
+        name="preferences",
+    ),
+    path(
+        "projects/<slug:slug>/analytics/trust/calibrate/",
+        trust.trust_calibrate,
+        name="trust-calibrate",
+    ),
 ]
 api_urlpatterns: list = [
     path(
@@ -28,5 +39,10 @@ api_urlpatterns: list = [
         "projects/<slug:slug>/analytics/snapshots/<int:snapshot_id>",
         apis.ReportSnapshotApi.as_view(),
         name="report-snapshot",
+    ),
+    path(
+        "projects/<slug:slug>/analytics/trust/calibrated-copy",
+        trust.TrustCalibratedCopyApi.as_view(),
+        name="trust-calibrated-copy",
     ),
 ]

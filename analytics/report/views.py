@@ -106,6 +106,14 @@ class ReportFilterForm(forms.Form):
     )
     compare_a = forms.MultipleChoiceField(required=False, widget=forms.MultipleHiddenInput)
     compare_b = forms.MultipleChoiceField(required=False, widget=forms.MultipleHiddenInput)
+    human = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("raw", "Raw (each annotator's own)"),
+            ("adjudicated", "Adjudicated where reviewed"),
+        ],
+        label="Human scores",
+    )
 
     def __init__(self, data, *, options: dict[str, list] | None = None):
         super().__init__(data)
@@ -144,6 +152,7 @@ class ReportFilterForm(forms.Form):
             **self.report_filters(),
             resamples=DEFAULT_RESAMPLES if resamples is None else resamples,
             compare=list(zip(data["compare_a"], data["compare_b"], strict=True)),
+            human_scores=data.get("human") or "raw",
         )
 
 

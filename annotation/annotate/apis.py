@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.annotate import selectors
-from annotation.models import Campaign
+from annotation.models import Campaign, TaskKind
 from annotation.parsers import ScoreRefused, score_read
 from annotation.services.assignments import (
     MAX_RATIONALE,
@@ -25,6 +25,11 @@ from annotation.services.assignments import (
     assignment_next,
     assignment_skip,
     human_score_submit,
+)
+from annotation.services.preferences import (
+    SHOWN_CHOICES,
+    PreferenceInput,
+    human_preference_submit,
 )
 from flaskweb.api_errors import ApiPagination, ErrorSerializer, invalid_body
 from flaskweb.db import instance_from
@@ -94,6 +99,49 @@ class AnnotatorCampaignListApi(APIView):
         return paginator.get_paginated_response(self.OutputSerializer(data, many=True).data)
 
 
+# --- progress -------------------------------------------------------------------------------
+
+
+class AnnotatorProgressApi(APIView):
+    """The caller's progress and pace in a campaign, as the scoring page shows it. Kept out
+    of next/submit, which are the hot path: a front-end asks for it when it redraws."""
+
+    class OutputSerializer(serializers.Serializer):
+        done = serializers.IntegerField(help_text="tasks you submitted here (every kind)")
+        total = serializers.IntegerField(
+            help_text="your quota, or without one: done + the task you hold + the tasks "
+            "still open to you now"
+        )
+        total_is_quota = serializers.BooleanField()
+        remaining = serializers.IntegerField(help_text="total - done, at least 0")
+        percent = serializers.IntegerField(help_text="done of total, 0-100")
+        active_ms = serializers.IntegerField(
+            help_text="focused time of your submitted tasks here, in milliseconds"
+        )
+        break_every = serializers.IntegerField(
+            allow_null=True, help_text="a break is suggested after every N submitted tasks"
+        )
+        break_minutes = serializers.IntegerField(allow_null=True)
+        tasks_until_break = serializers.IntegerField(allow_null=True)
+        break_due = serializers.BooleanField(
+            help_text="your last submission completed a round of break_every tasks"
+        )
+
+        class Meta:
+            ref_name = "AnnotatorProgress"
+
+    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
+    def get(self, request, campaign_id: int):
+        if campaign_id > MAX_ID:
+            return _error(404, "no such campaign", "not_found")
+        try:
+            campaign = access.campaign_get_for_annotator(user=request.user, campaign_id=campaign_id)
+        except Campaign.DoesNotExist:
+            return _error(404, "no such campaign", "not_found")
+        progress = selectors.annotator_progress(campaign=campaign, user=request.user)
+        return ApiResponse(progress.as_json())
+
+
 # --- next task ------------------------------------------------------------------------------
 
 
@@ -113,14 +161,45 @@ class AssignmentNextApi(APIView):
             class Meta:
                 ref_name = "AssignmentSkill"
 
+        class PairSerializer(serializers.Serializer):
+            class QuestionSerializer(serializers.Serializer):
+                skill_id = serializers.IntegerField(
+                    allow_null=True, help_text="null: the overall question"
+                )
+                name = serializers.CharField(help_text='the skill, or "Overall"')
+
+                class Meta:
+                    ref_name = "AssignmentPairQuestion"
+
+            left = serializers.CharField(help_text="the response shown on the left (A)")
+            right = serializers.CharField(help_text="the response shown on the right (B)")
+            questions = QuestionSerializer(many=True, help_text="answer each one")
+            choices = serializers.ListField(
+                child=serializers.ChoiceField(choices=list(SHOWN_CHOICES)),
+                help_text="the choices offered, by side: left, right, tie, both_bad",
+            )
+            strength = serializers.BooleanField(
+                help_text="a left or right choice may say how much: 1 slightly, 2 much"
+            )
+            rationale = serializers.BooleanField(help_text="a rationale may be given")
+
+            class Meta:
+                ref_name = "AssignmentPair"
+
         assignment_id = serializers.IntegerField()
         expires_at = serializers.DateTimeField()
         instruction = serializers.CharField()
         reference = serializers.CharField(
             required=False, help_text="present only when the campaign shows references"
         )
-        response = serializers.CharField(help_text="the text to score (its model is hidden)")
+        response = serializers.CharField(
+            help_text="the text to score (its model is hidden); empty for a pair task"
+        )
         skills = SkillSerializer(many=True)
+        pair = PairSerializer(
+            required=False,
+            help_text="a pairwise campaign's task: two responses to compare (no scores)",
+        )
 
         class Meta:
             ref_name = "AssignmentNext"
@@ -186,14 +265,58 @@ def _task_payload(card: selectors.TaskCard) -> dict:
     }
     if card.reference is not None:
         payload["reference"] = card.reference
+    if card.pair is not None:
+        questions = [{"skill_id": s.skill_id, "name": s.name} for s in card.pair.questions.skills]
+        if card.pair.questions.overall:
+            questions.append({"skill_id": None, "name": "Overall"})
+        payload["pair"] = {
+            "left": card.pair.left,
+            "right": card.pair.right,
+            "questions": questions,
+            "choices": card.pair.choices,
+            "strength": card.pair.questions.strength,
+            "rationale": card.pair.questions.rationale,
+        }
     return payload
 
 
 # --- submit and skip ------------------------------------------------------------------------
 
 
+class FeedbackSerializer(serializers.Serializer):
+    class SkillSerializer(serializers.Serializer):
+        skill = serializers.CharField()
+        given = serializers.CharField(help_text='"1".."5" or "N/A"')
+        expected = serializers.CharField(help_text='"1".."5" or "N/A"')
+        agrees = serializers.BooleanField()
+
+        class Meta:
+            ref_name = "TrainingFeedbackSkill"
+
+    skills = SkillSerializer(many=True)
+    explanations = serializers.ListField(child=serializers.CharField(), help_text="Markdown")
+
+    class Meta:
+        ref_name = "TrainingFeedback"
+
+
+def _training_feedback(assignment) -> dict | None:
+    """The expected scores and explanations after a training answer (docs/SCREENING.md)."""
+    found = selectors.gold_feedback_for_assignment(assignment=assignment)
+    if found is None:
+        return None
+    return {
+        "skills": [
+            {"skill": r.skill_name, "given": r.given, "expected": r.known, "agrees": r.agrees}
+            for r in found.rows
+        ],
+        "explanations": found.explanations,
+    }
+
+
 class AssignmentSubmitApi(APIView):
-    """Record the scores of a task: one per asked skill, 1-5 or null for N/A."""
+    """Record the scores of a task: one per asked skill, 1-5 or null for N/A; or, for a
+    pair task, the preferences: one per question, by side (left, right, tie, both_bad)."""
 
     class InputSerializer(serializers.Serializer):
         class ScoreSerializer(serializers.Serializer):
@@ -209,7 +332,30 @@ class AssignmentSubmitApi(APIView):
             class Meta:
                 ref_name = "AssignmentScoreInput"
 
-        scores = ScoreSerializer(many=True, allow_empty=False)
+        class PreferenceSerializer(serializers.Serializer):
+            skill_id = serializers.IntegerField(
+                min_value=1, max_value=MAX_ID, allow_null=True, help_text="null: overall"
+            )
+            choice = serializers.ChoiceField(choices=list(SHOWN_CHOICES))
+            strength = serializers.ChoiceField(
+                choices=[1, 2], required=False, allow_null=True, default=None
+            )
+            rationale = serializers.CharField(
+                required=False, allow_blank=True, max_length=MAX_RATIONALE, default=""
+            )
+            time_ms = serializers.IntegerField(
+                required=False, allow_null=True, min_value=0, max_value=MAX_TIME_MS, default=None
+            )
+
+            class Meta:
+                ref_name = "AssignmentPreferenceInput"
+
+        scores = ScoreSerializer(
+            many=True, allow_empty=False, required=False, help_text="a task scoring one response"
+        )
+        preferences = PreferenceSerializer(
+            many=True, allow_empty=False, required=False, help_text="a pair task"
+        )
         active_ms = serializers.IntegerField(
             required=False, allow_null=True, min_value=0, max_value=MAX_TIME_MS, default=None
         )
@@ -223,6 +369,17 @@ class AssignmentSubmitApi(APIView):
         class Meta:
             ref_name = "AssignmentSubmit"
 
+        def validate(self, attrs):
+            if "scores" in attrs and "preferences" in attrs:
+                raise serializers.ValidationError(
+                    {"scores": ["send scores (one response) or preferences (a pair), not both"]}
+                )
+            if "scores" not in attrs and "preferences" not in attrs:
+                raise serializers.ValidationError(
+                    {"scores": ["This field is required (or preferences, for a pair task)."]}
+                )
+            return attrs
+
     class OutputSerializer(serializers.Serializer):
         assignment_id = serializers.IntegerField()
         status = serializers.CharField()
@@ -232,6 +389,10 @@ class AssignmentSubmitApi(APIView):
         )
         next_reason = serializers.CharField(
             required=False, help_text=f"with next=true and no task: why (as {NO_TASK_HEADER})"
+        )
+        feedback = FeedbackSerializer(
+            required=False,
+            help_text="only after a training task of screening: the expected scores and why",
         )
 
         class Meta:
@@ -261,26 +422,38 @@ class AssignmentSubmitApi(APIView):
         if not serializer.is_valid():
             return _invalid(serializer.errors)
         data = serializer.validated_data
+        field = "scores" if "scores" in data else "preferences"
         try:
-            result = human_score_submit(
-                assignment_id=assignment_id,
-                annotator=request.user,
-                scores=[ScoreInput(**row) for row in data["scores"]],
-                active_ms=data["active_ms"],
-            )
+            if field == "scores":
+                result = human_score_submit(
+                    assignment_id=assignment_id,
+                    annotator=request.user,
+                    scores=[ScoreInput(**row) for row in data["scores"]],
+                    active_ms=data["active_ms"],
+                )
+            else:
+                result = human_preference_submit(
+                    assignment_id=assignment_id,
+                    annotator=request.user,
+                    preferences=[PreferenceInput(**row) for row in data["preferences"]],
+                    active_ms=data["active_ms"],
+                    shown=True,
+                )
         except AssignmentError as exc:
             # not_found (also someone else's assignment) / lease_lost, skipped / invalid,
             # incomplete / invalid: the scores do not match the skills the task asks, a 400
             # on the scores field like any field error, keeping its own stable code
             code = {"not_found": 404, "lease_lost": 409, "skipped": 409}.get(exc.code)
             if code is None:
-                body = {**invalid_body({"scores": [str(exc)]}), "code": exc.code}
+                body = {**invalid_body({field: [str(exc)]}), "code": exc.code}
                 return ApiResponse(body, status=status.HTTP_400_BAD_REQUEST)
             return _error(code, str(exc), exc.code)
         if not result.created:
             body = {"assignment_id": assignment_id, "duplicate": True}
         else:
             body = {"assignment_id": assignment_id, "status": "submitted", "late": result.late}
+        if result.task_kind == TaskKind.TRAINING:  # screening's training: always explained
+            body["feedback"] = _training_feedback(result.assignment)
         if data["next"]:
             body.update(_next_for(request.user, result.assignment.campaign_id))
         return ApiResponse(body, status=201 if result.created else 200)

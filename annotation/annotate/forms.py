@@ -15,6 +15,7 @@ from django import forms
 
 from annotation.parsers import ScoreRefused, score_read
 from annotation.services.assignments import ScoreInput
+from annotation.services.preferences import SHOWN_CHOICES, PreferenceInput
 
 MAX_MS = 24 * 3600 * 1000  # the service's bound for a row's time; longer is a broken clock
 
@@ -29,12 +30,16 @@ class ScoreSubmission:
 
 
 def _ms(raw: str | None) -> int | None:
-    """A client-measured duration; a missing or implausible one is dropped, not refused."""
+    """A client-measured duration; a missing or implausible one is dropped, not refused.
+
+    0 is dropped too: the scoring page cannot submit a task, or score a row, in no focused
+    time at all, so a 0 means the clock did not run (a row it never saw focused, a page
+    without its script), and is stored as no value (NULL), which exports print empty."""
     try:
         value = int(raw or "")
     except ValueError:
         return None
-    return value if 0 <= value <= MAX_MS else None
+    return value if 0 < value <= MAX_MS else None
 
 
 def score_submission_from_post(post) -> ScoreSubmission:
@@ -67,6 +72,56 @@ def score_submission_from_post(post) -> ScoreSubmission:
         suffix = key.removeprefix("rationale-")
         if suffix != key and suffix.isdigit():
             result.rationales[int(suffix)] = raw.strip()
+    return result
+
+
+@dataclass
+class PreferenceSubmission:
+    """A pair card's POST: `pref-<skill id>` or `pref-overall` (a side: left, right, tie,
+    both_bad), optional `strength-<key>` (1 or 2), `rationale-<key>`, `time-<key>`."""
+
+    preferences: list[PreferenceInput] = field(default_factory=list)
+    active_ms: int | None = None
+    error: str = ""
+    values: dict[str, str] = field(default_factory=dict)  # key -> posted side, to redraw
+    strengths: dict[str, str] = field(default_factory=dict)
+    rationales: dict[str, str] = field(default_factory=dict)
+
+
+def preference_submission_from_post(post) -> PreferenceSubmission:
+    result = PreferenceSubmission(active_ms=_ms(post.get("active_ms")))
+    for key, raw in post.items():
+        if not key.startswith("pref-"):
+            continue
+        name = key.removeprefix("pref-")
+        if name != "overall" and not name.isdigit():
+            result.error = "the form was damaged; please reload the page"
+            continue
+        result.values[name] = raw
+        strength_raw = post.get(f"strength-{name}", "")
+        if strength_raw:
+            result.strengths[name] = strength_raw
+        if raw not in SHOWN_CHOICES:
+            result.error = "choose one of the offered answers"
+            continue
+        if strength_raw not in ("", "1", "2"):
+            result.error = "how much better is 1 (slightly) or 2 (much)"
+            continue
+        # a strength left over from an earlier A or B choice goes with a tie or both bad
+        directed = raw in ("left", "right")
+        result.preferences.append(
+            PreferenceInput(
+                skill_id=None if name == "overall" else int(name),
+                choice=raw,
+                strength=int(strength_raw) if strength_raw and directed else None,
+                rationale=post.get(f"rationale-{name}", "").strip(),
+                time_ms=_ms(post.get(f"time-{name}")),
+            )
+        )
+    for key, raw in post.items():
+        suffix = key.removeprefix("rationale-")
+        if suffix != key:
+            result.rationales[suffix] = raw.strip()
     return result
 
 

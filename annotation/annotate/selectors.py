@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.core.cache import cache
 from django.db.models import (
     Case,
     Count,
@@ -21,6 +22,7 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    Sum,
     When,
 )
 from django.db.models.functions import Coalesce
@@ -39,14 +41,34 @@ from annotation.models import (
     Item,
     ItemDomain,
     Response,
+    Screening,
+    ScreeningPhase,
     Task,
     TaskKind,
     accepted_assignment_q,
 )
-from annotation.selectors import TaskSkill, item_skills_sql, skills_for_item
+from annotation.screening.selectors import screening_failed
+from annotation.selectors import (
+    PairQuestions,
+    TaskSkill,
+    item_skills_sql,
+    pair_questions,
+    skills_for_item,
+)
 from flaskweb.db import aware, fetch_one, instance_from
 
 VISIBLE_STATUSES = (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
+
+
+@dataclass(frozen=True)
+class PairCard:
+    """A pair task as shown: the two responses by side (the stored order applied, so no A
+    or B and no model name), the questions, and the choices by side (SHOWN_CHOICES)."""
+
+    left: str
+    right: str
+    questions: PairQuestions
+    choices: list[str]  # "left", "right", "tie", "both_bad", in the campaign's order
 
 
 @dataclass(frozen=True)
@@ -58,41 +80,74 @@ class TaskCard:
     expires_at: datetime
     instruction: str
     reference: str | None  # None when the campaign hides references
-    response: str
-    skills: list[TaskSkill]  # ranked
+    response: str  # a pair task: "" (see `pair`)
+    skills: list[TaskSkill]  # ranked; a pair task: the skills compared (pair.questions)
+    pair: PairCard | None = None
 
 
 _CARD = f"""
 SELECT a.expires_at, c.id, c.updated_at, c.skill_mode, c.show_reference,
-       r.item_id, r.text, i.instruction, i.reference_answer, {{skills}}
+       r.item_id, r.text, i.instruction, i.reference_answer, {{skills}},
+       rb.text, t.b_left, c.pair_ask, c.pair_choices, c.pair_strength, c.pair_rationale
 FROM {Assignment._meta.db_table} a
 JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
 JOIN {Task._meta.db_table} t ON t.id = a.task_id
 JOIN {Response._meta.db_table} r ON r.id = t.response_id
 JOIN {Item._meta.db_table} i ON i.id = r.item_id
+LEFT JOIN {Response._meta.db_table} rb ON rb.id = t.response_b_id
 WHERE a.id = %s AND a.annotator_id = %s
 """
+
+#: A pair's choices by side, from PairChoice values (A is on the left unless b_left; the
+#: page and the API speak only of sides).
+_SIDE = {"a": "left", "b": "right"}
 
 
 def task_card_for_annotator(*, user, assignment_id: int) -> TaskCard | None:
     """The user's own assignment as a card; None for anyone else's. One raw statement on
-    PostgreSQL (two on SQLite) once the campaign's pinned rubrics are cached."""
+    PostgreSQL (two on SQLite) once the campaign's pinned rubrics are cached. A pair task's
+    card has `pair` (both responses in the order shown, the questions)."""
     sql = _CARD.format(skills=item_skills_sql("r.item_id"))
     row = fetch_one(sql, [assignment_id, user.pk])
     if row is None:
         return None
     expires_at, campaign_id, updated_at, skill_mode, show_reference = row[:5]
-    item_id, text, instruction, reference, item_skills = row[5:]
+    item_id, text, instruction, reference, item_skills = row[5:10]
+    text_b, b_left, pair_ask, pair_choices, pair_strength, pair_rationale = row[10:16]
     campaign = instance_from(
-        Campaign, {"id": campaign_id, "updated_at": aware(updated_at), "skill_mode": skill_mode}
+        Campaign,
+        {
+            "id": campaign_id,
+            "updated_at": aware(updated_at),
+            "skill_mode": skill_mode,
+            "pair_ask": pair_ask,
+            "pair_choices": pair_choices,
+            "pair_strength": pair_strength,
+            "pair_rationale": pair_rationale,
+        },
     )
+    pair = None
+    if text_b is not None:
+        questions = pair_questions(campaign=campaign, item_id=item_id, item_skills=item_skills)
+        pair = PairCard(
+            left=text_b if b_left else text,
+            right=text if b_left else text_b,
+            questions=questions,
+            # A and B become sides the same way for every task: the choice "a" is offered
+            # as "left" (the response shown on the left), whatever the stored order.
+            choices=[_SIDE.get(c, c) for c in questions.choices],
+        )
+        skills = questions.skills
+    else:
+        skills = skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills)
     return TaskCard(
         assignment_id=assignment_id,
         expires_at=aware(expires_at),
         instruction=instruction,
         reference=reference if show_reference else None,
-        response=text,
-        skills=skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills),
+        response="" if pair else text,
+        skills=skills,
+        pair=pair,
     )
 
 
@@ -107,10 +162,33 @@ class AnnotatorCampaignRow:
     quota: int | None
     available: int  # tasks this annotator could still be given now (normal ones)
     has_open_task: bool
+    active_ms: int = 0  # focused time of their submitted tasks here
+    checks: int = 0  # submitted tasks that fill no quota (gold, repeats, screening)
+    screened_out: bool = False  # failed the campaign's qualification test
 
     @property
     def can_start(self) -> bool:
+        if self.screened_out:
+            return False
         return self.has_open_task or (self.status == CampaignStatus.ACTIVE and self.available > 0)
+
+    @property
+    def total(self) -> int:
+        """As AnnotatorProgress.total: the quota and the checks, else done + held + open to
+        them now."""
+        if self.quota is not None:
+            return max(self.quota + self.checks, self.done)
+        return self.done + int(self.has_open_task) + self.available
+
+    @property
+    def percent(self) -> int:
+        if self.total <= 0:
+            return 100 if self.done else 0
+        return max(0, min(100, round(100 * self.done / self.total)))
+
+    @property
+    def spent(self) -> str:
+        return spent_label(self.active_ms)
 
 
 def campaign_list_for_annotator(*, user) -> list[AnnotatorCampaignRow]:
@@ -154,11 +232,23 @@ def campaign_list_for_annotator(*, user) -> list[AnnotatorCampaignRow]:
                     assignments__status=AssignmentStatus.SUBMITTED,
                 ),
             ),
+            n_ms=Sum(
+                "assignments__active_ms",
+                filter=Q(
+                    assignments__annotator=user,
+                    assignments__status=AssignmentStatus.SUBMITTED,
+                ),
+            ),
             n_quota_done=Count(
                 "assignments",
                 filter=Q(assignments__annotator=user) & accepted_assignment_q(path="assignments__"),
             ),
             n_available=available,
+            screened_out=Exists(
+                Screening.objects.filter(
+                    campaign_id=OuterRef("pk"), annotator=user, phase=ScreeningPhase.FAILED
+                )
+            ),
             has_open=Exists(
                 Assignment.objects.filter(
                     campaign_id=OuterRef("pk"),
@@ -172,7 +262,7 @@ def campaign_list_for_annotator(*, user) -> list[AnnotatorCampaignRow]:
     )
     rows = []
     for c in campaigns:
-        left = c.n_available
+        left = 0 if c.screened_out else c.n_available
         if c.quota_per_annotator is not None:
             left = max(0, min(left, c.quota_per_annotator - c.n_quota_done))
         rows.append(
@@ -186,6 +276,9 @@ def campaign_list_for_annotator(*, user) -> list[AnnotatorCampaignRow]:
                 quota=c.quota_per_annotator,
                 available=left,
                 has_open_task=c.has_open,
+                active_ms=c.n_ms or 0,
+                checks=max(0, c.n_done - c.n_quota_done),
+                screened_out=c.screened_out,
             )
         )
     return rows
@@ -213,6 +306,169 @@ def assignment_done_count(*, campaign: Campaign, user) -> int:
     ).count()
 
 
+# --- progress and pace ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnnotatorProgress:
+    """One annotator's progress in one campaign, as the scoring page, My tasks and the
+    progress API show it.
+
+    `done` counts every task they submitted here (gold and repeats included, as My tasks
+    does: counting only the ones that fill the quota would tell which were checks). `total`
+    is their quota when the campaign sets one, else what they could do in all: `done`, the
+    task they hold, and the normal tasks still open to them now (it shrinks as others take
+    tasks). `active_ms` sums the focused time of their submitted tasks."""
+
+    done: int
+    total: int
+    by_quota: bool
+    active_ms: int
+    checks: int
+    break_every: int | None
+    break_minutes: int
+
+    @property
+    def percent(self) -> int:
+        if self.total <= 0:
+            return 100 if self.done else 0
+        return max(0, min(100, round(100 * self.done / self.total)))
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.total - self.done)
+
+    @property
+    def spent(self) -> str:
+        return spent_label(self.active_ms)
+
+    @property
+    def until_break(self) -> int | None:
+        """Tasks left before the next suggested break; None without breaks."""
+        if not self.break_every:
+            return None
+        return self.break_every - self.done % self.break_every
+
+    @property
+    def break_due(self) -> bool:
+        """A break is suggested now: the last submission completed a round of
+        `break_every` tasks."""
+        return bool(self.break_every) and self.done > 0 and self.until_break == self.break_every
+
+    def as_json(self) -> dict:
+        return {
+            "done": self.done,
+            "total": self.total,
+            "total_is_quota": self.by_quota,
+            "remaining": self.remaining,
+            "percent": self.percent,
+            "active_ms": self.active_ms,
+            "break_every": self.break_every,
+            "break_minutes": self.break_minutes if self.break_every else None,
+            "tasks_until_break": self.until_break,
+            "break_due": self.break_due,
+        }
+
+
+def spent_label(ms: int) -> str:
+    """Focused time as an annotator reads it: "under a minute", "23 min", "1 h 5 min"."""
+    minutes = round(ms / 60000)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def _open_normal_tasks(*, user) -> QuerySet:
+    """The campaign's (OuterRef "pk") normal tasks with a free slot that `user` never had,
+    routed by domain as the claim routes them."""
+    never_mine = ~Exists(
+        Assignment.objects.filter(
+            task_id=OuterRef("pk"), annotator=user, kind=AssignmentKind.NORMAL
+        )
+    )
+    mine = AnnotatorExpertise.objects.filter(user=user)
+    routed = (
+        Q(campaign__route_by_domain=False)
+        | ~Exists(mine)
+        | Exists(
+            ItemDomain.objects.filter(
+                item_id=OuterRef("response__item_id"),
+                domain_id__in=mine.values("domain_id"),
+            )
+        )
+    )
+    return Task.objects.filter(
+        campaign_id=OuterRef("pk"), kind=TaskKind.NORMAL, assigned__lt=F("overlap")
+    ).filter(never_mine, routed)
+
+
+#: How long an annotator's total (without a quota) is reused: counting the tasks still open
+#: to them scans the campaign's free tasks (14.7 ms at 10,000 tasks, measured), too much for
+#: every card. Their own claims, submissions and skips do not change the total; only other
+#: annotators' work does, and a minute late is soon enough for a progress bar.
+TOTAL_CACHE_SECONDS = 60
+
+
+def _total_key(campaign_id: int, user_id: int) -> str:
+    return f"annotate:progress-total:{campaign_id}:{user_id}"
+
+
+#: The annotator's own assignments in the campaign: submitted, their focused time, held, and
+#: of those submitted or held the checks (gold, attention, repeats, screening tasks), which
+#: count in `done` but never among the normal tasks open to them.
+_MINE = f"""
+SELECT COUNT(*) FILTER (WHERE a.status = 'submitted'),
+       COALESCE(SUM(a.active_ms) FILTER (WHERE a.status = 'submitted'), 0),
+       COUNT(*) FILTER (WHERE a.status = 'active'),
+       COUNT(*) FILTER (WHERE a.status IN ('submitted', 'active')
+                        AND (a.kind <> 'normal' OR t.kind <> 'normal'))
+FROM {Assignment._meta.db_table} a
+JOIN {Task._meta.db_table} t ON t.id = a.task_id
+WHERE a.campaign_id = %s AND a.annotator_id = %s
+"""
+
+
+def annotator_progress(*, campaign: Campaign, user) -> AnnotatorProgress:
+    """`user`'s progress in `campaign`. One fixed statement reads their own assignments (a
+    range of the `assignment_mine` index: 0.05 ms). Without a quota, the total is the
+    normal tasks they did, hold or could still get (open: a second query, cached for
+    TOTAL_CACHE_SECONDS, as their own claims and submissions do not change that sum) plus
+    the checks they did or hold."""
+    row = fetch_one(_MINE, [campaign.pk, user.pk])
+    assert row is not None  # an aggregate always answers one row
+    done, ms, holding, checks = (int(v or 0) for v in row)
+    by_quota = campaign.quota_per_annotator is not None
+    if campaign.quota_per_annotator is not None:
+        # The checks (gold, repeats, training, qualification) count in `done` and never fill
+        # the quota: they count in the total too, or a quota of 1 after a four-task
+        # screening would read "5 of 1 done".
+        total = max(campaign.quota_per_annotator + checks, done + holding)
+    else:
+        key = _total_key(campaign.pk, user.pk)
+        normal = cache.get(key)
+        if normal is None:
+            open_now = (
+                Campaign.objects.filter(pk=campaign.pk)
+                .annotate(n_open=_count(_open_normal_tasks(user=user)))
+                .values_list("n_open", flat=True)
+                .get()
+            )
+            normal = done + holding - checks + open_now
+            cache.set(key, normal, TOTAL_CACHE_SECONDS)
+        total = max(int(normal) + checks, done + holding)
+    return AnnotatorProgress(
+        done=done,
+        total=total,
+        by_quota=by_quota,
+        active_ms=ms,
+        checks=checks,
+        break_every=campaign.break_every,
+        break_minutes=campaign.break_minutes,
+    )
+
+
 #: Why a claim came back empty: the code the API sends (the No-Task-Reason header, a chained
 #: submit's `next_reason`) -> the words the annotate page shows.
 NO_TASK_MESSAGES = {
@@ -220,6 +476,11 @@ NO_TASK_MESSAGES = {
     "campaign_paused": "This campaign is paused for now. Please come back later.",
     "campaign_finished": "This campaign is finished. Thank you for your work!",
     "quota_reached": "You have reached your quota for this campaign. Thank you!",
+    "screened_out": (
+        "Thank you for taking the qualification test. Your answers did not reach the "
+        "agreement this study needs, so it has no further tasks for you. We appreciate "
+        "your time."
+    ),
     "no_task_available": (
         "There is nothing for you to score right now: every response has enough "
         "annotators, or you have scored all the ones you can. Thank you!"
@@ -229,14 +490,17 @@ NO_TASK_MESSAGES = {
 
 def no_task_reason(*, campaign: Campaign, user) -> str:
     """Why `user` has no task in `campaign` now, as a key of NO_TASK_MESSAGES: the campaign
-    is not active (draft, paused, finished), the user's quota is met (their accepted
-    assignments, Assignment.objects.accepted), or nothing is left for them. Ask it right
-    after an empty claim. It re-reads the campaign's status and quota into `campaign` (two
-    fields, one query): the caller may hold a stub (the API) or an instance read before the
-    claim, and the reason must be the campaign's state now."""
-    campaign.refresh_from_db(fields=["status", "quota_per_annotator"])
+    is not active (draft, paused, finished), the user failed the campaign's screening, the
+    user's quota is met (their accepted assignments, Assignment.objects.accepted), or
+    nothing is left for them. Ask it right after an empty claim. It re-reads the campaign's
+    status, quota and screening flag into `campaign` (one query): the caller may hold a
+    stub (the API) or an instance read before the claim, and the reason must be the
+    campaign's state now."""
+    campaign.refresh_from_db(fields=["status", "quota_per_annotator", "screening"])
     if campaign.status != CampaignStatus.ACTIVE:
         return f"campaign_{campaign.status}"
+    if campaign.screening and screening_failed(campaign=campaign, user=user):
+        return "screened_out"
     if campaign.quota_per_annotator is not None:
         counted = Assignment.objects.filter(campaign=campaign, annotator=user).accepted().count()
         if counted >= campaign.quota_per_annotator:
@@ -268,8 +532,9 @@ class GoldFeedback:
 
 def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | None:
     """The known scores next to the annotator's own, for a submitted gold or attention
-    task; None for any other task (the caller never learns more than that)."""
-    if assignment.task.kind not in (TaskKind.GOLD, TaskKind.ATTENTION):
+    task, or a training task of screening (always shown); None for any other task (the
+    caller never learns more than that)."""
+    if assignment.task.kind not in (TaskKind.GOLD, TaskKind.ATTENTION, TaskKind.TRAINING):
         return None
     if assignment.kind != AssignmentKind.NORMAL:
         return None

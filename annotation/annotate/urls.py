@@ -19,6 +19,11 @@ api_urlpatterns = [
         name="api-annotator-campaign-list",
     ),
     path(
+        "campaigns/<int:campaign_id>/progress/",
+        apis.AnnotatorProgressApi.as_view(),
+        name="api-annotator-progress",
+    ),
+    path(
         "campaigns/<int:campaign_id>/next/",
         apis.AssignmentNextApi.as_view(),
         name="api-assignment-next",

@@ -18,9 +18,16 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
 from annotation.annotate import selectors
-from annotation.annotate.forms import ScoreSubmission, SkipForm, score_submission_from_post
-from annotation.models import Assignment, Campaign
+from annotation.annotate.forms import (
+    PreferenceSubmission,
+    ScoreSubmission,
+    SkipForm,
+    preference_submission_from_post,
+    score_submission_from_post,
+)
+from annotation.models import Assignment, Campaign, TaskKind
 from annotation.services import assignments as workflow
+from annotation.services.preferences import human_preference_submit
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 PAGE = "annotation/annotate.html"
@@ -62,6 +69,8 @@ def annotate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_get_for_annotator(request, pk)
+    if assignment.task.response_b_id is not None:
+        return _pair_submit(request, assignment)
     submission = score_submission_from_post(request.POST)
     try:
         if submission.error:
@@ -76,11 +85,32 @@ def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         if exc.code in REDRAW_CODES:
             return _card(request, assignment, error=str(exc), submission=submission)
         return _next_card(request, assignment.campaign, notice=str(exc))
-    if assignment.campaign.gold_feedback:
+    # training tasks always show their known scores and explanations; gold ones if enabled
+    if assignment.campaign.gold_feedback or assignment.task.kind == TaskKind.TRAINING:
         feedback = selectors.gold_feedback_for_assignment(assignment=assignment)
         if feedback is not None:
-            return _render(request, assignment.campaign, {"feedback": feedback})
-    return _next_card(request, assignment.campaign, notice="Saved.")
+            return _render(request, assignment.campaign, {"feedback": feedback}, pace=True)
+    return _next_card(request, assignment.campaign, notice="Saved.", pace=True)
+
+
+def _pair_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpResponse:
+    """annotate_submit for a pair task: the choices by side, as the card showed them."""
+    submission = preference_submission_from_post(request.POST)
+    try:
+        if submission.error:
+            raise workflow.AssignmentError(submission.error, code="invalid")
+        human_preference_submit(
+            assignment_id=assignment.pk,
+            annotator=request.user,
+            preferences=submission.preferences,
+            active_ms=submission.active_ms,
+            shown=True,
+        )
+    except workflow.AssignmentError as exc:
+        if exc.code in REDRAW_CODES:
+            return _card(request, assignment, error=str(exc), submission=submission)
+        return _next_card(request, assignment.campaign, notice=str(exc))
+    return _next_card(request, assignment.campaign, notice="Saved.", pace=True)
 
 
 @require_POST
@@ -89,7 +119,11 @@ def annotate_skip(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_get_for_annotator(request, pk)
     form = SkipForm(request.POST)
     if not form.is_valid():
-        submission = score_submission_from_post(request.POST)
+        submission: ScoreSubmission | PreferenceSubmission
+        if assignment.task.response_b_id is not None:
+            submission = preference_submission_from_post(request.POST)
+        else:
+            submission = score_submission_from_post(request.POST)
         # ErrorList's items are the messages (it unwraps each ValidationError)
         error = cast(str, next(iter(form.errors.values()))[0])
         return _card(request, assignment, skip_error=error, submission=submission)
@@ -109,7 +143,16 @@ def annotate_skip(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 # --- rendering the card ------------------------------------------------------------------------
 
 
-def _next_card(request: HtmxHttpRequest, campaign: Campaign, *, notice: str = "") -> HttpResponse:
+def _next_card(
+    request: HtmxHttpRequest, campaign: Campaign, *, notice: str = "", pace: bool = False
+) -> HttpResponse:
+    """The next task's card. With `pace` (right after a submission), a break card instead
+    when the campaign suggests one now: no task is claimed, so no lease runs out during the
+    break; its Continue button asks for this page again."""
+    if pace and campaign.break_every:
+        progress = selectors.annotator_progress(campaign=campaign, user=request.user)
+        if progress.break_due:
+            return _render(request, campaign, {"on_break": True, "notice": notice}, progress)
     claimed = workflow.assignment_next(campaign=campaign, annotator=request.user)
     if claimed is None:
         reason = selectors.NO_TASK_MESSAGES[
@@ -127,8 +170,12 @@ def _card(
     notice: str = "",
     error: str = "",
     skip_error: str = "",
-    submission: ScoreSubmission | None = None,
+    submission: ScoreSubmission | PreferenceSubmission | None = None,
 ) -> HttpResponse:
+    if assignment.task.response_b_id is not None:
+        assert not isinstance(submission, ScoreSubmission)
+        return _pair_card(request, assignment, notice, error, skip_error, submission)
+    assert not isinstance(submission, PreferenceSubmission)
     values = submission.values if submission else {}
     rationales = submission.rationales if submission else {}
     rows = [
@@ -147,11 +194,81 @@ def _card(
         "notice": notice,
         "error": error,
         "skip_error": skip_error,
-        "done": selectors.assignment_done_count(campaign=assignment.campaign, user=request.user),
     }
     return _render(request, assignment.campaign, context)
 
 
-def _render(request: HtmxHttpRequest, campaign: Campaign, context: dict) -> HttpResponse:
-    context = {"campaign": campaign, "max_rationale": workflow.MAX_RATIONALE, **context}
+#: The choices of a pair card by side: (label, key).
+PAIR_LABELS = {
+    "left": ("A is better", "a"),
+    "right": ("B is better", "b"),
+    "tie": ("Tie", "t"),
+    "both_bad": ("Both bad", "x"),
+}
+
+
+def _pair_card(
+    request: HtmxHttpRequest,
+    assignment: Assignment,
+    notice: str,
+    error: str,
+    skip_error: str,
+    submission: PreferenceSubmission | None,
+) -> HttpResponse:
+    """A pair task's card: both responses in the stored shown order, no model names."""
+    card = selectors.task_card_for_annotator(user=request.user, assignment_id=assignment.pk)
+    assert card is not None and card.pair is not None  # the user's own pair assignment
+    values = submission.values if submission else {}
+    strengths = submission.strengths if submission else {}
+    rationales = submission.rationales if submission else {}
+    asked = [(str(s.skill_id), s.name, s.criterion) for s in card.pair.questions.skills]
+    if card.pair.questions.overall:
+        asked.append(("overall", "Overall", "All things considered, which response is better?"))
+    questions = [
+        {
+            "key": key,
+            "name": name,
+            "criterion": criterion,
+            "value": values.get(key, ""),
+            "strength": strengths.get(key, ""),
+            "rationale": rationales.get(key, ""),
+        }
+        for key, name, criterion in asked
+    ]
+    choices = [
+        {"value": c, "label": PAIR_LABELS[c][0], "key": PAIR_LABELS[c][1]}
+        for c in card.pair.choices
+    ]
+    context = {
+        "assignment": assignment,
+        "item": assignment.task.response.item,
+        "pair": card.pair,
+        "questions": questions,
+        "choices": choices,
+        "notice": notice,
+        "error": error,
+        "skip_error": skip_error,
+    }
+    return _render(request, assignment.campaign, context)
+
+
+def _render(
+    request: HtmxHttpRequest,
+    campaign: Campaign,
+    context: dict,
+    progress: selectors.AnnotatorProgress | None = None,
+    *,
+    pace: bool = False,
+) -> HttpResponse:
+    """Every card shows the annotator's progress (one query, annotator_progress). With
+    `pace`, a card shown after a submission (gold feedback) also says when a break is due."""
+    if progress is None:
+        progress = selectors.annotator_progress(campaign=campaign, user=request.user)
+    context = {
+        "campaign": campaign,
+        "max_rationale": workflow.MAX_RATIONALE,
+        "progress": progress,
+        "break_now": pace and progress.break_due,
+        **context,
+    }
     return render(request, template_for(request, PAGE, CARD), context)

@@ -28,8 +28,12 @@ from annotation.models import (
     AssignmentKind,
     AssignmentStatus,
     Campaign,
+    CampaignMode,
     CampaignStatus,
     HumanScore,
+    PairAsk,
+    PairChoice,
+    PairDesign,
     Project,
     SkillMode,
 )
@@ -155,6 +159,14 @@ class CampaignSerializer(serializers.Serializer):
     gold_rate = serializers.FloatField()
     repeat_rate = serializers.FloatField()
     gold_feedback = serializers.BooleanField()
+    mode = serializers.ChoiceField(choices=CampaignMode.choices)
+    pair_design = serializers.ChoiceField(choices=PairDesign.choices)
+    pair_anchor = serializers.CharField()
+    pair_budget = serializers.IntegerField(allow_null=True)
+    pair_choices = serializers.ListField(child=serializers.ChoiceField(choices=PairChoice.choices))
+    pair_ask = serializers.ChoiceField(choices=PairAsk.choices)
+    pair_strength = serializers.BooleanField()
+    pair_rationale = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     progress = serializers.SerializerMethodField()
@@ -216,6 +228,29 @@ class CampaignInputSerializer(serializers.Serializer):
     gold_rate = serializers.FloatField(min_value=0, max_value=MAX_RATE, required=False)
     repeat_rate = serializers.FloatField(min_value=0, max_value=MAX_RATE, required=False)
     gold_feedback = serializers.BooleanField(required=False)
+    mode = serializers.ChoiceField(
+        choices=CampaignMode.choices, required=False, help_text="pairwise: compare two responses"
+    )
+    pair_design = serializers.ChoiceField(choices=PairDesign.choices, required=False)
+    pair_anchor = serializers.CharField(
+        max_length=200, allow_blank=True, required=False, help_text="the anchor design's model"
+    )
+    pair_budget = serializers.IntegerField(
+        min_value=1,
+        max_value=2**31 - 1,
+        allow_null=True,
+        required=False,
+        help_text="the sampled design's number of pairs",
+    )
+    pair_choices = serializers.ListField(
+        child=serializers.ChoiceField(choices=PairChoice.choices),
+        max_length=4,
+        required=False,
+        help_text="the answers offered, in order; empty = a, b, tie",
+    )
+    pair_ask = serializers.ChoiceField(choices=PairAsk.choices, required=False)
+    pair_strength = serializers.BooleanField(required=False)
+    pair_rationale = serializers.BooleanField(required=False)
 
     class Meta:
         ref_name = "CampaignInput"

@@ -13,10 +13,14 @@ from annotation.campaigns import selectors as cs
 from annotation.campaigns.services import CAMPAIGN_STRUCTURE, MAX_LEASE_SECONDS
 from annotation.models import (
     Campaign,
+    CampaignMode,
     CampaignStatus,
     Dataset,
     Domain,
     ItemSkill,
+    PairAsk,
+    PairChoice,
+    PairDesign,
     Project,
     Response,
     Skill,
@@ -101,6 +105,49 @@ class CampaignForm(forms.Form):
         label="Gold feedback",
         help_text="Show annotators the known score after they submit a gold task.",
     )
+    mode = forms.ChoiceField(
+        choices=CampaignMode.choices,
+        initial=CampaignMode.POINTWISE,
+        required=False,  # absent: pointwise (as before the mode existed)
+        widget=forms.RadioSelect,
+        label="Mode",
+    )
+    pair_design = forms.ChoiceField(
+        choices=PairDesign.choices,
+        initial=PairDesign.ALL_PAIRS,
+        required=False,
+        label="Which pairs",
+    )
+    pair_anchor = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Anchor model",
+        help_text="For the anchor design: every other model is compared with this one.",
+    )
+    pair_budget = forms.IntegerField(
+        min_value=1,
+        required=False,
+        label="Budget (pairs)",
+        help_text="For the sampled design: how many pairs, each model appearing equally often.",
+    )
+    pair_choices = forms.MultipleChoiceField(
+        choices=PairChoice.choices,
+        initial=[PairChoice.A, PairChoice.B, PairChoice.TIE],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Choices offered",
+    )
+    pair_ask = forms.ChoiceField(
+        choices=PairAsk.choices,
+        initial=PairAsk.BOTH,
+        required=False,
+        label="Ask",
+        widget=forms.RadioSelect,
+    )
+    pair_strength = forms.BooleanField(
+        required=False, label="Ask how much better (slightly or much)"
+    )
+    pair_rationale = forms.BooleanField(required=False, label="Offer a rationale box")
 
     def __init__(
         self,
@@ -167,6 +214,17 @@ class CampaignForm(forms.Form):
             if not 30 <= seconds <= MAX_LEASE_SECONDS:
                 self.add_error("lease_value", "a lease lasts between 30 seconds and 24 hours")
             data["lease_seconds"] = seconds
+        data["mode"] = data.get("mode") or CampaignMode.POINTWISE
+        data["pair_design"] = data.get("pair_design") or PairDesign.ALL_PAIRS
+        data["pair_ask"] = data.get("pair_ask") or PairAsk.BOTH
+        if data["mode"] == CampaignMode.PAIRWISE:
+            design = data["pair_design"]
+            if len(data.get("pair_choices") or []) < 2:
+                self.add_error("pair_choices", "tick at least two choices")
+            if design == PairDesign.ANCHOR and not data.get("pair_anchor"):
+                self.add_error("pair_anchor", "name the anchor model for the anchor design")
+            if design == PairDesign.SAMPLED and not data.get("pair_budget"):
+                self.add_error("pair_budget", "give a budget (number of pairs) to sample")
         return data
 
     def campaign_settings(self) -> dict[str, Any]:
@@ -190,10 +248,22 @@ class CampaignForm(forms.Form):
             "gold_rate": float(data["gold_percent"] / 100),
             "repeat_rate": float(data["repeat_percent"] / 100),
             "gold_feedback": data["gold_feedback"],
+            "mode": data["mode"],
+            "pair_strength": data["pair_strength"],
+            "pair_rationale": data["pair_rationale"],
         }
+        if data["mode"] == CampaignMode.PAIRWISE:
+            design = data["pair_design"]
+            settings |= {
+                "pair_design": design,
+                "pair_anchor": data["pair_anchor"] if design == PairDesign.ANCHOR else "",
+                "pair_budget": data["pair_budget"] if design == PairDesign.SAMPLED else None,
+                "pair_choices": list(data["pair_choices"]),
+                "pair_ask": data["pair_ask"],
+            }
         if self.locked:
             for name in CAMPAIGN_STRUCTURE:
-                settings.pop(name)
+                settings.pop(name, None)
         return settings
 
 
@@ -217,6 +287,14 @@ def _initial_from(campaign: Campaign) -> dict[str, Any]:
         "gold_percent": Decimal(str(round(campaign.gold_rate * 100, 1))),
         "repeat_percent": Decimal(str(round(campaign.repeat_rate * 100, 1))),
         "gold_feedback": campaign.gold_feedback,
+        "mode": campaign.mode,
+        "pair_design": campaign.pair_design,
+        "pair_anchor": campaign.pair_anchor,
+        "pair_budget": campaign.pair_budget,
+        "pair_choices": campaign.pair_choices or [PairChoice.A, PairChoice.B, PairChoice.TIE],
+        "pair_ask": campaign.pair_ask,
+        "pair_strength": campaign.pair_strength,
+        "pair_rationale": campaign.pair_rationale,
     }
 
 

@@ -46,18 +46,22 @@ from django.db.models import (
 from django.db.models.functions import Abs, Coalesce
 
 from annotation.access import campaign_pool_list
+from annotation.gold import gold_correct_annotations, gold_preference_correct_annotations
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
     AssignmentKind,
     AssignmentStatus,
     Campaign,
+    CampaignMode,
     CampaignRubric,
     CampaignStatus,
     Dataset,
     GoldScore,
+    HumanPreference,
     HumanScore,
     ItemSkill,
+    PairAsk,
     Project,
     ProjectRole,
     Response,
@@ -260,7 +264,11 @@ class SkillProgress:
 
 def campaign_skill_progress(*, campaign: Campaign, pins: list[PinnedRubric]) -> list[SkillProgress]:
     """Scores collected / needed per pinned skill, where needed = Σ over the normal tasks
-    that ask the skill of their overlap (tasks × K). Two queries."""
+    that ask the skill of their overlap (tasks × K). Two queries. A pairwise campaign
+    counts its preferences per skill (none when it asks only the overall question)."""
+    pairwise = campaign.mode == CampaignMode.PAIRWISE
+    if pairwise and campaign.pair_ask == PairAsk.OVERALL:
+        return []
     normal_tasks = Task.objects.filter(campaign=campaign, kind=TaskKind.NORMAL)
     if campaign.skill_mode == SkillMode.FIXED:
         total = normal_tasks.aggregate(n=Coalesce(Sum("overlap"), 0))["n"]
@@ -272,8 +280,11 @@ def campaign_skill_progress(*, campaign: Campaign, pins: list[PinnedRubric]) -> 
             .values_list("response__item__item_skills__skill_id")
             .annotate(n=Sum("overlap"))
         )
+    answers = (
+        HumanPreference.objects.filter(skill__isnull=False) if pairwise else HumanScore.objects
+    )
     collected = dict(
-        HumanScore.objects.filter(
+        answers.filter(
             campaign=campaign,
             assignment__kind=AssignmentKind.NORMAL,
             assignment__task__kind=TaskKind.NORMAL,
@@ -492,7 +503,8 @@ class AnnotatorQuality:
 
 
 def campaign_quality(*, campaign: Campaign) -> list[AnnotatorQuality]:
-    """Gold accuracy, attention checks and test-retest per annotator (two queries).
+    """Gold accuracy, attention checks and test-retest per annotator (three queries; gold
+    and attention pairs of a pairwise campaign count as gold answers, one per question).
 
     Gold: each HumanScore of a gold/attention task is joined to the GoldScore of the same
     task and skill, so skills without a known score drop out. Rows come back per
@@ -513,25 +525,27 @@ def campaign_quality(*, campaign: Campaign) -> list[AnnotatorQuality]:
             assignment__task__kind__in=KNOWN_KINDS,
             **{f"{gold}__skill_id": F("skill_id")},
         )
-        .annotate(
-            diff=Abs(F("score") - F(f"{gold}__score")),
-            correct=Case(
-                When(Q(is_na=True) & Q(**{f"{gold}__is_na": True}), then=Value(1)),
-                When(
-                    Q(is_na=False)
-                    & Q(**{f"{gold}__is_na": False})
-                    & Q(diff__lte=F(f"{gold}__tolerance")),
-                    then=Value(1),
-                ),
-                default=Value(0),
-                output_field=IntegerField(),
-            ),
-        )
+        .annotate(**gold_correct_annotations(gold))
         .order_by()
         .values("annotator_id", "annotator__username", "assignment_id", "assignment__task__kind")
         .annotate(n=Count("pk"), ok=Sum("correct"))
     )
-    for r in known:
+    # A pairwise campaign's gold and attention pairs: each answer against the known choice
+    # of the same question (a skill, or the overall one: both null).
+    pair_gold = "assignment__task__gold_preferences"
+    known_pairs = (
+        HumanPreference.objects.filter(
+            Q(**{f"{pair_gold}__skill_id": F("skill_id")})
+            | Q(**{f"{pair_gold}__skill__isnull": True, "skill__isnull": True}),
+            campaign=campaign,
+            assignment__task__kind__in=KNOWN_KINDS,
+        )
+        .annotate(**gold_preference_correct_annotations(pair_gold))
+        .order_by()
+        .values("annotator_id", "annotator__username", "assignment_id", "assignment__task__kind")
+        .annotate(n=Count("pk"), ok=Sum("correct"))
+    )
+    for r in [*known, *known_pairs]:
         q = quality(r["annotator_id"], r["annotator__username"])
         q.gold_scores += r["n"]
         q.gold_correct += r["ok"]
@@ -579,7 +593,38 @@ def campaign_quality(*, campaign: Campaign) -> list[AnnotatorQuality]:
         q.retest_exact = r["exact"]
         q.retest_abs_diff_sum = r["diff_sum"]
         q.retest_numeric_pairs = r["numeric"]
+    if campaign.mode == CampaignMode.PAIRWISE:
+        _pair_retest(campaign, quality)
     return sorted(by_user.values(), key=lambda q: q.username)
+
+
+def _pair_retest(campaign: Campaign, quality) -> None:
+    """A pairwise campaign's hidden repeats: each repeated answer against the same
+    annotator's first answer to that pair and question (skill or overall); agreement is the
+    same choice (a choice has no distance, so no mean absolute difference). Two queries."""
+    fields = ("annotator_id", "annotator__username", "assignment__task_id", "skill_id", "choice")
+    repeats = list(
+        HumanPreference.objects.filter(
+            campaign=campaign, assignment__kind=AssignmentKind.REPEAT
+        ).values_list(*fields)
+    )
+    if not repeats:
+        return
+    firsts = {
+        (user_id, task_id, skill_id): choice
+        for user_id, _, task_id, skill_id, choice in HumanPreference.objects.filter(
+            campaign=campaign,
+            assignment__kind=AssignmentKind.NORMAL,
+            assignment__task_id__in={r[2] for r in repeats},
+        ).values_list(*fields)
+    }
+    for user_id, username, task_id, skill_id, choice in repeats:
+        before = firsts.get((user_id, task_id, skill_id))
+        if before is None:
+            continue
+        q = quality(user_id, username)
+        q.retest_pairs += 1
+        q.retest_exact += int(before == choice)
 
 
 @dataclass(frozen=True)
@@ -642,10 +687,13 @@ class GoldTaskRow:
     explanation: str = ""
 
 
-def campaign_gold_task_list(*, campaign: Campaign) -> list[GoldTaskRow]:
-    """Gold and attention tasks with their known scores and how often they were served."""
+def campaign_gold_task_list(
+    *, campaign: Campaign, kinds: tuple[str, ...] = KNOWN_KINDS
+) -> list[GoldTaskRow]:
+    """Gold and attention tasks (or those of `kinds`: screening's training and
+    qualification tasks) with their known scores and how often they were served."""
     tasks = (
-        Task.objects.filter(campaign=campaign, kind__in=KNOWN_KINDS)
+        Task.objects.filter(campaign=campaign, kind__in=kinds)
         .annotate(
             served=Count("assignments"),
             done=Count("assignments", filter=Q(assignments__status=AssignmentStatus.SUBMITTED)),
@@ -674,7 +722,7 @@ def campaign_gold_task_list(*, campaign: Campaign) -> list[GoldTaskRow]:
         for t in tasks
     }
     scores = (
-        GoldScore.objects.filter(task__campaign=campaign)
+        GoldScore.objects.filter(task__campaign=campaign, task__kind__in=kinds)
         .order_by("task_id", "skill__order", "skill__name")
         .values_list("task_id", "skill__name", "score", "is_na", "tolerance", "explanation")
     )

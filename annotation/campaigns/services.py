@@ -11,14 +11,20 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import (
+    KNOWN_SCORE_KINDS,
     AnnotatorExpertise,
     Campaign,
+    CampaignMode,
     CampaignRubric,
     CampaignStatus,
     Dataset,
     Domain,
+    GoldPreference,
     GoldScore,
     ItemSkill,
+    PairAsk,
+    PairChoice,
+    PairDesign,
     Project,
     ProjectMembership,
     Response,
@@ -27,7 +33,11 @@ from annotation.models import (
     Task,
     TaskKind,
 )
-from annotation.selectors import rubrics_current_for_project
+from annotation.pairs import PairDesignError, pair_count_possible, pair_design
+from annotation.selectors import model_names_for_dataset, rubrics_current_for_project
+
+#: The choices a pairwise campaign offers when it names none.
+DEFAULT_PAIR_CHOICES = [PairChoice.A.value, PairChoice.B.value, PairChoice.TIE.value]
 
 
 class CampaignStateError(ValidationError):
@@ -56,9 +66,20 @@ def campaign_create(
     gold_rate: float = 0.0,
     repeat_rate: float = 0.0,
     gold_feedback: bool = False,
+    mode: str = CampaignMode.POINTWISE,
+    pair_design: str = PairDesign.ALL_PAIRS,
+    pair_anchor: str = "",
+    pair_budget: int | None = None,
+    pair_choices: list[str] | None = None,
+    pair_ask: str = PairAsk.BOTH,
+    pair_strength: bool = False,
+    pair_rationale: bool = False,
     created_by=None,
 ) -> Campaign:
-    """Create a campaign in draft. Nothing is assigned until `campaign_activate`."""
+    """Create a campaign in draft. Nothing is assigned until `campaign_activate`.
+
+    A pairwise campaign (`mode="pairwise"`) asks which of two responses to the same item
+    is better; its `pair_*` settings are checked by `pair_settings_check`."""
     if dataset.project_id != project.pk:
         raise ValidationError("the dataset belongs to another project")
     if skill_mode == SkillMode.FIXED and not fixed_skills:
@@ -78,8 +99,17 @@ def campaign_create(
         gold_rate=gold_rate,
         repeat_rate=repeat_rate,
         gold_feedback=gold_feedback,
+        mode=mode,
+        pair_design=pair_design,
+        pair_anchor=pair_anchor.strip(),
+        pair_budget=pair_budget,
+        pair_choices=list(pair_choices or []),
+        pair_ask=pair_ask,
+        pair_strength=pair_strength,
+        pair_rationale=pair_rationale,
         created_by=created_by,
     )
+    pair_settings_check(campaign=campaign)
     campaign.full_clean()
     campaign.save()
     if fixed_skills:
@@ -89,12 +119,104 @@ def campaign_create(
     return campaign
 
 
+def pair_choices_of(campaign: Campaign) -> list[str]:
+    """The choices a pairwise campaign offers, in order (its own, or a, b, tie)."""
+    return list(campaign.pair_choices or DEFAULT_PAIR_CHOICES)
+
+
+def pair_models_of(campaign: Campaign) -> list[str]:
+    """The models a pairwise campaign compares: its chosen ones, else the dataset's."""
+    if campaign.model_names:
+        return sorted(campaign.model_names)
+    return sorted(model_names_for_dataset(dataset_id=campaign.dataset_id))
+
+
+def pair_settings_check(*, campaign: Campaign) -> None:
+    """Raise ValidationError (keyed by field) unless a pairwise campaign's settings make
+    sense: at least two models, a known design, an anchor among the compared models of
+    the dataset, a budget for the sampled design that the items can meet, choices among
+    PairChoice without repeats. A pointwise campaign passes (its pair fields are unused).
+    """
+    if campaign.mode != CampaignMode.PAIRWISE:
+        return
+    errors: dict[str, str] = {}
+    choices = campaign.pair_choices or []
+    if not isinstance(choices, list) or any(c not in PairChoice.values for c in choices):
+        errors["pair_choices"] = "choices are among: " + ", ".join(PairChoice.values)
+    elif len(set(choices)) != len(choices):
+        errors["pair_choices"] = "a choice is listed twice"
+    elif choices and len(choices) < 2:
+        errors["pair_choices"] = "offer at least two choices"
+    elif ("a" in choices) != ("b" in choices):
+        errors["pair_choices"] = "offer both A and B better, or neither"
+    if campaign.pair_design not in PairDesign.values:
+        errors["pair_design"] = "the design is all_pairs, anchor or sampled"
+    if campaign.pair_ask not in PairAsk.values:
+        errors["pair_ask"] = "ask per skill (skills), overall, or both"
+    models = pair_models_of(campaign)
+    if len(models) < 2:
+        errors["model_names"] = "a pairwise campaign compares at least two of the dataset's models"
+    if campaign.pair_design == PairDesign.ANCHOR:
+        if not campaign.pair_anchor:
+            errors["pair_anchor"] = "the anchor design needs an anchor model"
+        elif campaign.pair_anchor not in models:
+            errors["pair_anchor"] = (
+                f"the anchor {campaign.pair_anchor!r} is not one of the compared models of "
+                "the dataset"
+            )
+    elif campaign.pair_anchor:
+        errors["pair_anchor"] = "only the anchor design has an anchor model"
+    if campaign.pair_design == PairDesign.SAMPLED:
+        if not campaign.pair_budget:
+            errors["pair_budget"] = "the sampled design needs a budget (number of pairs)"
+        elif len(models) >= 2:
+            possible = pair_count_possible(items=_items_with_models(campaign), models=models)
+            if campaign.pair_budget > possible:
+                errors["pair_budget"] = (
+                    f"the budget ({campaign.pair_budget} pairs) is more than the {possible} "
+                    "pairs the dataset has"
+                )
+    elif campaign.pair_budget is not None:
+        errors["pair_budget"] = "only the sampled design has a budget"
+    if errors:
+        raise ValidationError(errors)
+
+
+def _items_with_models(campaign: Campaign) -> list[tuple[int, list[str]]]:
+    """(item id, the models that answered it) for the campaign's dataset."""
+    by_item: dict[int, list[str]] = {}
+    rows = Response.objects.filter(item__dataset_id=campaign.dataset_id).values_list(
+        "item_id", "model_name"
+    )
+    for item_id, model_name in rows.order_by().iterator(chunk_size=5000):
+        by_item.setdefault(item_id, []).append(model_name)
+    return list(by_item.items())
+
+
+def pair_seed(campaign: Campaign) -> int:
+    """The seed of a campaign's pair design and shown orders: derived from its id, so
+    activating again (idempotent) plans the same pairs."""
+    return 7919 * campaign.pk + 17
+
+
 #: The longest lease a campaign may give (the shortest, 30 s, is a database constraint).
 MAX_LEASE_SECONDS = 24 * 3600
 
 # What a running campaign may still change: its pool, pacing, wording and QC rates. The
 # rest decides which tasks exist and which rubrics are pinned, so it is fixed at activation.
-CAMPAIGN_STRUCTURE = ("dataset", "model_names", "skill_mode", "fixed_skills", "overlap")
+CAMPAIGN_STRUCTURE = (
+    "dataset",
+    "model_names",
+    "skill_mode",
+    "fixed_skills",
+    "overlap",
+    "mode",
+    "pair_design",
+    "pair_anchor",
+    "pair_budget",
+    "pair_choices",
+    "pair_ask",
+)
 CAMPAIGN_SETTINGS = (
     "name",
     "instructions",
@@ -105,6 +227,8 @@ CAMPAIGN_SETTINGS = (
     "gold_rate",
     "repeat_rate",
     "gold_feedback",
+    "pair_strength",
+    "pair_rationale",
 )
 CAMPAIGN_POOL = ("annotators", "groups")
 
@@ -128,6 +252,10 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
         changes["name"] = changes["name"].strip()
     if "model_names" in changes:
         changes["model_names"] = sorted(set(changes["model_names"] or []))
+    if "pair_choices" in changes:
+        changes["pair_choices"] = list(changes["pair_choices"] or [])
+    if "pair_anchor" in changes:
+        changes["pair_anchor"] = (changes["pair_anchor"] or "").strip()
     fixed = changes.pop("fixed_skills", None)
     fixed_ids = None if fixed is None else {s.pk for s in fixed}
     if campaign.status != CampaignStatus.DRAFT:
@@ -154,6 +282,7 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
         fixed_ids if fixed_ids is not None else campaign.fixed_skills.exists()
     ):
         raise ValidationError("a fixed-skill campaign needs at least one skill")
+    pair_settings_check(campaign=campaign)
     campaign.full_clean()
     campaign.save()
     if fixed is not None:
@@ -204,6 +333,8 @@ def _campaign_skill_ids(campaign: Campaign) -> list[int]:
 
 
 def _tasks_create(campaign: Campaign) -> int:
+    if campaign.mode == CampaignMode.PAIRWISE:
+        return _pair_tasks_create(campaign)
     responses = Response.objects.filter(item__dataset=campaign.dataset)
     if campaign.model_names:
         responses = responses.filter(model_name__in=campaign.model_names)
@@ -227,6 +358,53 @@ def _tasks_create(campaign: Campaign) -> int:
     if batch:
         created += len(Task.objects.bulk_create(batch))
     return created
+
+
+def _pair_tasks_create(campaign: Campaign) -> int:
+    """One task per planned pair (annotation/pairs.py): A = the model whose name sorts
+    first, B the other, `b_left` drawn per pair. Pairs already there (a second activation,
+    or a gold pair) are kept and not planned again."""
+    models = pair_models_of(campaign)
+    try:
+        planned = pair_design(
+            items=_items_with_models(campaign),
+            models=models,
+            design=campaign.pair_design,
+            anchor=campaign.pair_anchor,
+            budget=campaign.pair_budget,
+            seed=pair_seed(campaign),
+        )
+    except PairDesignError as exc:
+        raise ValidationError(str(exc)) from exc
+    response_ids: dict[tuple[int, str], int] = {
+        (item_id, model): pk
+        for pk, item_id, model in Response.objects.filter(
+            item__dataset_id=campaign.dataset_id, model_name__in=models
+        ).values_list("pk", "item_id", "model_name")
+    }
+    existing = {
+        frozenset(pair)
+        for pair in Task.objects.filter(campaign=campaign).values_list(
+            "response_id", "response_b_id"
+        )
+    }
+    tasks = []
+    for pair in planned:
+        a = response_ids[(pair.item_id, pair.model_a)]
+        b = response_ids[(pair.item_id, pair.model_b)]
+        if frozenset((a, b)) in existing:
+            continue
+        tasks.append(
+            Task(
+                campaign=campaign,
+                response_id=a,
+                response_b_id=b,
+                b_left=pair.b_left,
+                kind=TaskKind.NORMAL,
+                overlap=campaign.overlap,
+            )
+        )
+    return len(Task.objects.bulk_create(tasks, batch_size=5000))
 
 
 def campaign_set_status(*, campaign: Campaign, status: str) -> Campaign:
@@ -258,10 +436,15 @@ def gold_task_set(
     tolerance: int = 0,
     explanation: str = "",
 ) -> Task:
-    """Make `response` a gold (or attention-check) task with known scores per skill id
-    (None = N/A). Replaces earlier known scores of that task."""
-    if kind not in (TaskKind.GOLD, TaskKind.ATTENTION):
-        raise ValidationError("a gold task is of kind gold or attention")
+    """Make `response` a task with known scores per skill id (None = N/A): gold or an
+    attention check, or a training or qualification task of screening
+    (annotation/screening/). Replaces earlier known scores of that task."""
+    if campaign.mode == CampaignMode.PAIRWISE:
+        raise ValidationError("a pairwise campaign's gold tasks are pairs (gold_pair_set)")
+    if kind not in KNOWN_SCORE_KINDS:
+        raise ValidationError(
+            "a task with known scores is gold, attention, training or qualification"
+        )
     if response.item.dataset_id != campaign.dataset_id:
         raise ValidationError("the response is not in the campaign's dataset")
     for value in scores.values():
@@ -285,6 +468,57 @@ def gold_task_set(
             explanation=explanation,
         )
         for skill_id, value in scores.items()
+    )
+    return task
+
+
+@transaction.atomic
+def gold_pair_set(
+    *,
+    campaign: Campaign,
+    response_a: Response,
+    response_b: Response,
+    choices: dict[int | None, str],
+    kind: str = TaskKind.GOLD,
+    b_left: bool = False,
+    explanation: str = "",
+) -> Task:
+    """Make a pair of responses to one item a pairwise campaign's gold or attention task
+    with known choices per skill id (None: overall), in the pair's terms (A = `response_a`).
+    A normal task of the same pair is dropped while unassigned (seeing it twice would give
+    it away). Replaces earlier known choices of that task."""
+    if campaign.mode != CampaignMode.PAIRWISE:
+        raise ValidationError("gold pairs belong to a pairwise campaign")
+    if kind not in KNOWN_SCORE_KINDS:
+        raise ValidationError(
+            "a task with known choices is gold, attention, training or qualification"
+        )
+    if response_a.pk == response_b.pk or response_a.item_id != response_b.item_id:
+        raise ValidationError("a pair is two different responses to the same item")
+    if response_a.item.dataset_id != campaign.dataset_id:
+        raise ValidationError("the responses are not in the campaign's dataset")
+    if not choices:
+        raise ValidationError("a gold pair needs at least one known choice")
+    for choice in choices.values():
+        if choice not in PairChoice.values:
+            raise ValidationError("known choices are among: " + ", ".join(PairChoice.values))
+    pair = Q(response=response_a, response_b=response_b) | Q(
+        response=response_b, response_b=response_a
+    )
+    Task.objects.filter(
+        pair, campaign=campaign, kind=TaskKind.NORMAL, assigned=0, submitted=0
+    ).delete()
+    task, _ = Task.objects.get_or_create(
+        campaign=campaign,
+        response=response_a,
+        response_b=response_b,
+        kind=kind,
+        defaults={"overlap": 0, "b_left": b_left},
+    )
+    GoldPreference.objects.filter(task=task).delete()
+    GoldPreference.objects.bulk_create(
+        GoldPreference(task=task, skill_id=skill_id, choice=choice, explanation=explanation)
+        for skill_id, choice in choices.items()
     )
     return task
 

@@ -511,8 +511,8 @@ def _import_in_transaction(
                             "empty_file" if empty else "unknown_format",
                             "the file holds no rows"
                             if empty
-                            else f"cannot tell the format{why}; name it (flask-eval, "
-                            "flask-output, generic-jsonl, generic-csv)",
+                            else f"cannot tell the format{why}; name it "
+                            f"({', '.join(parsers.FORMATS)})",
                         )
                     )
                     continue

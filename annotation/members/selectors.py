@@ -9,9 +9,15 @@ from annotation.models import MembershipChange, Project, ProjectMembership, Proj
 
 
 def member_list_for_project(*, project: Project) -> QuerySet[ProjectMembership]:
-    """The project's members, admins first, then researchers and annotators, by username."""
-    order = {ProjectRole.ADMIN: 0, ProjectRole.RESEARCHER: 1, ProjectRole.ANNOTATOR: 2}
-    rank = Case(*(When(role=r, then=Value(n)) for r, n in order.items()), default=Value(3))
+    """The project's members, admins first, then researchers, reviewers and annotators, by
+    username."""
+    order = {
+        ProjectRole.ADMIN: 0,
+        ProjectRole.RESEARCHER: 1,
+        ProjectRole.REVIEWER: 2,
+        ProjectRole.ANNOTATOR: 3,
+    }
+    rank = Case(*(When(role=r, then=Value(n)) for r, n in order.items()), default=Value(4))
     return (
         ProjectMembership.objects.filter(project=project)
         .select_related("user")

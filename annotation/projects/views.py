@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from annotation import access, selectors
 from annotation.campaigns.selectors import campaign_list_for_project
 from annotation.datasets.selectors import upload_list_for_project
+from annotation.review.selectors import project_slugs_to_review
 from flaskweb.htmx import HtmxHttpRequest
 
 
@@ -18,7 +19,8 @@ from flaskweb.htmx import HtmxHttpRequest
 @login_required
 def home(request: HtmxHttpRequest) -> HttpResponse:
     projects = selectors.project_list_for_user(user=request.user)
-    return render(request, "annotation/home.html", {"projects": projects})
+    context = {"projects": projects, "to_review": project_slugs_to_review(user=request.user)}
+    return render(request, "annotation/home.html", context)
 
 
 @require_GET

@@ -29,6 +29,7 @@ from annotation.models import (
     TaskKind,
 )
 from annotation.parsers import ScoreRefused, score_read
+from annotation.screening.services import SCREENING_KINDS, screening_advance, screening_claim
 from annotation.selectors import (
     TaskSkill,
     pins_cache_clear,
@@ -125,7 +126,8 @@ def _claim(campaign: Campaign, annotator) -> Assignment | None:
 
 
 def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> Assignment | None:
-    """Status, quota, gold and repeats decided in Python; then the backend's normal claim.
+    """Status, screening, quota, gold and repeats decided in Python; then the backend's
+    normal claim.
 
     No transaction around it all: each write is one on its own (the gold or repeat lease,
     or the backend's claim), so the claim's waiting round holds no lock from an earlier
@@ -133,6 +135,15 @@ def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> A
     transaction ends, and a waiting claim holding one could deadlock with another)."""
     if state.status != CampaignStatus.ACTIVE:
         return None
+    if state.screening:  # training, then the qualification test, before any real task
+        passed, screening_lease = screening_claim(
+            campaign_id=campaign.pk,
+            annotator_id=annotator.pk,
+            lease_seconds=state.lease_seconds,
+            now=now,
+        )
+        if not passed:
+            return screening_lease  # a training or qualification task; None once screened out
     if state.quota is not None:
         counted = fetch_one(_SUBMITTED_NORMAL, [campaign.pk, annotator.pk])
         assert counted is not None  # COUNT(*) answers one row
@@ -299,6 +310,7 @@ class SubmitResult:
     assignment: Assignment
     created: bool  # False when this was a repeated submission of the same assignment
     late: bool = False
+    task_kind: str = TaskKind.NORMAL  # screening's training answers get feedback
 
 
 #: Each round of a submission reads, decides and writes only if the lease is still as read.
@@ -340,7 +352,11 @@ def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult |
     if row is None or row[0] != annotator.pk:
         raise AssignmentError("no such task", code="not_found")
     _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row[:8]
-    task_kind, response_id, item_id, item_skills = row[8:]
+    task_kind, response_id, item_id, item_skills, response_b_id = row[8:13]
+    if response_b_id is not None:
+        raise AssignmentError(
+            "this task compares two responses: submit a preference", code="invalid"
+        )
     expires_at = aware(expires_at)
     fields = {
         "id": assignment_id,
@@ -352,7 +368,7 @@ def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult |
         "campaign_id": campaign_id,
     }
     if status == AssignmentStatus.SUBMITTED:
-        return SubmitResult(_assignment(fields), created=False)
+        return SubmitResult(_assignment(fields), created=False, task_kind=task_kind)
     if status == AssignmentStatus.SKIPPED:
         raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
     campaign = instance_from(
@@ -393,6 +409,35 @@ def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult |
             for skill, value in rows
         ],
     )
+    return submission_write(
+        submission,
+        late=late,
+        counts=counts,
+        task_id=task_id,
+        task_kind=task_kind,
+        campaign_id=campaign_id,
+        annotator_id=annotator.pk,
+        fields=fields,
+        now=now,
+        active_ms=active_ms,
+    )
+
+
+def submission_write(
+    submission: Submission,
+    *,
+    late: bool,
+    counts: bool,
+    task_id: int,
+    task_kind: str,
+    campaign_id: int,
+    annotator_id: int,
+    fields: dict,
+    now: datetime,
+    active_ms: int | None,
+) -> SubmitResult | None:
+    """The gated write of a checked submission (scores or a pair's preferences) and what
+    follows it; None when the lease moved on since the read (the caller reads again)."""
     # The write is durable: refused inside a caller's transaction, whose later failure would
     # undo scores the annotator was told are saved. Outside one, a live lease is recorded by
     # one statement in autocommit; a late one in a transaction, rolled back if no slot is free.
@@ -400,20 +445,33 @@ def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult |
         with transaction.atomic(durable=True):
             taken, counted = _hot_path().submission_record(submission)
             if taken and counts and not counted:
-                raise AssignmentError(
-                    "your time on this task ran out and other annotators have completed it; "
-                    "this submission was not recorded",
-                    code="lease_lost",
-                )
+                raise AssignmentError(_lease_lost_message(task_id), code="lease_lost")
     else:
         with transaction.atomic(durable=True) if connection.in_atomic_block else nullcontext():
             taken, _ = _hot_path().submission_record(submission)
     if not taken:
         return None
+    if task_kind in SCREENING_KINDS:  # after the write, and never for a real task
+        screening_advance(campaign_id=campaign_id, annotator_id=annotator_id)
     fields.update(
         status=AssignmentStatus.SUBMITTED, submitted_at=now, active_ms=active_ms, updated_at=now
     )
-    return SubmitResult(_assignment(fields), created=True, late=late)
+    return SubmitResult(_assignment(fields), created=True, late=late, task_kind=task_kind)
+
+
+_TASK_FILLED = f"SELECT submitted, overlap FROM {T} WHERE id = %s"
+
+
+def _lease_lost_message(task_id: int) -> str:
+    """Why a late submission found no free slot: the task is complete, or (more often)
+    its slot went back to the pool when the lease expired and another annotator holds it
+    now, who may not have submitted yet."""
+    row = fetch_one(_TASK_FILLED, [task_id])
+    if row is not None and row[0] >= row[1]:
+        what = "the task has since been completed by other annotators"
+    else:
+        what = "its place was given to another annotator"
+    return f"your time on this task ran out and {what}; this submission was not recorded"
 
 
 def _assignment(fields: dict) -> Assignment:
@@ -487,6 +545,8 @@ def assignment_skip(
         flag_reason=reason if flag else "",
         updated_at=timezone.now(),
     )
+    if task.kind in SCREENING_KINDS:  # a skipped screening task is answered (not agreeing)
+        screening_advance(campaign_id=assignment.campaign_id, annotator_id=annotator.pk)
     assignment.refresh_from_db()
     return assignment
 

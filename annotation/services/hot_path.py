@@ -21,7 +21,7 @@ Contracts both backends keep:
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -32,6 +32,7 @@ from annotation.models import (
     AnnotatorExpertise,
     Assignment,
     Campaign,
+    HumanPreference,
     HumanScore,
     ItemDomain,
     Response,
@@ -46,26 +47,27 @@ C = Campaign._meta.db_table
 
 # The campaign's claim settings, whether the annotator is in its pool (directly or through a
 # group), the annotator's active lease here, and `may_claim`: whether the claim goes on to a
-# normal task now. Without `decided` that is only the plain case (no quota, gold, repeats or
-# routing, which the policy in Python decides first); with it, whenever the annotator is in
-# the pool, holds no lease and the campaign is active. (`LIMIT 1`, on a query of one row,
-# keeps PostgreSQL from pulling the inner query up, which would copy the pool check into
-# may_claim and run it twice: measured 0.1 ms per claim.)
+# normal task now. Without `decided` that is only the plain case (no quota, gold, repeats,
+# routing or screening, which the policy in Python decides first); with it, whenever the
+# annotator is in the pool, holds no lease and the campaign is active. (`LIMIT 1`, on a
+# query of one row, keeps PostgreSQL from pulling the inner query up, which would copy the
+# pool check into may_claim and run it twice: measured 0.1 ms per claim.)
 # Params: decided, user, user, user, campaign.
 CLAIM_STATE = f"""
 SELECT s.*, (s.in_pool AND s.lease_id IS NULL AND s.status = 'active'
              AND (%s OR (s.quota_per_annotator IS NULL AND s.gold_rate <= 0
-                         AND s.repeat_rate <= 0 AND NOT s.route_by_domain))) AS may_claim
+                         AND s.repeat_rate <= 0 AND NOT s.route_by_domain
+                         AND NOT s.screening))) AS may_claim
 FROM (
   SELECT c.status, c.quota_per_annotator, c.lease_seconds, c.gold_rate, c.repeat_rate,
-         c.overlap, c.route_by_domain, {IN_POOL_SQL} AS in_pool, a.id AS lease_id,
+         c.overlap, c.route_by_domain, c.screening, {IN_POOL_SQL} AS in_pool, a.id AS lease_id,
          a.expires_at AS lease_expires_at
   FROM {C} c
   LEFT JOIN {A} a ON a.campaign_id = c.id AND a.annotator_id = %s AND a.status = 'active'
   WHERE c.id = %s
   LIMIT 1
 ) s"""
-CLAIM_STATE_WIDTH = 11  # columns of CLAIM_STATE
+CLAIM_STATE_WIDTH = 12  # columns of CLAIM_STATE
 
 # The open normal task to fill first (most covered, then oldest) that this annotator never
 # had. `t.assigned < {k}` repeats `assigned < overlap` with the campaign's K (no task's
@@ -101,7 +103,9 @@ LEASE_COLUMNS = """task_id, campaign_id, annotator_id, kind, status, expires_at,
 # settings, its task and the item's skills (PostgreSQL brings them along as JSON).
 SUBMIT_READ = f"""
 SELECT a.annotator_id, a.status, a.kind, a.expires_at, a.task_id, a.campaign_id,
-       c.updated_at, c.skill_mode, t.kind, t.response_id, r.item_id, {{skills}}
+       c.updated_at, c.skill_mode, t.kind, t.response_id, r.item_id, {{skills}},
+       t.response_b_id, c.pair_ask, c.pair_choices, c.pair_strength, c.pair_rationale,
+       t.b_left
 FROM {A} a JOIN {C} c ON c.id = a.campaign_id JOIN {T} t ON t.id = a.task_id
 JOIN {Response._meta.db_table} r ON r.id = t.response_id
 WHERE a.id = %s
@@ -129,6 +133,24 @@ SCORE_COLUMNS = (
 )
 
 
+PREFERENCES_TABLE = HumanPreference._meta.db_table
+PREFERENCE_COLUMNS = (
+    "assignment_id",
+    "campaign_id",
+    "response_a_id",
+    "response_b_id",
+    "annotator_id",
+    "skill_id",
+    "rubric_id",
+    "choice",
+    "strength",
+    "rationale",
+    "time_ms",
+    "created_at",
+    "updated_at",
+)
+
+
 @dataclass(frozen=True)
 class ClaimState:
     status: str
@@ -138,6 +160,7 @@ class ClaimState:
     repeat_rate: float
     overlap: int
     route_by_domain: bool
+    screening: bool  # training and qualification come first (annotation/screening/)
     in_pool: bool
     lease_id: int | None  # the annotator's active lease here, if any (at most one)
     lease_expires_at: datetime | None
@@ -146,7 +169,8 @@ class ClaimState:
     @classmethod
     def from_row(cls, row: tuple) -> ClaimState:
         """From the first CLAIM_STATE_WIDTH columns of a statement that read CLAIM_STATE."""
-        (status, quota, lease_seconds, gold, repeat, overlap, routing, in_pool, lease_id) = row[:9]
+        (status, quota, lease_seconds, gold, repeat, overlap, routing, screening) = row[:8]
+        in_pool, lease_id, lease_expires_at, may_claim = row[8:CLAIM_STATE_WIDTH]
         return cls(
             status,
             quota,
@@ -155,10 +179,11 @@ class ClaimState:
             repeat,
             overlap,
             bool(routing),
+            bool(screening),
             bool(in_pool),
             lease_id,
-            aware(row[9]),
-            bool(row[10]),
+            aware(lease_expires_at),
+            bool(may_claim),
         )
 
 
@@ -183,6 +208,9 @@ class Submission:
     active_ms: int | None
     now: datetime
     score_rows: list[tuple]  # one per asked skill, in SCORE_COLUMNS order
+    # a pair task's preferences, one per asked skill and/or overall, in PREFERENCE_COLUMNS
+    # order (written through the same gate as scores)
+    preference_rows: list[tuple] = field(default_factory=list)
 
 
 class HotPath(Protocol):

@@ -15,6 +15,8 @@ from annotation.services.hot_path import (
     CLAIM_STATE,
     LEASE_COLUMNS,
     PICK_NORMAL,
+    PREFERENCE_COLUMNS,
+    PREFERENCES_TABLE,
     ROUTING,
     SCORE_COLUMNS,
     SCORES_TABLE,
@@ -132,7 +134,7 @@ WITH taken AS (
   UPDATE {T} SET submitted = submitted + 1, assigned = assigned + %s
   WHERE id = %s AND %s AND assigned + %s <= overlap AND EXISTS (SELECT 1 FROM taken)
   RETURNING id
-){{scored}}
+){{scored}}{{preferred}}
 SELECT (SELECT count(*) FROM taken), (SELECT count(*) FROM counted)
 """
 _SCORED = f""", scored AS (
@@ -144,12 +146,24 @@ _SCORE_ROW = (
     "(%s::bigint, %s::bigint, %s::bigint, %s::integer, %s::bigint, %s::bigint, %s::smallint,"
     " %s::boolean, %s::text, %s::integer, %s::timestamptz, %s::timestamptz)"
 )
+_PREFERRED = f""", preferred AS (
+  INSERT INTO {PREFERENCES_TABLE} ({", ".join(PREFERENCE_COLUMNS)})
+  SELECT v.* FROM (VALUES {{rows}}) AS v WHERE EXISTS (SELECT 1 FROM taken)
+)"""
+_PREFERENCE_ROW = (
+    "(%s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::integer, %s::bigint, %s::bigint,"
+    " %s::varchar, %s::smallint, %s::text, %s::integer, %s::timestamptz, %s::timestamptz)"
+)
 
 
 def submission_record(submission: Submission) -> tuple[bool, bool]:
     s = submission
     scored = _SCORED.format(rows=", ".join([_SCORE_ROW] * len(s.score_rows)))
-    sql = _RECORD.format(scored=scored if s.score_rows else "")
+    preferred = _PREFERRED.format(rows=", ".join([_PREFERENCE_ROW] * len(s.preference_rows)))
+    sql = _RECORD.format(
+        scored=scored if s.score_rows else "",
+        preferred=preferred if s.preference_rows else "",
+    )
     retake = 1 if s.retake_slot else 0
     params = [
         s.now,
@@ -166,6 +180,8 @@ def submission_record(submission: Submission) -> tuple[bool, bool]:
         retake,
     ]
     for row in s.score_rows:
+        params += row
+    for row in s.preference_rows:
         params += row
     outcome = fetch_one(sql, params)
     assert outcome is not None  # the final SELECT of two counts answers one row

@@ -17,6 +17,8 @@ from annotation.services.hot_path import (
     CLAIM_STATE,
     LEASE_COLUMNS,
     PICK_NORMAL,
+    PREFERENCE_COLUMNS,
+    PREFERENCES_TABLE,
     ROUTING,
     SCORE_COLUMNS,
     SCORES_TABLE,
@@ -77,6 +79,8 @@ WHERE id = %s AND assigned + %s <= overlap
 """
 _INSERT_SCORES = f"INSERT INTO {SCORES_TABLE} ({', '.join(SCORE_COLUMNS)}) VALUES "
 _SCORE_ROW = "(" + ", ".join(["%s"] * len(SCORE_COLUMNS)) + ")"
+_INSERT_PREFERENCES = f"INSERT INTO {PREFERENCES_TABLE} ({', '.join(PREFERENCE_COLUMNS)}) VALUES "
+_PREFERENCE_ROW = "(" + ", ".join(["%s"] * len(PREFERENCE_COLUMNS)) + ")"
 
 
 def submission_record(submission: Submission) -> tuple[bool, bool]:
@@ -103,4 +107,10 @@ def _record(s: Submission) -> tuple[bool, bool]:
         for row in s.score_rows:
             values += [db_datetime(v) if isinstance(v, datetime) else v for v in row]
         execute(_INSERT_SCORES + ", ".join([_SCORE_ROW] * len(s.score_rows)), values)
+    if s.preference_rows:
+        values = []
+        for row in s.preference_rows:
+            values += [db_datetime(v) if isinstance(v, datetime) else v for v in row]
+        sql = _INSERT_PREFERENCES + ", ".join([_PREFERENCE_ROW] * len(s.preference_rows))
+        execute(sql, values)
     return True, counted

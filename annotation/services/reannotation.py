@@ -61,6 +61,8 @@ from annotation.models import (
     ItemDomain,
     ReannotationRequest,
     Response,
+    Screening,
+    ScreeningPhase,
     Task,
     TaskKind,
     accepted_assignment_q,
@@ -560,6 +562,13 @@ def _eligible_counts(campaign: Campaign, tasks: list[Task]) -> Counter:
             .values_list("pk", flat=True)
         )
         pool -= set(done)
+    if campaign.screening and pool:
+        # those the qualification test screened out are never served a real task again
+        pool -= set(
+            Screening.objects.filter(
+                campaign=campaign, annotator_id__in=pool, phase=ScreeningPhase.FAILED
+            ).values_list("annotator_id", flat=True)
+        )
     had: dict[int, set[int]] = {task.pk: set() for task in tasks}
     for task_id, annotator_id in Assignment.objects.filter(
         task_id__in=list(had), kind=AssignmentKind.NORMAL

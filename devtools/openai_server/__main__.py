@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from devtools.openai_server.answers import STYLES
 from devtools.openai_server.config import FAULT_KINDS, fault_kind_setting, latency_setting
@@ -61,6 +62,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="how long a 'timeout' fault hangs before closing",
     )
     parser.add_argument("--na-rate", type=float, default=0.0)
+    parser.add_argument("--position-bias", type=float, default=0.0)
+    parser.add_argument(
+        "--content-scores",
+        action="store_true",
+        help="key scores on the instruction and the response's first sentence (bias probes)",
+    )
+    parser.add_argument(
+        "--length-bias", type=float, default=0.0, help="up to +K for long responses"
+    )
+    parser.add_argument("--self-preference", default="", help="a family name the judge favours")
+    parser.add_argument("--bandwagon", type=float, default=0.0, help="rate of following the crowd")
+    parser.add_argument("--distraction", type=float, default=0.0, help="rate of being distracted")
+    parser.add_argument(
+        "--metadata-truth",
+        metavar="FILE",
+        help="JSON {instruction: {domains, skills, difficulty}} answered to metadata prompts",
+    )
+    parser.add_argument(
+        "--metadata-wrong-rate",
+        type=float,
+        default=0.0,
+        help="share of instructions whose metadata is answered wrong on purpose",
+    )
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
     parser.add_argument("--model", action="append", help="accepted model names (default: any)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
@@ -68,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     fault_kinds = args.fault_kinds.split(",") if args.fault_kinds else None
     try:
+        truth = json.loads(Path(args.metadata_truth).read_text()) if args.metadata_truth else None
         server = FakeOpenAIServer(
             args.port,
             style=args.style,
@@ -83,11 +108,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             fail_first_kind=args.fail_first_kind,
             hang_seconds=args.hang_seconds,
             na_rate=args.na_rate,
+            position_bias=args.position_bias,
+            content_scores=args.content_scores,
+            length_bias=args.length_bias,
+            self_preference=args.self_preference,
+            bandwagon=args.bandwagon,
+            distraction=args.distraction,
+            metadata_truth=truth,
+            metadata_wrong_rate=args.metadata_wrong_rate,
             api_key=args.api_key,
             models=args.model,
             log_requests=args.verbose,
         )
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         parser.error(str(exc))
 
     done = threading.Event()

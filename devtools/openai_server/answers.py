@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from judging.prompts import metadata, probes
 from judging.prompts.pairwise import FIRST_END, FIRST_MARK, SECOND_END, SECOND_MARK
 from judging.prompts.pairwise import OVERALL as PAIR_OVERALL
 
@@ -256,6 +257,63 @@ def _score(
     return min(5, max(1, score))
 
 
+# --------------------------------------------------------------------------------------------
+# Bias knobs (docs/OPENAI_SERVER.md, "Biases"): what the bias probes are tested against
+# --------------------------------------------------------------------------------------------
+
+RESPONSE_MARK, RESPONSE_END = "[Response to score]", "[End of response to score]"
+INSTRUCTION_MARK, INSTRUCTION_END = "[Instruction]", "[End of instruction]"
+#: length_bias reaches its full +k at this many words.
+LENGTH_FULL_WORDS = 200
+_NAMES_LINE = re.compile(
+    "^" + re.escape(probes.NAMES_TEMPLATE).replace(re.escape("{model}"), ".+") + r"\s*\n+"
+)
+_PAD_START = probes.PAD_TEMPLATE.split("{first}")[0]
+_BANDWAGON = re.compile(re.escape(probes.BANDWAGON_TEMPLATE).replace(re.escape("{n}"), "([12])"))
+
+
+def core_text(shown: str) -> str:
+    """A response as the probes found it: without a "Response from <model>:" heading, a
+    padding paragraph or a distraction sentence added by a probe."""
+    text = _NAMES_LINE.sub("", shown.strip(), count=1)
+    at = text.rfind(_PAD_START)
+    if at >= 0:
+        text = text[:at]
+    for sentence in probes.DISTRACTIONS:
+        text = text.replace(sentence, "")
+    return text.strip()
+
+
+def shown_response(prompt_text: str) -> str | None:
+    """The response of a pointwise prompt of the project's template, as shown, or None."""
+    text = _between(prompt_text, RESPONSE_MARK, RESPONSE_END)
+    return text if RESPONSE_MARK in prompt_text else None
+
+
+def content_key(prompt_text: str) -> str:
+    """What `content_scores` keys scores on: the instruction and the first sentence of the
+    response without the probes' additions (the whole prompt when it is not the project's
+    template)."""
+    shown = shown_response(prompt_text)
+    if shown is None:
+        return prompt_text
+    instruction = _between(prompt_text, INSTRUCTION_MARK, INSTRUCTION_END)
+    return "content\x1f" + instruction + "\x1f" + probes.first_sentence(core_text(shown))
+
+
+def length_bonus(shown: str, length_bias: float) -> int:
+    """+round(k x min(1, words / LENGTH_FULL_WORDS)): longer responses score higher."""
+    words = len(_WORD.findall(shown))
+    return int(length_bias * min(1.0, words / LENGTH_FULL_WORDS) + 0.5)
+
+
+def of_family(shown: str, family: str) -> bool:
+    """A response is of `family` for the self_preference knob when its text as shown
+    (a "Response from <model>:" heading included) holds the family name as a word, in any
+    case."""
+    return bool(family) and re.search(rf"\b{re.escape(family)}\b", shown, re.IGNORECASE) is not None
+
+
 def expected_scores(
     prompt_text: str,
     skills: Sequence[str] | None = None,
@@ -264,6 +322,9 @@ def expected_scores(
     temperature: float = 0.0,
     index: int = 0,
     na_rate: float = 0.0,
+    content_scores: bool = False,
+    length_bias: float = 0.0,
+    self_preference: str = "",
 ) -> dict[str, int | str]:
     """The scores the server gives, skill -> 1..5 (or "N/A").
 
@@ -272,12 +333,24 @@ def expected_scores(
     (prompt_text, skill); with temperature > 0 it moves by -1, 0 or +1 as a function of
     (prompt_text, skill, seed, index), `index` being the choice index when n > 1. A skill is
     "N/A" when a hash of (prompt_text, skill) falls under `na_rate`.
+
+    The bias knobs (docs/OPENAI_SERVER.md, "Biases"): with `content_scores` the hashes use
+    `content_key(prompt_text)` instead of the prompt text, so the probes' additions, the
+    skills' order and the reference answer change nothing; `length_bias` k adds
+    `length_bonus`, `self_preference` (a family name) adds 1 to a response `of_family`;
+    scores stay within 1-5 and N/A stays N/A.
     """
     if skills is None:
         skills = detect_skills(prompt_text)
     temperature = temperature or 0.0
     names = [canonical_skill(skill) for skill in skills]
-    return {name: _score(prompt_text, name, seed, temperature, index, na_rate) for name in names}
+    key = content_key(prompt_text) if content_scores else prompt_text
+    scores = {name: _score(key, name, seed, temperature, index, na_rate) for name in names}
+    shown = shown_response(prompt_text)
+    if shown is None or not (length_bias or self_preference):
+        return scores
+    bonus = length_bonus(shown, length_bias) + int(of_family(shown, self_preference))
+    return {n: v if v == NA else min(5, int(v) + bonus) for n, v in scores.items()}
 
 
 def feedback_sentence(skill: str, score: int | str) -> str:
@@ -291,19 +364,44 @@ def _between(text: str, start: str, end: str) -> str:
 
 
 def expected_pair_choices(
-    prompt_text: str, skills: Sequence[str], position_bias: float = 0.0
+    prompt_text: str,
+    skills: Sequence[str],
+    position_bias: float = 0.0,
+    *,
+    content_scores: bool = False,
+    bandwagon: float = 0.0,
+    distraction: float = 0.0,
 ) -> dict[str, str]:
     """The verdicts the server gives a pairwise prompt, per skill and Overall: "1", "2" or
     "tie". They depend on the two response texts as a set (so both orders of a pair agree),
     except that a hash of the pair under `position_bias` makes a verdict "1" whatever the
-    order: a judge with position bias, for tests of the consistency report."""
+    order: a judge with position bias, for tests of the consistency report.
+
+    The bias knobs (docs/OPENAI_SERVER.md, "Biases"): with `content_scores` the texts are
+    hashed without the probes' additions (`core_text`); a hash under `bandwagon` follows a
+    "Most people ... preferred Response N" line; a hash under `distraction` gives the
+    verdict to the other response when exactly one holds a distraction sentence."""
     first = _between(prompt_text, FIRST_MARK, FIRST_END)
     second = _between(prompt_text, SECOND_MARK, SECOND_END)
+    distracted = [any(s in text for s in probes.DISTRACTIONS) for text in (first, second)]
+    if content_scores:
+        first, second = core_text(first), core_text(second)
     low, high = sorted((first, second))
+    claim = _BANDWAGON.search(prompt_text)
     choices = {}
     for name in [*skills, PAIR_OVERALL]:
         if position_bias > 0 and _unit("bias", low, high, name) < position_bias:
             choices[name] = "1"
+            continue
+        if claim and bandwagon > 0 and _unit("bandwagon", low, high, name) < bandwagon:
+            choices[name] = claim.group(1)
+            continue
+        if (
+            distracted[0] != distracted[1]
+            and distraction > 0
+            and _unit("distraction", low, high, name) < distraction
+        ):
+            choices[name] = "2" if distracted[0] else "1"
             continue
         u = _unit("pair", low, high, name)
         better = None if first == second or u >= 0.9 else (low if u < 0.45 else high)
@@ -351,3 +449,77 @@ def wrong_json_reply(scores: Mapping[str, int | str], key: str) -> str:
     if _digest("wrong_json", key) % 2:
         return json.dumps({"feedback": feedback, "verdict": "see feedback"})
     return json.dumps({"feedback": feedback, "scores": dict(scores)})[:-2] + ",}"
+
+
+# --------------------------------------------------------------------------------------------
+# Metadata prompts (judging.prompts.metadata; docs/OPENAI_SERVER.md, "Metadata")
+# --------------------------------------------------------------------------------------------
+
+
+def is_metadata_prompt(prompt_text: str) -> bool:
+    return metadata.instruction_of(prompt_text) is not None
+
+
+def expected_metadata(
+    prompt_text: str,
+    *,
+    truth: Mapping[str, Mapping[str, Any]] | None = None,
+    wrong_rate: float = 0.0,
+) -> dict[str, Any]:
+    """The metadata the server proposes for a metadata prompt: `truth[instruction]` when the
+    instruction is listed there, else a choice keyed on a hash of the instruction among the
+    keys the prompt offers. On a share `wrong_rate` of the instructions (by a hash of the
+    instruction) the answer is wrong on purpose: another first domain, the skills of the
+    right answer moved by one place in the offered list, and the difficulty 2 levels away."""
+    instruction = metadata.instruction_of(prompt_text) or ""
+    skill_keys, domain_keys = metadata.catalogue_keys_of(prompt_text)
+    if not skill_keys or not domain_keys:
+        return {"domains": [], "skills": [], "difficulty": None}
+    given = (truth or {}).get(instruction)
+    if given is not None:
+        answer = {
+            "domains": list(given.get("domains", [])),
+            "skills": list(given.get("skills", [])),
+            "difficulty": given.get("difficulty"),
+        }
+    else:
+        start = _digest("metadata-skills", instruction) % len(skill_keys)
+        answer = {
+            "domains": [domain_keys[_digest("metadata-domain", instruction) % len(domain_keys)]],
+            "skills": [skill_keys[(start + i) % len(skill_keys)] for i in range(3)],
+            "difficulty": 1 + _digest("metadata-difficulty", instruction) % 5,
+        }
+    if wrong_rate and (_digest("metadata-wrong", instruction) % 10_000) / 10_000 < wrong_rate:
+        answer = _wrong_metadata(answer, skill_keys, domain_keys)
+    return answer
+
+
+def _wrong_metadata(
+    answer: dict[str, Any], skill_keys: list[str], domain_keys: list[str]
+) -> dict[str, Any]:
+    domains = answer["domains"]
+    first = domains[0] if domains else domain_keys[0]
+    other = (
+        domain_keys[(domain_keys.index(first) + 1) % len(domain_keys)]
+        if first in domain_keys
+        else domain_keys[0]
+    )
+    skills = [
+        skill_keys[(skill_keys.index(s) + 1) % len(skill_keys)] if s in skill_keys else s
+        for s in answer["skills"]
+    ]
+    if len(set(skills)) != len(skills):  # moved onto each other: take the next free keys
+        skills = list(dict.fromkeys(skills))
+        skills += [k for k in skill_keys if k not in skills][: 3 - len(skills)]
+    difficulty = answer["difficulty"]
+    if isinstance(difficulty, int):
+        difficulty = difficulty + 2 if difficulty <= 3 else difficulty - 2
+    return {"domains": [other], "skills": skills, "difficulty": difficulty}
+
+
+def render_metadata_answer(answer: Mapping[str, Any], style: str) -> str:
+    """A metadata answer: the JSON object alone ("json"), or with a sentence before it."""
+    body = json.dumps(dict(answer))
+    if style == "json":
+        return body
+    return f"Here is the metadata of the instruction.\n{body}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -46,6 +47,17 @@ class ServerConfig:
     hang_seconds: float = 30.0
     na_rate: float = 0.0
     position_bias: float = 0.0  # pairwise: share of verdicts that pick Response 1 regardless
+    # the bias knobs (docs/OPENAI_SERVER.md, "Biases"), for the bias probes' tests
+    content_scores: bool = False  # scores keyed on instruction + response's first sentence
+    length_bias: float = 0.0  # up to +k for longer responses (k at 200 words)
+    self_preference: str = ""  # a family name: +1 for responses that name it
+    bandwagon: float = 0.0  # pairwise: share of verdicts that follow "most people preferred"
+    distraction: float = 0.0  # pairwise: share of verdicts against a distracted response
+    # metadata prompts (docs/OPENAI_SERVER.md, "Metadata"): the answer for listed
+    # instructions ({instruction: {"domains", "skills", "difficulty"}}), and the share of
+    # instructions answered wrong on purpose
+    metadata_truth: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    metadata_wrong_rate: float = 0.0
     api_key: str | None = None
     models: tuple[str, ...] | None = None
 
@@ -53,6 +65,7 @@ class ServerConfig:
         data = dataclasses.asdict(self)
         data["latency"] = list(self.latency) if isinstance(self.latency, tuple) else self.latency
         data["faults"] = dict(self.faults)
+        data["metadata_truth"] = {k: dict(v) for k, v in self.metadata_truth.items()}
         data["models"] = list(self.models) if self.models is not None else None
         data["api_key"] = "***" if self.api_key else None
         return data
@@ -126,6 +139,43 @@ def _api_key(value: Any) -> str | None:
     return value
 
 
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false")
+    return value
+
+
+def _family(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 100 or not re.fullmatch(r"[\w.\-]*", value):
+        raise ValueError("self_preference must be a family name (letters, digits, . _ -) or empty")
+    return value
+
+
+def _metadata_truth(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        raise ValueError("metadata_truth must be an object {instruction: metadata}")
+    truth = {}
+    for instruction, given in value.items():
+        if not isinstance(given, Mapping) or set(given) - {"domains", "skills", "difficulty"}:
+            raise ValueError(
+                "each metadata_truth entry must be an object with domains, skills, difficulty"
+            )
+        domains, skills = given.get("domains", []), given.get("skills", [])
+        if not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in (domains, skills)
+        ):
+            raise ValueError("metadata_truth domains and skills must be lists of keys")
+        difficulty = given.get("difficulty")
+        if difficulty is not None and (
+            isinstance(difficulty, bool) or not isinstance(difficulty, int)
+        ):
+            raise ValueError("metadata_truth difficulty must be a whole number or null")
+        truth[str(instruction)] = {"domains": domains, "skills": skills, "difficulty": difficulty}
+    return truth
+
+
 def _style(value: Any) -> str:
     if value not in STYLES:
         raise ValueError(f"unknown style {value!r}; known: {', '.join(STYLES)}")
@@ -146,6 +196,13 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "hang_seconds": lambda v: number_setting(v, "hang_seconds"),
     "na_rate": lambda v: number_setting(v, "na_rate", 0.0, 1.0),
     "position_bias": lambda v: number_setting(v, "position_bias", 0.0, 1.0),
+    "content_scores": lambda v: _flag(v, "content_scores"),
+    "length_bias": lambda v: number_setting(v, "length_bias", 0.0, 4.0),
+    "self_preference": lambda v: _family(v),
+    "bandwagon": lambda v: number_setting(v, "bandwagon", 0.0, 1.0),
+    "distraction": lambda v: number_setting(v, "distraction", 0.0, 1.0),
+    "metadata_truth": _metadata_truth,
+    "metadata_wrong_rate": lambda v: number_setting(v, "metadata_wrong_rate", 0.0, 1.0),
     "api_key": _api_key,
     "models": _models,
 }

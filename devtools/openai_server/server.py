@@ -26,12 +26,15 @@ from devtools.openai_server.answers import (
     STYLES,
     count_tokens,
     detect_skills_in_messages,
+    expected_metadata,
     expected_pair_choices,
     expected_scores,
     garbage_reply,
+    is_metadata_prompt,
     prompt_text_of,
     prompt_tokens_of,
     render_answer,
+    render_metadata_answer,
     render_pair_answer,
     truncate_tokens,
     wrong_json_reply,
@@ -262,6 +265,13 @@ class FakeOpenAIServer:
         hang_seconds: float = 30.0,
         na_rate: float = 0.0,
         position_bias: float = 0.0,
+        content_scores: bool = False,
+        length_bias: float = 0.0,
+        self_preference: str = "",
+        bandwagon: float = 0.0,
+        distraction: float = 0.0,
+        metadata_truth: Mapping[str, Mapping[str, Any]] | None = None,
+        metadata_wrong_rate: float = 0.0,
         api_key: str | None = None,
         models: Sequence[str] | None = None,
         log_requests: bool = False,
@@ -281,6 +291,13 @@ class FakeOpenAIServer:
             "hang_seconds": hang_seconds,
             "na_rate": na_rate,
             "position_bias": position_bias,
+            "content_scores": content_scores,
+            "length_bias": length_bias,
+            "self_preference": self_preference,
+            "bandwagon": bandwagon,
+            "distraction": distraction,
+            "metadata_truth": metadata_truth or {},
+            "metadata_wrong_rate": metadata_wrong_rate,
             "api_key": api_key,
             "models": list(models) if models is not None else None,
         }
@@ -543,11 +560,25 @@ class FakeOpenAIServer:
         prompt_text = prompt_text_of(request.messages)
         skills = detect_skills_in_messages(request.messages)
         prompt_tokens = prompt_tokens_of(request.messages)
-        samples: list[tuple[Mapping[str, int | str], str]] = []
+        samples: list[tuple[Mapping[str, Any], str]] = []
         pairwise = FIRST_MARK in prompt_text and SECOND_MARK in prompt_text
+        metadata_prompt = is_metadata_prompt(prompt_text)
         for index in range(request.n):
+            if metadata_prompt:
+                proposal = expected_metadata(
+                    prompt_text, truth=cfg.metadata_truth, wrong_rate=cfg.metadata_wrong_rate
+                )
+                samples.append((proposal, render_metadata_answer(proposal, style)))
+                continue
             if pairwise:
-                verdicts = expected_pair_choices(prompt_text, skills, cfg.position_bias)
+                verdicts = expected_pair_choices(
+                    prompt_text,
+                    skills,
+                    cfg.position_bias,
+                    content_scores=cfg.content_scores,
+                    bandwagon=cfg.bandwagon,
+                    distraction=cfg.distraction,
+                )
                 samples.append((verdicts, render_pair_answer(verdicts, style)))
                 continue
             scores: Mapping[str, int | str] = expected_scores(
@@ -557,6 +588,9 @@ class FakeOpenAIServer:
                 temperature=request.temperature,
                 index=index,
                 na_rate=cfg.na_rate,
+                content_scores=cfg.content_scores,
+                length_bias=cfg.length_bias,
+                self_preference=cfg.self_preference,
             )
             samples.append((scores, render_answer(scores, style)))
         planned = prompt_tokens + sum(count_tokens(text) for _, text in samples)

@@ -392,14 +392,19 @@ class Engine:
         self, calls: Iterable[Call], *, limit: LimitSpec | None, credit: float | None = None
     ) -> Batch:
         batch = Batch(calls=list(calls), limit=limit, credit=credit, _engine=self)
+        # The batch's events exist before anything is scheduled: a stop() or an
+        # update_credit() made right away may run on the loop before _run's first step
+        # (run_coroutine_threadsafe only schedules the task). An asyncio.Event binds to the
+        # loop when first awaited, not when made, so making it here is safe.
+        batch._stopping = asyncio.Event()
+        batch._credit_changed = asyncio.Event()
         asyncio.run_coroutine_threadsafe(self._run(batch), self._loop)
         return batch
 
     # -- on the loop -----------------------------------------------------------------------
 
     async def _run(self, batch: Batch) -> None:
-        batch._stopping = asyncio.Event()
-        batch._credit_changed = asyncio.Event()
+        assert batch._stopping is not None and batch._credit_changed is not None
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_in_flight)
         try:

@@ -153,7 +153,10 @@ class JudgeOutputImportApi(APIView):
             max_length=200,
             required=False,
             default="",
-            help_text="flask-review: the judged model (default: the file name without _review).",
+            help_text=(
+                "flask-review: the judged model of lines without model_id "
+                "(default: the file name without _review)."
+            ),
         )
 
         class Meta:

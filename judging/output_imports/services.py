@@ -244,12 +244,16 @@ def flask_reviews(
     skills: Mapping[str, str],
     problems: list[Problem],
     max_line_bytes: int,
+    model_fixed: bool = False,
 ) -> Iterator[ImportedJudgment]:
     """A FLASK review file, read as a stream: one JSON object per line with `question_id`,
     `review` (the judge's text), `score` ({"logical correctness": 4, "readability": "N/A"},
-    empty when the judge's answer could not be read), optional `target_txt` and
+    empty when the judge's answer could not be read), optional `model_id`, `target_txt` and
     `total_tokens_step4`. Yields the well-formed judgments, appends the problems. The judged
-    model is not in the file: the caller names it. Duplicates are the caller's to find."""
+    model is a line's `model_id` (flaskweb's own exports write it; FLASK's files do not), else
+    `model`, which the caller names (the model option, or the file name). With `model_fixed`
+    (the model option was given) a line whose `model_id` names another model is a problem.
+    Duplicates are the caller's to find."""
     for entry in _json_lines(stream, file_name, max_line_bytes):
         if isinstance(entry, Problem):
             problems.append(entry)
@@ -260,6 +264,15 @@ def flask_reviews(
             row.problem("", "invalid_json", f"a line must hold an object, not {type_name(obj)}")
             continue
         item = row.name(obj, "question_id")
+        line_model, model_field = model, ""
+        if obj.get("model_id") is not None:
+            line_model, model_field = row.name(obj, "model_id"), "model_id"
+            if model_fixed and line_model and line_model != model:
+                row.problem(
+                    "model_id",
+                    "model_conflict",
+                    f"model_id {line_model!r} is not the model option {model!r}",
+                )
         review = row.text(obj, "review", required=True)
         target = row.text(obj, "target_txt", required=False)
         tokens = obj.get("total_tokens_step4")
@@ -301,7 +314,7 @@ def flask_reviews(
         yield ImportedJudgment(
             judge=judge,
             item=item,
-            model=model,
+            model=line_model,
             file=file_name,
             line=lineno,
             scores=scores,
@@ -310,7 +323,7 @@ def flask_reviews(
             target_text=target,
             parse_failed=not raw_scores,
             item_field="question_id",
-            model_field="",
+            model_field=model_field,
         )
 
 
@@ -749,6 +762,7 @@ class _Import:
             skills=self.skills,
             problems=self.sink,
             max_line_bytes=self.max_line,
+            model_fixed=bool(self.model),
         ):
             staging.add(
                 _J,
@@ -916,7 +930,7 @@ class _Import:
                 f"item {r[2]!r} is not in dataset {dataset.name!r}",
             ),
         )
-        source = "" if model_field else " (from the model option or the file name)"
+        source = "" if model_field else " (from model_id, the model option or the file name)"
         sql_problems(
             cursor,
             f"""SELECT j.file_pos, j.line, j.item, j.model FROM {_J} j

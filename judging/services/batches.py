@@ -26,7 +26,15 @@ from annotation.selectors import anchor_responses_for, responses_for_judging, sk
 from judging import prompts
 from judging.llm.clients import ChatRequest
 from judging.llm.engine import Batch, Call, Engine, Outcome
-from judging.models import JudgeKind, JudgeRun, Judgment, LLMCacheEntry, PairJudgment, RunStatus
+from judging.models import (
+    JudgeConfig,
+    JudgeKind,
+    JudgeRun,
+    Judgment,
+    LLMCacheEntry,
+    PairJudgment,
+    RunStatus,
+)
 from judging.services.calls import (
     NO_CALL,
     Access,
@@ -38,6 +46,12 @@ from judging.services.calls import (
 )
 from judging.services.estimates import tokens_cost
 from judging.services.pairwise import pair_judgment_record
+from judging.services.probe_prompts import (
+    Probe,
+    probe_pair_messages,
+    probe_response_messages,
+    run_probe,
+)
 from judging.services.prompting import (
     JudgedResponse,
     pair_messages,
@@ -206,15 +220,11 @@ def _calls(
 ) -> tuple[list[Call], Asked]:
     """The engine's calls for the units not answered by the cache (those are recorded)."""
     judge = run.judge
+    probe = run_probe(run, sorted({unit.target.response.pk for unit in units}))
     planned: list[tuple[Unit, list[dict], ChatRequest, str]] = []
     for unit in units:
         try:
-            if unit.anchor is not None:
-                messages = pair_messages(
-                    judge=judge, target=unit.target, anchor=unit.anchor, order=unit.sample
-                )
-            else:
-                messages = response_messages(judge=judge, target=unit.target)
+            messages = _messages(judge, unit, probe)
         except prompts.PromptError as exc:
             # e.g. a reference template on an item without a reference answer: recorded, so
             # the run still completes and the reason is on the judgment.
@@ -252,6 +262,19 @@ def _calls(
         )
         asked[index] = (unit, body, key, [])
     return calls, asked
+
+
+def _messages(judge: JudgeConfig, unit: Unit, probe: Probe | None) -> list[dict]:
+    """What the judge is sent for one unit: of a probe run, with the probe's change."""
+    if unit.anchor is not None:
+        if probe is not None:
+            return probe_pair_messages(
+                judge=judge, target=unit.target, anchor=unit.anchor, order=unit.sample, probe=probe
+            )
+        return pair_messages(judge=judge, target=unit.target, anchor=unit.anchor, order=unit.sample)
+    if probe is not None:
+        return probe_response_messages(judge=judge, target=unit.target, probe=probe)
+    return response_messages(judge=judge, target=unit.target)
 
 
 def _drain(

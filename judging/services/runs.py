@@ -30,6 +30,7 @@ from judging.models import (
     RunStatus,
 )
 from judging.services.estimates import judge_run_estimate, pair_run_estimate
+from judging.services.probe_prompts import probe_run_response_ids
 from judging.services.providers import provider_usable_problem
 from judging.tasks import judge_batch_task, judge_run_dispatch_task
 
@@ -208,7 +209,10 @@ def run_response_ids(
     run: JudgeRun, *, after_id: int, limit: int, last_id: int | None = None
 ) -> list[int]:
     """The responses a run judges, by id, after `after_id` (up to `last_id`): a campaign's
-    models only; for a pairwise run, the challengers (each stands for both orders)."""
+    models only; for a pairwise run, the challengers (each stands for both orders); for a
+    probe run, its base run's (or the probe's sample of them)."""
+    if run.probe:
+        return probe_run_response_ids(run, after_id=after_id, limit=limit, last_id=last_id)
     models = run.campaign.model_names if run.campaign else None
     if run.pairwise_against:
         return pair_challenger_ids(

@@ -4,24 +4,18 @@
  * Keys (no modifier; ignored while typing in a text box, where Esc goes back to the row):
  *   1-5 score the focused skill row, N marks it N/A; focus then moves to the next row;
  *   ArrowUp/ArrowDown and Tab/Shift+Tab move between rows; R opens the row's rationale;
+ *   F opens or closes the row's full rubric;
  *   Enter submits once every row has a value, otherwise focuses the first empty row.
+ * Rubric: each row spells out one level only, the one pointed at or focused, else the one
+ * chosen (`data-anchor-now`); the full rubric is the row's <details>.
  * Time: `active_ms` counts only while the page is visible, the window has focus and the
  * annotator did something in the last 60 s; each row's `time-<id>` counts the active time
- * that row held the focus. Both go out as hidden fields with the submission.
+ * that row held the focus, however the focus got there (keys, pointer or script): the clock
+ * is settled at every focus change, so a row held for less than a tick still gets its time.
+ * Both go out as hidden fields with the submission; a row never focused sends nothing.
  */
 (function () {
   "use strict";
-
-  var IDLE_MS = 60000; // no input for this long pauses the clock
-  var TICK_MS = 250;
-  var MAX_STEP_MS = 1000; // a throttled or suspended tab never adds more than this per tick
-
-  var clock = newClock("");
-
-  function newClock(key) {
-    var now = Date.now();
-    return { key: key, active: 0, rows: {}, lastInput: now, lastTick: now };
-  }
 
   function currentForm() {
     return document.querySelector("[data-annotate-form]");
@@ -67,54 +61,65 @@
     return true;
   }
 
-  // --- time on task --------------------------------------------------------------------------
+  // --- time on task (static/js/task_clock.js) ----------------------------------------------
 
-  function isActive(now) {
-    return document.visibilityState === "visible" && document.hasFocus() &&
-      now - clock.lastInput <= IDLE_MS;
+  var clock = window.flaskwebTaskClock({
+    form: currentForm,
+    rowsOf: rowsOf,
+    rowOf: rowOf,
+    rowKey: function (row) { return row.dataset.skillId; },
+  });
+
+  // --- one rubric level at a time --------------------------------------------------------------
+
+  function anchorText(row, value) {
+    if (value === "na") return ["N/A", "this skill does not apply to the response"];
+    var li = row.querySelector('.anchors li[data-level="' + value + '"]');
+    return li ? [value, li.querySelector("span") ? li.querySelector("span").textContent : ""] : null;
   }
 
-  function tick() {
-    var now = Date.now();
-    var step = Math.min(Math.max(now - clock.lastTick, 0), MAX_STEP_MS);
-    clock.lastTick = now;
-    if (!currentForm() || !isActive(now)) return;
-    clock.active += step;
-    var row = rowOf(document.activeElement);
-    if (row) {
-      var id = row.dataset.skillId;
-      clock.rows[id] = (clock.rows[id] || 0) + step;
+  function showLevel(row, value) {
+    var box = row.querySelector("[data-anchor-now]");
+    if (!box) return;
+    var text = value ? anchorText(row, value) : null;
+    box.textContent = "";
+    if (text) {
+      var b = document.createElement("b");
+      b.textContent = text[0];
+      box.appendChild(b);
+      box.appendChild(document.createTextNode(" " + text[1]));
     }
-  }
-
-  function flush(form) {
-    tick();
-    var active = form.querySelector("[data-active-ms]");
-    if (active) active.value = String(Math.round(clock.active));
-    rowsOf(form).forEach(function (row) {
-      var field = row.querySelector("[data-row-time]");
-      if (field) field.value = String(Math.round(clock.rows[row.dataset.skillId] || 0));
+    Array.prototype.forEach.call(row.querySelectorAll(".anchors li"), function (li) {
+      li.classList.toggle("is-preview", li.dataset.level === value && value !== valueOf(row));
     });
   }
 
-  function noteInput() {
-    var now = Date.now();
-    if (now - clock.lastInput > IDLE_MS) clock.lastTick = now; // the idle gap is not counted
-    clock.lastInput = now;
+  function levelOf(el) {
+    var label = el && el.closest ? el.closest(".score-btn") : null;
+    var input = label ? label.querySelector("input[type=radio]") : null;
+    return input ? input.value : "";
   }
 
-  function restartTick() {
-    clock.lastTick = Date.now(); // time while hidden or blurred is not counted
-  }
-
-  ["keydown", "pointerdown", "pointermove", "wheel", "touchstart", "input"].forEach(function (t) {
-    document.addEventListener(t, noteInput, { capture: true, passive: true });
+  // Pointing at (or focusing) a score button previews its level; leaving it shows the
+  // chosen one again.
+  ["pointerover", "focusin"].forEach(function (type) {
+    document.addEventListener(type, function (e) {
+      var row = rowOf(e.target);
+      var level = levelOf(e.target);
+      if (row && level) showLevel(row, level);
+    });
   });
-  document.addEventListener("scroll", noteInput, { capture: true, passive: true });
-  document.addEventListener("visibilitychange", restartTick);
-  window.addEventListener("focus", restartTick);
-  window.addEventListener("blur", tick);
-  setInterval(tick, TICK_MS);
+  ["pointerout", "focusout"].forEach(function (type) {
+    document.addEventListener(type, function (e) {
+      var row = rowOf(e.target);
+      if (row && levelOf(e.target)) showLevel(row, valueOf(row));
+    });
+  });
+
+  function toggleRubric(row) {
+    var details = row.querySelector("[data-rubric]");
+    if (details) details.open = !details.open;
+  }
 
   // --- scoring with the keyboard ---------------------------------------------------------------
 
@@ -170,6 +175,12 @@
     if (!row && !loose && !onSubmit) return; // links, summaries, other buttons: their own keys
 
     var key = e.key;
+    if ((key === "Enter" || key === " ") && target.matches && target.matches("summary")) return;
+    if ((key === "f" || key === "F") && row) {
+      e.preventDefault();
+      toggleRubric(row);
+      return;
+    }
     if (/^[1-5]$/.test(key) || key === "n" || key === "N") {
       var scored = row || (loose ? firstEmpty(form) || rowsOf(form)[0] : null);
       if (!scored) return;
@@ -207,6 +218,7 @@
     var row = rowOf(e.target);
     if (row && e.target.type === "radio") {
       row.dataset.value = e.target.value;
+      showLevel(row, e.target.value);
       var form = currentForm();
       if (form && !firstEmpty(form)) say("");
     }
@@ -214,7 +226,7 @@
 
   // Fill the hidden time fields before htmx reads the form (capture runs before its handler).
   document.addEventListener("submit", function (e) {
-    if (e.target.matches && e.target.matches("[data-annotate-form]")) flush(e.target);
+    if (e.target.matches && e.target.matches("[data-annotate-form]")) clock.flush(e.target);
   }, true);
 
   // A click on Submit with a row left empty never leaves the page; skip/flag posts go to the
@@ -239,7 +251,7 @@
     if (form) {
       // The same task redrawn with a message keeps its clock; a new task starts at zero.
       var key = form.getAttribute("hx-post");
-      if (clock.key !== key) clock = newClock(key);
+      clock.card(key);
       var error = card.querySelector(".form-error");
       var rows = rowsOf(form);
       if (error && error.closest(".skip-box")) {

@@ -81,3 +81,11 @@ def test_the_paired_test_prefers_the_judge_that_follows_the_people():
     worse = bootstrap.paired_difference(x, far, close, items, resamples=300)
     assert worse["high"] < 0 and worse["p_value_a_not_better"] > 0.99
     assert not math.isnan(better["high"])
+
+
+def test_alpha_without_a_unit_rated_twice_has_no_interval():
+    """Two values, but every unit rated once (one rater per unit so far): nothing is
+    pairable, so no alpha and no interval (this raised on an empty reshape)."""
+    matrix = [[1, np.nan, np.nan], [np.nan, 2, np.nan], [np.nan, np.nan, 1]]
+    found = bootstrap.alpha_intervals(matrix, [0, 1, 2], levels=("nominal",), resamples=50)
+    assert found["nominal"].estimate is None and found["nominal"].resamples == 0

@@ -49,7 +49,7 @@ from annotation.services.assignments import (
 from devtools.openai_server import FakeOpenAIServer
 from flaskweb.jobs import JobStatus
 from judging.models import JudgeRun, JudgeScore, Judgment, RunStatus
-from judging.output_imports.services import judge_outputs_import
+from judging.output_imports.services import JudgeOutputImportRejected, judge_outputs_import
 from judging.services import judge_response, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
@@ -265,6 +265,10 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
                 "",
             ]
         )
+    # the study columns last (platform, worker_id): blank, as nobody came through a study link
+    expected = [expected[0], *(row + ["", ""] for row in expected[1:])]
+    # then the adjudicated columns: empty, as no reviewer settled a score
+    expected = [expected[0], *(row + ["", "", ""] for row in expected[1:])]
     assert list(csv.reader(io.StringIO(text))) == expected
     assert "\r" not in text and text.endswith("\n")
     assert '"\'=HYPERLINK(""http://x"")"' in text  # the guard, then CSV quoting
@@ -297,6 +301,11 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_the_importers_na(scored):
             updated_at=STAMP,
             sample=None,
             rubric_label=None,
+            platform=None,
+            worker_id=None,
+            adjudicated_score=None,
+            adjudicated_note=None,
+            adjudicated_by=None,
         )
         return base | extra
 
@@ -499,6 +508,34 @@ def test_a_judges_flask_review_export_imports_back_with_equal_scores(scored, sou
     assert sorted(whole.splitlines()) == sorted(
         line for _, data in files for line in data.decode().splitlines()
     )
+    # ... and imports back as it is, under its download name, which names no model: each
+    # line's model_id does (it was once read from the file name and rejected)
+    options = export_options_clean(
+        project=scored.project, kind="flask_review", filters={"judge": [name]}
+    )
+    assert options.download_name.endswith("-reviews.jsonl")
+    result = judge_outputs_import(
+        project=scored.project,
+        dataset=scored.dataset,
+        files=[(options.download_name, whole.encode())],
+        judge_name=name + "-whole",
+    )
+    [whole_run] = result.runs
+    assert scores(whole_run.run) == scores(original)
+    assert reviews(whole_run.run) == reviews(original)
+    # a model option that contradicts the lines' model_id is refused, and nothing is written
+    runs_before = JudgeRun.objects.count()
+    with pytest.raises(JudgeOutputImportRejected) as refused:
+        judge_outputs_import(
+            project=scored.project,
+            dataset=scored.dataset,
+            files=[("m1_review.jsonl", whole.encode())],
+            judge_name=name + "-forced",
+            model="m1",
+        )
+    codes = {p.code for p in refused.value.problems}
+    assert codes == {"model_conflict"}, codes
+    assert JudgeRun.objects.count() == runs_before
 
 
 def test_csv_safe_neutralises_formula_starts_and_leaves_numbers_alone():
@@ -858,7 +895,7 @@ def test_api_errors_name_the_fields(scored, researcher):
     client = api(researcher)
     url = f"{API}/projects/demo-project/exports/"
     assert client.post(url, {"kind": "pie"}, format="json").json()["fields"] == {
-        "kind": ["'pie' is not one of long, flask_review, wide"]
+        "kind": ["'pie' is not one of long, flask_review, wide, preferences"]
     }
     refused = client.post(url, {"kind": "long", "skill": ["Nope"], "judge": ["who"]}, format="json")
     assert refused.status_code == 400

@@ -104,4 +104,5 @@ def test_the_reason_reads_the_campaign_as_it_is_now(project, two_items, annotato
 
 def test_every_reason_has_words_for_the_page():
     statuses = {f"campaign_{s}" for s in CampaignStatus.values if s != CampaignStatus.ACTIVE}
-    assert set(NO_TASK_MESSAGES) == statuses | {"quota_reached", "no_task_available"}
+    others = {"quota_reached", "no_task_available", "screened_out"}
+    assert set(NO_TASK_MESSAGES) == statuses | others

@@ -702,6 +702,13 @@ PROBLEM_CASES = [
         {},
         [(2, "", "invalid_encoding")],
     ),
+    (
+        "preference-identical-pair",
+        "preference",
+        b'{"prompt": "q", "chosen": "same", "rejected": "same", "subset": "s"}\n',
+        {},
+        [(1, "rejected", "identical_pair")],
+    ),
 ]
 
 
@@ -752,6 +759,19 @@ def test_a_problem_reads_as_file_line_field_message_and_class():
 )
 def test_it_explains_an_invalid_difficulty(difficulty, message):
     out = parse(jsonl(eval_row(difficulty=difficulty)), fmt="flask-eval")
+
+    assert [p.message for p in problems_of(out)] == [message]
+
+
+@pytest.mark.parametrize(
+    ("skills", "message"),
+    [
+        (["Readability"], "1 skill given; FLASK instances have 3"),
+        (["Readability", "Conciseness"], "2 skills given; FLASK instances have 3"),
+    ],
+)
+def test_the_skill_count_message_is_singular_for_one_skill(skills, message):
+    out = parse(jsonl(eval_row(skill=skills)), fmt="flask-eval")
 
     assert [p.message for p in problems_of(out)] == [message]
 

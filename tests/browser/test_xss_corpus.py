@@ -34,6 +34,7 @@ from analytics.exports.services import (
     export_options_clean,
     export_write,
 )
+from analytics.imports.preferences import preferences_import
 from analytics.imports.services import ScoreImportRejected, scores_import
 from analytics.report import snapshots
 from analytics.report.views import SECTIONS, ReportFilterForm
@@ -46,6 +47,7 @@ from annotation.campaigns.services import (
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     Assignment,
+    Dataset,
     Domain,
     HumanScore,
     Item,
@@ -64,6 +66,11 @@ from annotation.services.assignments import (
     human_score_submit,
 )
 from annotation.services.catalogue import skill_create
+from annotation.services.metadata import (
+    ProposalSpec,
+    metadata_dataset_snapshot,
+    metadata_proposals_record,
+)
 from annotation.services.projects import membership_set, project_create
 from judging.baselines import BASELINES
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment
@@ -245,6 +252,7 @@ class Corpus:
     item_ids: list[int]
     all_response_id: int
     campaign_id: int
+    pair_campaign_id: int
     skill_ids: list[int]
     template_id: int
     judge_ids: list[int]
@@ -393,6 +401,27 @@ def _judge_outputs(project, dataset, skills: list[str], items: list[Item]) -> li
     return [r.run for r in runs]
 
 
+def _imported_preferences(project, dataset, items: list[Item], skills: list[str]) -> None:
+    """Pairwise preference labels from elsewhere (import_preferences): payload raters on
+    pairs of payload systems, per skill and overall, with payload rationales."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(
+        ["dataset", "item", "model_a", "model_b", "rater", "skill", "choice", "rationale"]
+    )
+    raters = (NAMES["rater-human-1"], NAMES["rater-human-2"], NAMES["rater-judge"])
+    for n, item in enumerate(items[:10]):
+        for r, rater in enumerate(raters):
+            for s, skill in enumerate([*skills[:1], "Overall"]):
+                choice = ("a", "b", "tie", "both_bad")[(n + r + s) % 4]
+                rationale = CORPUS[(n + r + s) % len(CORPUS)][1][:2000]
+                writer.writerow(
+                    [dataset.name, item.external_id, NAMES["model-a"], NAMES["model-b"], rater,
+                     skill, choice, rationale]
+                )  # fmt: skip
+    preferences_import(project=project, data=buffer.getvalue().encode(), name="prefs.csv")
+
+
 def _imported_scores(project, items: list[Item], skills: list[str], domain: str, researcher):
     """Long-format scores from elsewhere: payload raters (people and a judge) on stored
     responses, and a new item, response and skill the import creates."""
@@ -493,6 +522,21 @@ def corpus(live_server, django_user_model, tmp_path) -> Corpus:
     gold = Response.objects.filter(item=items[-2], model_name=NAMES["model-b"]).get()
     gold_task_set(campaign=campaign, response=gold, scores={skills[0].pk: 3}, explanation=ALL)
     campaign_activate(campaign=campaign)
+    pairs = campaign_create(
+        project=project,
+        dataset=dataset,
+        name=NAMES["campaign"] + " (pairs)",
+        overlap=1,
+        annotators=[alice],
+        instructions=ALL,
+        mode="pairwise",
+        pair_design="sampled",
+        pair_budget=2,
+        pair_strength=True,
+        pair_rationale=True,
+        created_by=rita,
+    )
+    campaign_activate(campaign=pairs)
     annotator_expertise_set(project=project, user=alice, domains=domains)
     first = _score_people(campaign, bob, alice, all_item)
     runs = _judge_outputs(project, dataset, skill_names, items)
@@ -522,6 +566,7 @@ def corpus(live_server, django_user_model, tmp_path) -> Corpus:
         created_by=rita,
     )
     _imported_scores(project, items, skill_names, domains[1].name, rita)
+    _imported_preferences(project, dataset, items, skill_names)
     job = export_job_create(
         project=project,
         kind="long",
@@ -539,6 +584,7 @@ def corpus(live_server, django_user_model, tmp_path) -> Corpus:
         item_ids=[i.pk for i in items],
         all_response_id=Response.objects.get(item=all_item, model_name=NAMES["model-a"]).pk,
         campaign_id=campaign.pk,
+        pair_campaign_id=pairs.pk,
         skill_ids=[s.pk for s in skills],
         template_id=template.pk,
         judge_ids=list(
@@ -740,6 +786,9 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
             expect=(NAMES["campaign"], NAMES["flag"], NAMES["domain-2"]),
         )
         rita.visit(url("annotation:campaign-update", c.campaign_id), expect=(TEXTS["textarea"],))
+        rita.visit(
+            url("annotation:campaign-detail", c.pair_campaign_id), expect=(NAMES["campaign"],)
+        )
         rita.visit(url("annotation:campaign-create", slug))
         rita.reset()  # choosing the dataset swaps its models in (htmx)
         rita.page.select_option("#id_dataset", str(c.dataset_id))
@@ -765,6 +814,25 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
             rita.visit(url("judging:run-detail", run_id), expect=(NAMES["dataset"],))
         for judgment_id in c.judgment_ids:
             rita.visit(url("judging:judgment-detail", judgment_id))
+        # metadata (docs/METADATA.md): the items' own metadata as proposals, and a model's
+        # unreadable answer kept raw, on the verification and agreement pages
+        metadata_dataset_snapshot(dataset=Dataset.objects.get(pk=c.dataset_id))
+        unreadable = ProposalSpec(
+            item_id=c.item_ids[0],
+            status="parse_failed",
+            raw_output=TEXTS["mxss"],
+            error=NAMES["unknown-skill"],
+        )
+        metadata_proposals_record(
+            run_id=999_999, label=NAMES["judge-review"], proposals=[unreadable]
+        )
+        verify = "annotation:metadata-verify-page"
+        rita.visit(url(verify, c.dataset_id, query="?origin=dataset"), expect=(NAMES["skill-1"],))
+        rita.visit(
+            url(verify, c.dataset_id, query="?origin=run:999999"),
+            expect=(TEXTS["mxss"], NAMES["judge-review"]),
+        )
+        rita.visit(url("analytics:metadata-agreement", c.dataset_id), expect=(NAMES["dataset"],))
         rita.visit(url("judging:template-list", slug), expect=(NAMES["template"],))
         rita.visit(
             url(
@@ -796,6 +864,15 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
         rita.visit(
             url("analytics:dashboard", slug, query="?inline=1"), expect=(NAMES["rater-judge"],)
         )
+        rita.visit(
+            url("analytics:preferences", slug),
+            expect=(NAMES["model-a"], NAMES["model-b"]),
+        )
+        rita.reset()  # another skill's figures, swapped in by htmx
+        rita.page.select_option("select[name=pref_skill]", index=0)
+        rita.page.click("form.preference-skill button[type=submit]")
+        rita.check("preferences skill", wait="#preference-matrix", expect=(NAMES["model-a"],))
+        rita.visit(url("analytics:judge-leaderboard"), expect=(project,))
         for name in SECTIONS:  # a section on its own page
             rita.visit(url("analytics:report-section", slug, name))
         rita.visit(
@@ -857,6 +934,23 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
             f" !== {json.dumps(action)}",
         )
         alice.visit(url("annotation-api:api-annotator-campaign-list"), expect=(NAMES["campaign"],))
+        alice.visit(  # a pair card: two payload responses side by side, no model name
+            url("annotation:annotate", c.pair_campaign_id),
+            wait="[data-pair-row]",
+            expect=(NAMES["campaign"], NAMES["skill-3"]),
+        )
+        alice.reset()  # answered with payload rationales; the next pair arrives by htmx
+        action = alice.page.get_attribute("[data-pair-form]", "hx-post")
+        for row in alice.page.query_selector_all("[data-pair-row]"):
+            key = row.get_attribute("data-key")
+            alice.page.check(f"input[name='pref-{key}'][value='tie']")
+            alice.page.fill(f"textarea[name='rationale-{key}']", TEXTS["textarea"])
+        alice.page.click("[data-submit]")
+        alice.check(
+            "annotate a pair, next pair",
+            wait=f"() => document.querySelector('[data-pair-form]')?.getAttribute('hx-post')"
+            f" !== {json.dumps(action)}",
+        )
 
     with visitor(chromium, live_server, "admin", problems) as admin:
         admin.visit(url("annotation:project-detail", slug), expect=(NAMES["dataset"],))

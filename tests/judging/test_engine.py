@@ -302,3 +302,17 @@ def test_the_in_process_limiter_keeps_the_shared_limiters_rules():
     assert acquire(tokens=1) == pytest.approx(5.0)
     with pytest.raises(ValueError):
         acquire(tokens=1001)
+
+
+def test_a_batch_stopped_before_the_loop_starts_it_ends_with_every_call_unfinished(engine):
+    """stop() (and update_credit()) right after submit() may reach the loop before the
+    batch's first step: the loop is kept busy here so that they always do. The stop must
+    take (it raised on the loop and the batch ran on, unstopped)."""
+    with FakeOpenAIServer(style="json", latency=0.05) as srv:
+        engine._loop_call(time.sleep, 0.3)  # the loop is busy: nothing below runs yet
+        batch = engine.submit(calls(srv, 5, cost=0.01), limit=None, credit=1.0)
+        batch.update_credit(1.0)
+        batch.stop(grace=None)
+        outcomes = drain(batch, timeout=10)
+    assert outcomes == []
+    assert sorted(batch.unfinished) == [0, 1, 2, 3, 4]

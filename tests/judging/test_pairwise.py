@@ -183,3 +183,37 @@ def test_a_pairwise_run_is_created_from_the_api_and_the_form(
         posted = researcher_client.post(form_url, {"dataset": dataset.pk, "pairwise_against": "m2"})
         assert posted.status_code in (302, 200)
         assert JudgeRun.objects.filter(pairwise_against="m2", total=16).exists()
+
+
+def test_a_finished_pairwise_runs_counts_split_its_pair_judgments(
+    project, dataset, researcher, researcher_client
+):
+    """The run page and API split a pairwise run's finished judgments into ok, partial,
+    not parseable and failed from its pair judgments (they once read the pointwise
+    judgments: "ok 0 partial 0" beside "16 of 16")."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    from judging.selectors import run_progress
+
+    with FakeOpenAIServer(style="json", faults={"garbage": 0.25}, fault_seed=3) as server:
+        run = _run_all(
+            running(
+                judge_run_create(
+                    judge=llm_judge(project, server), dataset=dataset, pairwise_against="m1"
+                )
+            )
+        )
+    statuses = list(PairJudgment.objects.filter(run=run).values_list("status", flat=True))
+    ok = statuses.count(JudgmentStatus.OK)
+    assert 0 < ok < 16 and statuses.count(JudgmentStatus.PARSE_FAILED) == 16 - ok
+    progress = run_progress(run=run)
+    assert (progress.ok, progress.partial, progress.parse_failed) == (ok, 0, 16 - ok)
+    assert progress.ok + progress.partial + progress.parse_failed + progress.failed == 16
+    html = researcher_client.get(reverse("judging:run-detail", args=[run.pk])).content.decode()
+    assert f"ok {ok}<" in html and f"parse failed {16 - ok}<" in html
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=researcher).key)
+    body = client.get(f"/api/v1/judging/runs/{run.pk}/").json()
+    found = body.get("progress", body)
+    assert (found["ok"], found["parse_failed"]) == (ok, 16 - ok)

@@ -62,7 +62,12 @@ def make(client, prefix):
 
 def assert_within_bound(grants, capacity, rate, cost=1.0):
     """Sound check over every window: the grants known to have happened inside
-    [send_i, recv_j] cost at most capacity + rate x (recv_j - send_i)."""
+    [send_i, recv_j] cost at most capacity + rate x (recv_j - send_i).
+
+    The stamps must come from the clock the limiter itself runs on (the Redis server's
+    TIME, see `_server_now`): the host's monotonic clock and the server's wall clock can
+    drift or step apart by milliseconds, which once made a correct limiter fail here
+    (10 grants in 2.994 s of host time, 3.0 s or more of server time)."""
     grants = sorted(grants)
     for i, (start, _) in enumerate(grants):
         for _, end in grants[i:]:
@@ -73,12 +78,20 @@ def assert_within_bound(grants, capacity, rate, cost=1.0):
             assert inside * cost <= bound + 1e-6 + cost * 0.01, (inside, end - start, bound)
 
 
-def _hammer(limiter, tokens, deadline, grants):
+def _server_now(client) -> float:
+    seconds, micros = client.time()
+    return seconds + micros / 1_000_000
+
+
+def _hammer(limiter, client, tokens, deadline, grants):
+    """Take grants until the (host) deadline; stamp each with the server's clock read on
+    the same connection just before and just after, so the grant's own server time lies
+    between the two stamps."""
     while (now := time.monotonic()) < deadline:
-        sent = time.monotonic()
+        sent = _server_now(client)
         wait = limiter.try_acquire(tokens)
         if wait == 0:
-            grants.append((sent, time.monotonic()))
+            grants.append((sent, _server_now(client)))
         else:
             time.sleep(min(wait, deadline - now, 0.15) * random.uniform(0.3, 1.0))
 
@@ -91,16 +104,17 @@ def test_eight_threads_with_own_connections_never_exceed_the_request_rate(prefix
     grants: list[tuple[float, float]] = []
     clients = [redis.Redis.from_url(REDIS_URL) for _ in range(8)]
     limiters = [RateLimiter(c, "judge:conc", rpm=rpm, burst=burst, prefix=prefix) for c in clients]
-    started = time.monotonic()
-    deadline = started + seconds
+    server_started = _server_now(clients[0])
+    deadline = time.monotonic() + seconds
     threads = [
-        threading.Thread(target=_hammer, args=(lim, 1, deadline, grants)) for lim in limiters
+        threading.Thread(target=_hammer, args=(lim, c, 1, deadline, grants))
+        for lim, c in zip(limiters, clients, strict=True)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    span = time.monotonic() - started
+    span = _server_now(clients[0]) - server_started
     for c in clients:
         c.close()
 
@@ -114,20 +128,20 @@ def _process_worker(url, name, prefix, tpm, tokens, deadline, queue):
     client = redis.Redis.from_url(url)
     limiter = RateLimiter(client, name, rpm=6000, tpm=tpm, prefix=prefix)
     grants: list[tuple[float, float]] = []
-    _hammer(limiter, tokens, deadline, grants)
+    _hammer(limiter, client, tokens, deadline, grants)
     client.close()
     queue.put(grants)
 
 
-def test_four_processes_share_the_token_limit_when_it_binds(prefix, make):
+def test_four_processes_share_the_token_limit_when_it_binds(prefix, make, client):
     try:
         ctx = multiprocessing.get_context("fork")
     except ValueError:
         pytest.skip("needs the fork start method")
     tpm, tokens, seconds = 600, 50, 2.5  # 12 calls' worth at once, then 1 call per 5 s
     queue = ctx.Queue()
-    started = time.monotonic()
-    deadline = started + seconds
+    server_started = _server_now(client)
+    deadline = time.monotonic() + seconds
     procs = [
         ctx.Process(
             target=_process_worker,
@@ -143,9 +157,9 @@ def test_four_processes_share_the_token_limit_when_it_binds(prefix, make):
     for proc in procs:
         proc.join(timeout=30)
         assert proc.exitcode == 0
-    span = time.monotonic() - started
+    span = _server_now(client) - server_started
 
-    # CLOCK_MONOTONIC is system-wide, so the processes' timestamps compare
+    # every process stamps with the one server clock, so their stamps compare
     assert len(grants) * tokens <= tpm + tpm / 60 * span + 1e-6
     assert_within_bound(grants, tpm, tpm / 60, cost=tokens)
     assert len(grants) >= tpm // tokens  # the whole bucket was there to take

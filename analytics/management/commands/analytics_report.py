@@ -38,6 +38,13 @@ class Command(BaseCommand):
             help="compare every two judges (slow with many judges)",
         )
         parser.add_argument(
+            "--human",
+            choices=["raw", "adjudicated"],
+            default="raw",
+            help="raw: the annotators' own scores (default); adjudicated: a reviewer's "
+            "adjudicated score in place of them where there is one",
+        )
+        parser.add_argument(
             "--resamples",
             type=int,
             default=DEFAULT_RESAMPLES,
@@ -61,6 +68,7 @@ class Command(BaseCommand):
             with_breakdowns=not options["no_breakdowns"],
             compare=[(a, b) for a, b in options["compare"] or []],
             compare_all=options["compare_all"],
+            human_scores=options["human"],
         )
         unknown = sorted(
             {name for pair in options["compare"] or [] for name in pair}

@@ -3,6 +3,7 @@ writer as the export jobs, run here and now."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -10,16 +11,20 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from analytics.exports.services import ExportOptionsError, export_options_clean, export_write
+from analytics.exports.training import TRAINING_KIND
 from analytics.models import ExportFormat, ExportKind, RaterKind
 from annotation.selectors import project_get_by_slug
 
 
 class Command(BaseCommand):
-    help = "Export a project's scores: a long table, a wide table or a judge's FLASK reviews."
+    help = (
+        "Export a project's scores: a long table, a wide table, a judge's FLASK reviews, or "
+        "people's judgments as judge-training tasks."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--project", required=True, help="project slug")
-        parser.add_argument("--kind", required=True, choices=ExportKind.values)
+        parser.add_argument("--kind", required=True, choices=[*ExportKind.values, TRAINING_KIND])
         parser.add_argument(
             "--format",
             choices=ExportFormat.values,
@@ -42,6 +47,12 @@ class Command(BaseCommand):
             "--system", action="append", default=[], help="only this model (repeatable)"
         )
         parser.add_argument("--run", type=int, help="a judge run id (long, flask_review)")
+        parser.add_argument(
+            "--training",
+            default="",
+            help="judge_training options as a JSON object, e.g. "
+            '\'{"unit": "item", "pairwise": true}\'',
+        )
         parser.add_argument("--output", "-o", help="file to write (default: standard output)")
 
     def handle(self, *args, **options):
@@ -57,6 +68,13 @@ class Command(BaseCommand):
             "system": options["system"],
             "run": options["run"],
         }
+        if options["kind"] == TRAINING_KIND:
+            try:
+                filters["training"] = json.loads(options["training"] or "{}")
+            except ValueError as exc:
+                raise CommandError(f"--training is not JSON: {exc}") from None
+        elif options["training"]:
+            raise CommandError(f"--training is for --kind {TRAINING_KIND}")
         try:
             export = export_options_clean(
                 project=project, kind=options["kind"], fmt=options["format"], filters=filters

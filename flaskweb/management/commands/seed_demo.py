@@ -4,16 +4,36 @@
 from __future__ import annotations
 
 import random
+from decimal import Decimal
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from annotation.campaigns.services import campaign_activate, campaign_create, gold_task_set
+from annotation.campaigns.services import (
+    campaign_activate,
+    campaign_create,
+    gold_task_set,
+)
 from annotation.catalogue.services import catalogue_sync_builtins
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
-from annotation.models import Campaign, Project, ProjectRole, Response, UploadSource
+from annotation.models import (
+    Campaign,
+    CampaignMode,
+    PairDesign,
+    Platform,
+    Project,
+    ProjectRole,
+    Response,
+    TaskKind,
+    UploadSource,
+)
+from annotation.pace.services import campaign_pace_update
+from annotation.screening.services import screening_settings_update
+from annotation.screening.setup import screening_task_set
+from annotation.services.metadata import metadata_dataset_snapshot
 from annotation.services.projects import membership_set, project_get_or_create
+from annotation.study.services import study_link_create, study_settings_update
 
 DEMO_FILE = Path(__file__).resolve().parents[3] / "annotation" / "demo" / "demo_dataset.jsonl"
 # Demo-only logins, printed on start; never use these outside a local demo.
@@ -23,11 +43,52 @@ DEMO_USERS = [
     ("annotator1", "annotator1-demo", ProjectRole.ANNOTATOR, False),
     ("annotator2", "annotator2-demo", ProjectRole.ANNOTATOR, False),
     ("annotator3", "annotator3-demo", ProjectRole.ANNOTATOR, False),
+    ("reviewer", "reviewer-demo", ProjectRole.REVIEWER, False),
+]
+STUDY_CAMPAIGN = "Demo crowd study"
+PAIRWISE_CAMPAIGN = "Demo pairwise comparison"
+# Known scores of the demo's first item (Logical Correctness, Robustness, Efficiency) for the
+# crowd study's screening, with what a careful annotator should notice.
+SCREENING = [
+    (
+        TaskKind.TRAINING,
+        "aurora-7b",
+        {"Logical Correctness": 2, "Logical Robustness": 1, "Logical Efficiency": 3},
+        "The one-liner fails when fewer than two distinct values are given (an empty list or "
+        "[4, 4] raises IndexError instead of returning None), so robustness is at the bottom. "
+        "Sorting is O(n log n) where one pass was asked for.",
+    ),
+    (
+        TaskKind.TRAINING,
+        "basalt-13b",
+        {"Logical Correctness": 5, "Logical Robustness": 5, "Logical Efficiency": 3},
+        "Correct on every edge case, including repeats and short lists. It still sorts, "
+        "so it is not the single pass the instruction asked for.",
+    ),
+    (
+        TaskKind.QUALIFICATION,
+        "cobalt-70b",
+        {"Logical Correctness": 5, "Logical Robustness": 5, "Logical Efficiency": 5},
+        "",
+    ),
+    (
+        TaskKind.QUALIFICATION,
+        "delta-chat",
+        {"Logical Correctness": 2, "Logical Robustness": 1, "Logical Efficiency": 4},
+        "",
+    ),
 ]
 
 
 class Command(BaseCommand):
     help = "Create demo users, the demo project and import the demo dataset (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--base-url",
+            default="http://127.0.0.1:8000",
+            help="where the demo is served, for the study link printed at the end",
+        )
 
     def handle(self, *args, **options):
         catalogue_sync_builtins()
@@ -58,13 +119,84 @@ class Command(BaseCommand):
                 f"demo dataset: {upload.status}, {upload.items_created} items, "
                 f"{upload.responses_created} responses"
             )
+        # the demo items' own metadata as their "dataset" proposal, so the verification page
+        # (docs/METADATA.md) has proposals to check before any metadata run
+        metadata_dataset_snapshot(dataset=project.datasets.get(name="Demo set"))
         self._campaign(project)
+        self._pairwise_campaign(project)
         self._baseline_judge(project)
         self._local_provider(project)
         self._pilot_ratings(project)
+        link = self._crowd_study(project)
         self.stdout.write("Demo logins (local demo only):")
         for username, password, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<11} / {password:<16} ({role})")
+        base = options["base_url"].rstrip("/")
+        self.stdout.write(
+            f"Demo crowd study (no login; any worker id, in a private window):\n"
+            f"  {base}/study/{link.token}/?worker=demo-worker-1"
+        )
+
+    def _crowd_study(self, project):
+        """A campaign as a crowd study runs it: workers come through a generic study link
+        (no account made by hand), agree to a consent text, train on two responses whose
+        known scores are explained, pass a two-response qualification test (within 1 of the
+        known score on at least 80 % per skill), then score up to 6 real tasks with a break
+        suggested every 3, and get a completion code. Returns its link."""
+        campaign = Campaign.objects.filter(project=project, name=STUDY_CAMPAIGN).first()
+        if campaign is not None:
+            return campaign.study_links.order_by("pk").first()
+        User = get_user_model()
+        dataset = project.datasets.get(name="Demo set")
+        researcher = User.objects.get(username="researcher")
+        campaign = campaign_create(
+            project=project,
+            dataset=dataset,
+            name=STUDY_CAMPAIGN,
+            overlap=2,
+            quota_per_annotator=6,
+            instructions=(
+                "You will score answers that AI systems gave to everyday requests. For each "
+                "skill, pick the level whose description fits best (1-5), or N/A when the "
+                "skill does not apply. Keyboard: 1-5, n, arrows, Enter."
+            ),
+            created_by=researcher,
+        )
+        study_settings_update(
+            campaign=campaign,
+            consent_text=(
+                "This is a demonstration study of flaskweb. You will read instructions and "
+                "AI-written answers and rate them; it takes about ten minutes. We store your "
+                "worker id, your ratings and how long each took, and nothing else. You may "
+                "stop at any time."
+            ),
+            completion_code="DEMO-DONE-7Q2K",
+            screenout_code="DEMO-THANKS-4PX9",
+        )
+        campaign_pace_update(
+            campaign=campaign,
+            break_every=3,
+            break_minutes=2,
+            hourly_wage=Decimal("12.00"),
+            wage_currency="USD",
+        )
+        first = dataset.items.order_by("external_id").first()
+        skills = {link.skill.name: link.skill_id for link in first.item_skills.all()}
+        for kind, model_name, known, explanation in SCREENING:
+            screening_task_set(
+                campaign=campaign,
+                response=first.responses.get(model_name=model_name),
+                scores={skills[name]: value for name, value in known.items()},
+                kind=kind,
+                explanation=explanation,
+            )
+        screening_settings_update(campaign=campaign, screening=True, pass_mark=0.8, rule="within1")
+        campaign_activate(campaign=campaign)
+        link = study_link_create(
+            campaign=campaign, platform=Platform.GENERIC, created_by=researcher
+        )
+        self.stdout.write(f"demo crowd study: {campaign.tasks.count()} tasks, screening on")
+        return link
 
     def _campaign(self, project):
         """A running campaign over the demo set: 3 annotators per response, one gold task."""
@@ -105,6 +237,35 @@ class Command(BaseCommand):
             )
         campaign_activate(campaign=campaign)
         self.stdout.write(f"demo campaign: {campaign.tasks.count()} tasks, K=3")
+
+    def _pairwise_campaign(self, project):
+        """A running pairwise campaign: a sample of 12 pairs of the four systems, balanced
+        per system, 2 annotators per pair, per skill and overall, with strength."""
+        if Campaign.objects.filter(project=project, name=PAIRWISE_CAMPAIGN).exists():
+            return
+        User = get_user_model()
+        annotators = User.objects.filter(username__in=["annotator1", "annotator2", "annotator3"])
+        campaign = campaign_create(
+            project=project,
+            dataset=project.datasets.get(name="Demo set"),
+            name=PAIRWISE_CAMPAIGN,
+            overlap=2,
+            annotators=list(annotators),
+            instructions=(
+                "Read both answers to the same instruction, then say for each skill, and "
+                "overall, which answer is better, or that they tie, or that both fall short. "
+                "Keyboard: a or b for the better answer, then 1 (slightly) or 2 (much); t tie; "
+                "x both bad; arrows move; Enter submits."
+            ),
+            mode=CampaignMode.PAIRWISE,
+            pair_design=PairDesign.SAMPLED,
+            pair_budget=12,
+            pair_choices=["a", "b", "tie", "both_bad"],
+            pair_strength=True,
+            created_by=User.objects.get(username="admin"),
+        )
+        created = campaign_activate(campaign=campaign)
+        self.stdout.write(f"demo pairwise campaign: {created} pairs, K=2")
 
     def _baseline_judge(self, project):
         """An offline baseline judge run over the demo campaign, so the demo shows judge

@@ -43,8 +43,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--model",
             default="",
-            help=f"{FLASK_REVIEW} only: the judged model (default: the file name without "
-            "_review, e.g. chatgpt_review.jsonl -> chatgpt)",
+            help=f"{FLASK_REVIEW} only: the judged model of lines without model_id (default: "
+            "the file name without _review, e.g. chatgpt_review.jsonl -> chatgpt)",
         )
 
     def handle(self, *args, **opts):

@@ -1,0 +1,59 @@
+"""Forms of the study pages: they validate input into service arguments; the services
+(annotation/study/services.py) decide and write."""
+
+from __future__ import annotations
+
+from django import forms
+
+from annotation.models import Platform
+from annotation.study import platforms
+from annotation.study.services import MAX_CODE, MAX_CONSENT
+
+
+class StudyLinkForm(forms.Form):
+    platform = forms.ChoiceField(choices=Platform.choices)
+    completion_url = forms.CharField(
+        required=False,
+        max_length=platforms.MAX_COMPLETION_URL,
+        label="Completion URL (optional)",
+        help_text="Where the completion page sends the worker; {code} is replaced by the code "
+        "and {worker} by their id. Empty: Prolific's completion page for Prolific links, "
+        "MTurk's submit form for MTurk links, none otherwise. https only.",
+    )
+    max_participants = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,
+        label="Most participants (optional)",
+    )
+
+    def clean_completion_url(self) -> str:
+        try:
+            return platforms.completion_url_check(self.cleaned_data["completion_url"])
+        except platforms.BadEntry as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class StudySettingsForm(forms.Form):
+    consent_text = forms.CharField(
+        required=False,
+        max_length=MAX_CONSENT,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        label="Consent text (Markdown; empty: no consent page)",
+    )
+    completion_code = forms.CharField(required=False, max_length=MAX_CODE)
+    screenout_code = forms.CharField(
+        required=False,
+        max_length=MAX_CODE,
+        label="Screen-out code (empty: the completion code)",
+    )
+
+
+class StudyLinkStatusForm(forms.Form):
+    is_open = forms.TypedChoiceField(
+        choices=[("1", "open"), ("0", "closed")], coerce=lambda v: v == "1"
+    )
+
+
+class ConsentForm(forms.Form):
+    answer = forms.ChoiceField(choices=[("agree", "I agree"), ("decline", "I do not agree")])

@@ -1,0 +1,150 @@
+"""Reads of study links and participants: the researcher's study page and campaign summary,
+and the participant of a study session. Worker ids are read here for the campaign's staff
+only; nothing an annotator sees calls these but for their own row. (The platform ids of a
+project's participants, for exports: annotation.selectors.participant_ids_for_project.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, F, Q, QuerySet
+
+from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    Participant,
+    ParticipantState,
+    StudyLink,
+)
+from annotation.study import platforms
+
+
+def study_link_list(*, campaign: Campaign) -> list[StudyLink]:
+    """The campaign's links, newest first, each with `participant_count`."""
+    return list(
+        StudyLink.objects.filter(campaign=campaign)
+        .annotate(participant_count=Count("participants"))
+        .order_by("-created_at", "-pk")
+    )
+
+
+def study_link_get_for_campaign(*, campaign: Campaign, link_id: int) -> StudyLink:
+    return StudyLink.objects.get(campaign=campaign, pk=link_id)
+
+
+def study_link_query_template(*, platform: str) -> str:
+    """What a researcher appends to the link in the platform (its own placeholders)."""
+    spec = platforms.PARAMS.get(platform)
+    return spec.template if spec else ""
+
+
+@dataclass(frozen=True)
+class ParticipantRow:
+    username: str
+    platform: str
+    worker_id: str
+    study_id: str
+    session_id: str
+    state: str
+    state_label: str
+    link_id: int
+    done: int
+    consented_at: object
+    finished_at: object
+    created_at: object
+
+
+#: The columns of a participant row, as participant_rows gives them.
+PARTICIPANT_COLUMNS = (
+    "username",
+    "platform",
+    "worker_id",
+    "study_id",
+    "session_id",
+    "state",
+    "link_id",
+    "tasks_done",
+    "consented_at",
+    "finished_at",
+    "created_at",
+)
+
+
+def participant_rows(*, campaign: Campaign, state: str = "") -> QuerySet:
+    """The campaign's participants, newest first, as dicts of PARTICIPANT_COLUMNS (their
+    platform ids, state, link and submitted tasks), in one query; of one state if given."""
+    done = Count(
+        "user__assignments",
+        filter=Q(
+            user__assignments__campaign=campaign,
+            user__assignments__status=AssignmentStatus.SUBMITTED,
+        ),
+    )
+    rows = Participant.objects.filter(campaign=campaign)
+    if state:
+        rows = rows.filter(state=state)
+    return (
+        rows.annotate(username=F("user__username"), tasks_done=done)
+        .order_by("-created_at", "-pk")
+        .values(*PARTICIPANT_COLUMNS)
+    )
+
+
+def participant_list(*, campaign: Campaign, limit: int = 500) -> list[ParticipantRow]:
+    """The campaign's newest participants (at most `limit`) for the study page."""
+    labels = dict(ParticipantState.choices)
+    return [
+        ParticipantRow(
+            username=r["username"],
+            platform=r["platform"],
+            worker_id=r["worker_id"],
+            study_id=r["study_id"],
+            session_id=r["session_id"],
+            state=r["state"],
+            state_label=labels.get(r["state"], r["state"]),
+            link_id=r["link_id"],
+            done=r["tasks_done"],
+            consented_at=r["consented_at"],
+            finished_at=r["finished_at"],
+            created_at=r["created_at"],
+        )
+        for r in participant_rows(campaign=campaign)[:limit]
+    ]
+
+
+def study_summary(*, campaign: Campaign) -> dict[str, int]:
+    """Counts for the campaign page: links (open of all) and participants by state (one
+    query each)."""
+    links = StudyLink.objects.filter(campaign=campaign).aggregate(
+        links=Count("pk"), open_links=Count("pk", filter=Q(is_open=True))
+    )
+    states = dict(
+        Participant.objects.filter(campaign=campaign)
+        .values("state")
+        .annotate(n=Count("pk"))
+        .values_list("state", "n")
+    )
+    return {
+        "links": links["links"],
+        "open_links": links["open_links"],
+        "participants": sum(states.values()),
+        **{state: states.get(state, 0) for state in ParticipantState.values},
+    }
+
+
+def participant_for_session(*, participant_id: int, user) -> Participant | None:
+    """The participant of a study session, if it is still the signed-in user's."""
+    return (
+        Participant.objects.select_related("campaign", "link")
+        .filter(pk=participant_id, user_id=user.pk)
+        .first()
+    )
+
+
+def participant_done_count(*, participant: Participant) -> int:
+    return Assignment.objects.filter(
+        campaign_id=participant.campaign_id,
+        annotator_id=participant.user_id,
+        status=AssignmentStatus.SUBMITTED,
+    ).count()

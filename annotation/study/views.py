@@ -1,0 +1,349 @@
+"""Study pages (docs/CROWD.md).
+
+Researchers (the campaign's project staff): the campaign's study page with its links,
+settings and participants; create a link; close or reopen one.
+
+Workers: the entry link /study/<token>/?<platform parameters> signs them in to their
+password-less account in a study session (annotation/study/middleware.py), then the
+consent page, the campaign's instructions, the annotate page and the completion page.
+A browser signed in as someone else is refused (409) with a sign-out button, never signed
+out by merely opening a link: a link cannot take over another person's session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation import access
+from annotation.models import Campaign, Participant, ParticipantState, Platform, StudyLink
+from annotation.study import platforms, services
+from annotation.study import selectors as ss
+from annotation.study.forms import (
+    ConsentForm,
+    StudyLinkForm,
+    StudyLinkStatusForm,
+    StudySettingsForm,
+)
+from annotation.study.middleware import SESSION_CAMPAIGN, SESSION_PARTICIPANT
+from flaskweb.htmx import HtmxHttpRequest
+from flaskweb.security import CONTENT_SECURITY_POLICY
+
+PAGE = "annotation/study/campaign_study.html"
+MESSAGE = "annotation/study/message.html"
+SESSION_INSTRUCTIONS = "study_instructions_seen"
+#: Who may frame the MTurk entry pages (an external question is shown in an iframe there).
+MTURK_FRAMERS = "https://www.mturk.com https://worker.mturk.com https://workersandbox.mturk.com"
+BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+# --- researchers -----------------------------------------------------------------------------
+
+
+def _study_url(campaign: Campaign, anchor: str = "") -> str:
+    url = reverse("annotation:campaign-study", args=[campaign.pk])
+    return f"{url}#{anchor}" if anchor else url
+
+
+def _page_context(request: HtmxHttpRequest, campaign: Campaign, **forms: Any) -> dict[str, Any]:
+    links = ss.study_link_list(campaign=campaign)
+    for link in links:
+        entry = reverse("annotation:study-entry", args=[link.token])
+        link.full_url = request.build_absolute_uri(entry) + ss.study_link_query_template(  # type: ignore[attr-defined]
+            platform=link.platform
+        )
+    initial = {
+        "consent_text": campaign.consent_text,
+        "completion_code": campaign.completion_code,
+        "screenout_code": campaign.screenout_code,
+    }
+    return {
+        "campaign": campaign,
+        "project": campaign.project,
+        "links": links,
+        "participants": ss.participant_list(campaign=campaign),
+        "summary": ss.study_summary(campaign=campaign),
+        "link_form": forms.get("link_form") or StudyLinkForm(),
+        "settings_form": forms.get("settings_form") or StudySettingsForm(initial=initial),
+    }
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def campaign_study(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The campaign's study page; POST saves the consent text and the codes."""
+    campaign = access.campaign_get_for_staff(request.user, pk)
+    form = StudySettingsForm(request.POST) if request.method == "POST" else None
+    if form is not None and form.is_valid():
+        try:
+            services.study_settings_update(campaign=campaign, **form.cleaned_data)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, "Study settings saved.")
+            return redirect(_study_url(campaign, "study-settings"))
+    return render(request, PAGE, _page_context(request, campaign, settings_form=form))
+
+
+@require_POST
+@login_required
+def campaign_study_link_create(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    campaign = access.campaign_get_for_staff(request.user, pk)
+    form = StudyLinkForm(request.POST)
+    if form.is_valid():
+        try:
+            link = services.study_link_create(
+                campaign=campaign, created_by=request.user, **form.cleaned_data
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"{link.get_platform_display()} link created.")
+            return redirect(_study_url(campaign, "study-links"))
+    return render(request, PAGE, _page_context(request, campaign, link_form=form))
+
+
+@require_POST
+@login_required
+def campaign_study_link_status(request: HtmxHttpRequest, pk: int, link_id: int) -> HttpResponse:
+    campaign = access.campaign_get_for_staff(request.user, pk)
+    try:
+        link = ss.study_link_get_for_campaign(campaign=campaign, link_id=link_id)
+    except StudyLink.DoesNotExist:
+        return render(
+            request,
+            MESSAGE,
+            {"title": "No such link", "message": "No such study link."},
+            status=404,
+        )
+    form = StudyLinkStatusForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say whether the link is to be open or closed.")
+    else:
+        services.study_link_set_open(link=link, is_open=form.cleaned_data["is_open"])
+        messages.success(request, f"Link {'opened' if link.is_open else 'closed'}.")
+    return redirect(_study_url(campaign, "study-links"))
+
+
+# --- workers: the entry link -------------------------------------------------------------------
+
+
+def _message(
+    request: HtmxHttpRequest, title: str, message: str, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    return render(request, MESSAGE, {"title": title, "message": message, **extra}, status=status)
+
+
+def _refusal(request: HtmxHttpRequest, exc: services.StudyError) -> HttpResponse:
+    titles = {
+        "closed": "This study is closed",
+        "full": "This study is full",
+        "rate_limited": "Please wait a minute",
+        "not_found": "No such study",
+    }
+    return _message(
+        request, titles.get(exc.code, "This link cannot be used"), str(exc), status=exc.status
+    )
+
+
+def _frameable_by_mturk(response: HttpResponse) -> HttpResponse:
+    response.xframe_options_exempt = True  # type: ignore[attr-defined]
+    response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY.replace(
+        "frame-ancestors 'none'", f"frame-ancestors {MTURK_FRAMERS}"
+    )
+    return response
+
+
+@require_GET
+def study_entry(request: HtmxHttpRequest, token: str) -> HttpResponse:
+    address = request.META.get("REMOTE_ADDR", "")
+    try:
+        services.study_entry_throttle(address=address)
+        link = services.study_link_get_for_entry(token=token)
+        services.study_entry_throttle(address=address, link=link)
+    except services.StudyError as exc:
+        return _refusal(request, exc)
+    params = {key: request.GET.get(key, "") for key in request.GET}
+    if link.platform == Platform.MTURK:
+        framed = request.headers.get("Sec-Fetch-Dest") == "iframe"
+        if platforms.is_mturk_preview(link.platform, params) or framed:
+            # MTurk shows the HIT in a frame, where browsers keep no session cookie of
+            # ours: the study runs in its own tab, opened from here (no account is made).
+            context = {
+                "campaign": link.campaign,
+                "preview": not framed,
+                "start_url": request.get_full_path(),
+            }
+            return _frameable_by_mturk(
+                render(request, "annotation/study/mturk_start.html", context)
+            )
+    try:
+        worker_id = platforms.entry_parse(link.platform, params).worker_id
+    except platforms.BadEntry as exc:
+        return _message(request, "This link cannot be used", str(exc), status=400)
+    if request.user.is_authenticated and not _same_worker(request, link, worker_id):
+        return _message(
+            request,
+            "You are signed in as someone else",
+            "This browser is signed in to another account. Sign out first, then the study "
+            "starts for you; or open the link in a private window.",
+            status=409,
+            signout_next=request.get_full_path(),
+        )
+    try:
+        participant = services.participant_enter(link=link, params=params)
+    except services.StudyError as exc:
+        return _refusal(request, exc)
+    if not participant.user.is_active:
+        return _message(
+            request, "Thank you", "You can no longer take part in this study.", status=403
+        )
+    if not request.user.is_authenticated:
+        login(request, participant.user, backend=BACKEND)
+    _session_bind(request, participant)
+    return redirect("annotation:study-resume")
+
+
+def _session_bind(request: HtmxHttpRequest, participant: Participant) -> None:
+    """Mark the session as this participant's study session. Its campaign's annotate page
+    opens only while they work: not before they consent, not after they finish."""
+    request.session[SESSION_PARTICIPANT] = participant.pk
+    if participant.state == ParticipantState.WORKING:
+        request.session[SESSION_CAMPAIGN] = participant.campaign_id
+    else:
+        request.session.pop(SESSION_CAMPAIGN, None)
+
+
+def _same_worker(request: HtmxHttpRequest, link: StudyLink, worker_id: str) -> bool:
+    """Whether the signed-in session is the study session of this link's worker."""
+    participant_id = request.session.get(SESSION_PARTICIPANT)
+    if participant_id is None:
+        return False
+    participant = ss.participant_for_session(participant_id=participant_id, user=request.user)
+    return (
+        participant is not None
+        and participant.campaign_id == link.campaign_id
+        and participant.platform == link.platform
+        and participant.worker_id == worker_id
+    )
+
+
+# --- workers: the steps of a study session --------------------------------------------------
+
+
+def _participant(request: HtmxHttpRequest) -> Participant | HttpResponse:
+    """The participant of this study session, or the page that says there is none."""
+    participant_id = request.session.get(SESSION_PARTICIPANT)
+    participant = None
+    if participant_id is not None and request.user.is_authenticated:
+        participant = ss.participant_for_session(participant_id=participant_id, user=request.user)
+    if participant is not None:
+        return participant
+    if not request.user.is_authenticated:
+        return _message(
+            request,
+            "Your study session has ended",
+            "Please open the study link again from your recruiting platform to continue.",
+            status=403,
+        )
+    return _message(request, "No study here", "You did not come through a study link.", status=404)
+
+
+@require_GET
+def study_resume(request: HtmxHttpRequest) -> HttpResponse:
+    """Where a participant stands: consent, instructions, tasks, or their code."""
+    participant = _participant(request)
+    if isinstance(participant, HttpResponse):
+        return participant
+    state = participant.state
+    if state == ParticipantState.CONSENT:
+        return redirect("annotation:study-consent")
+    if state == ParticipantState.DECLINED:
+        return _declined(request)
+    if state in (ParticipantState.COMPLETED, ParticipantState.SCREENED_OUT):
+        return redirect("annotation:study-finish")
+    if participant.campaign.instructions and not request.session.get(SESSION_INSTRUCTIONS):
+        return redirect("annotation:study-instructions")
+    return redirect("annotation:annotate", participant.campaign_id)
+
+
+def _declined(request: HtmxHttpRequest) -> HttpResponse:
+    return _message(
+        request,
+        "Thank you",
+        "You did not agree to take part, so the study ends here and nothing was recorded "
+        "about your work. Please return the study on your platform. You may close this page.",
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def study_consent(request: HtmxHttpRequest) -> HttpResponse:
+    participant = _participant(request)
+    if isinstance(participant, HttpResponse):
+        return participant
+    if participant.state != ParticipantState.CONSENT:
+        return redirect("annotation:study-resume")
+    form = ConsentForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        participant = services.participant_consent(
+            participant=participant, agree=form.cleaned_data["answer"] == "agree"
+        )
+        _session_bind(request, participant)
+        return redirect("annotation:study-resume")
+    context = {"campaign": participant.campaign, "form": form}
+    return render(request, "annotation/study/consent.html", context)
+
+
+@require_GET
+def study_instructions(request: HtmxHttpRequest) -> HttpResponse:
+    participant = _participant(request)
+    if isinstance(participant, HttpResponse):
+        return participant
+    if participant.state != ParticipantState.WORKING:
+        return redirect("annotation:study-resume")
+    request.session[SESSION_INSTRUCTIONS] = True
+    context = {"campaign": participant.campaign}
+    return render(request, "annotation/study/instructions.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def study_finish(request: HtmxHttpRequest) -> HttpResponse:
+    """GET: the code and the way back to the platform once finished, a confirmation before;
+    POST: finish (completed, or screened out after a failed qualification)."""
+    participant = _participant(request)
+    if isinstance(participant, HttpResponse):
+        return participant
+    if request.method == "POST":
+        try:
+            participant = services.participant_finish(participant=participant)
+        except services.StudyError:
+            pass
+        _session_bind(request, participant)
+        return redirect("annotation:study-finish")
+    if participant.state in (ParticipantState.CONSENT, ParticipantState.DECLINED):
+        return redirect("annotation:study-resume")
+    context: dict[str, Any] = {
+        "campaign": participant.campaign,
+        "participant": participant,
+        "done": ss.participant_done_count(participant=participant),
+    }
+    if participant.state == ParticipantState.WORKING:
+        return render(request, "annotation/study/finish.html", context)
+    completion = services.participant_completion(participant=participant, link=participant.link)
+    context["completion"] = completion
+    response = render(request, "annotation/study/finish.html", context)
+    if completion.submit_url:  # the MTurk form posts to MTurk: allow that one origin
+        origin = platforms.origin_of(completion.submit_url)
+        response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY.replace(
+            "form-action 'self'", f"form-action 'self' {origin}"
+        )
+    return response

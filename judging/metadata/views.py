@@ -1,0 +1,99 @@
+"""Metadata run pages (docs/METADATA.md): choose an LLM judge for a dataset (with the
+estimate before anything is spent), start it, and watch its progress. The project's
+researchers and admins (404 for non-members, 403 for annotators)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from annotation.access import dataset_get_for_user, project_require_role
+from flaskweb.htmx import HtmxHttpRequest
+from judging.metadata.forms import MetadataRunActionForm, MetadataRunForm
+from judging.models import MetadataRun, RunStatus
+from judging.services.metadata import (
+    metadata_run_create,
+    metadata_run_estimate,
+    metadata_run_set_status,
+    metadata_run_start,
+)
+
+FORM = "judging/metadata_run_form.html"
+DETAIL = "judging/metadata_run.html"
+FINISHED = {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+def metadata_run_get_for_staff(user, pk: int) -> MetadataRun:
+    run = get_object_or_404(
+        MetadataRun.objects.select_related("judge", "dataset__project", "prompt_template"), pk=pk
+    )
+    project_require_role(user, run.dataset.project, what="metadata run")
+    return run
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def metadata_run_create_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """GET with a judge chosen shows the estimate; POST creates the run and starts it."""
+    dataset, _ = dataset_get_for_user(request.user, pk)
+    data = request.POST if request.method == "POST" else (request.GET or None)
+    form = MetadataRunForm(data, project=dataset.project)
+    estimate = None
+    if form.is_bound and form.is_valid():
+        judge, budget = form.cleaned_data["judge"], form.cleaned_data["budget"]
+        try:
+            if request.method == "POST":
+                run = metadata_run_create(
+                    judge=judge, dataset=dataset, budget=budget, created_by=request.user
+                )
+                metadata_run_start(run=run)
+                return redirect("judging:metadata-run-detail", pk=run.pk)
+            estimate = metadata_run_estimate(judge=judge, dataset=dataset)
+        except ValidationError as exc:
+            form.add_error(None, " ".join(exc.messages))
+    runs = MetadataRun.objects.filter(dataset=dataset).select_related("judge")[:20]
+    context = {
+        "dataset": dataset,
+        "project": dataset.project,
+        "form": form,
+        "estimate": estimate,
+        "runs": runs,
+    }
+    return render(request, FORM, context)
+
+
+@require_GET
+@login_required
+def metadata_run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    run = metadata_run_get_for_staff(request.user, pk)
+    context = {"run": run, "dataset": run.dataset, "project": run.dataset.project}
+    if not request.htmx:
+        return render(request, DETAIL, context)
+    # htmx polls the progress panel every 2 s; 286 stops it once nothing moves any more
+    response = render(request, f"{DETAIL}#metadata-run-progress", context)
+    if run.status in FINISHED or run.status == RunStatus.PAUSED:
+        return HttpResponseStopPolling(response.content)
+    return response
+
+
+@require_POST
+@login_required
+def metadata_run_action(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Pause, resume (with the budget kept) or cancel; back to the run page."""
+    run = metadata_run_get_for_staff(request.user, pk)
+    form = MetadataRunActionForm(request.POST)
+    if form.is_valid():
+        action = form.cleaned_data["action"]
+        try:
+            if action == "resume":
+                metadata_run_start(run=run)
+            else:
+                status = RunStatus.PAUSED if action == "pause" else RunStatus.CANCELLED
+                metadata_run_set_status(run=run, status=status)
+        except ValidationError:
+            pass  # the page shows the run as it is
+    return redirect("judging:metadata-run-detail", pk=run.pk)
