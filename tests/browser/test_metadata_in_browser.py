@@ -123,3 +123,31 @@ def test_a_researcher_verifies_proposals_with_the_keyboard(page, live_server, pr
     table = page.locator(f"table[data-origin='run:{run.pk}']")
     table.wait_for()
     assert table.locator("tr[data-group=overall] td").first.inner_text() == "3"
+
+
+def test_a_key_pressed_as_the_next_card_arrives_reaches_the_wired_form(
+    page, live_server, proposed
+):
+    """A fast keyboard user: the verdict for the next card is given right after the card is
+    swapped in (the next task of the event loop). The new form must already be wired to
+    htmx, so the verdict goes by htmx and the page is not reloaded by a native submit."""
+    dataset, _ = proposed
+    items = list(dataset.items.order_by("pk"))
+    login(page, live_server, "rita", "pw-rita")
+    page.goto(f"{live_server.url}/datasets/{dataset.pk}/metadata/")
+    page.wait_for_selector("[data-verify-form]")
+    page.evaluate(
+        """() => {
+            window.samePage = true;
+            document.body.addEventListener("htmx:afterSwap", () => setTimeout(() =>
+                document.body.dispatchEvent(new KeyboardEvent("keydown", {key: "r", bubbles: true}))
+            , 0), {once: true});
+        }"""
+    )
+    page.keyboard.press("y")
+    page.wait_for_function(
+        "() => (document.querySelector('[data-notice]') || {}).textContent?.includes('rejected')"
+    )
+    assert page.evaluate("() => window.samePage === true")
+    verdicts = dict(MetadataVerification.objects.values_list("item_id", "verdict"))
+    assert verdicts == {items[0].pk: "accepted", items[1].pk: "rejected"}
