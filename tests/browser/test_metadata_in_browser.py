@@ -125,9 +125,7 @@ def test_a_researcher_verifies_proposals_with_the_keyboard(page, live_server, pr
     assert table.locator("tr[data-group=overall] td").first.inner_text() == "3"
 
 
-def test_a_key_pressed_as_the_next_card_arrives_reaches_the_wired_form(
-    page, live_server, proposed
-):
+def test_a_key_pressed_as_the_next_card_arrives_reaches_the_wired_form(page, live_server, proposed):
     """A fast keyboard user: the verdict for the next card is given right after the card is
     swapped in (the next task of the event loop). The new form must already be wired to
     htmx, so the verdict goes by htmx and the page is not reloaded by a native submit."""
