@@ -56,7 +56,14 @@ from judging.services.calls import (
 )
 from judging.services.estimates import RunEstimate, tokens_cost
 from judging.services.providers import provider_usable_problem
-from judging.services.runs import BUDGET_REACHED, SNAPSHOT_FIELDS, _snapshot
+from judging.services.runs import (
+    BUDGET_REACHED,
+    KEEP_BUDGET,
+    SNAPSHOT_FIELDS,
+    _snapshot,
+    run_claim_start,
+    run_status_set,
+)
 from judging.services.templates import json_digest
 from judging.tasks import metadata_batch_task, metadata_run_dispatch_task
 
@@ -187,39 +194,17 @@ def metadata_run_create(
     )
 
 
-KEEP_BUDGET = object()
-
-
 def metadata_run_start(*, run: MetadataRun, budget: Decimal | None | object = KEEP_BUDGET) -> bool:
     """pending/paused/failed -> running, then fan out on commit; False if not startable."""
     problem = provider_usable_problem(run.judge.provider, run.judge.project_id)
     if problem:
         raise ValidationError(problem)
-    now = timezone.now()
-    changes: dict = {"status": RunStatus.RUNNING, "started_at": now, "updated_at": now, "error": ""}
-    if budget is not KEEP_BUDGET:
-        changes["budget"] = budget
-    won = MetadataRun.objects.filter(
-        pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.PAUSED, RunStatus.FAILED]
-    ).update(**changes)
-    if won:
-        transaction.on_commit(lambda: metadata_run_dispatch_task.delay(run.pk, 0))
-    return bool(won)
+    return run_claim_start(MetadataRun, run=run, budget=budget, dispatch=metadata_run_dispatch_task)
 
 
 def metadata_run_set_status(*, run: MetadataRun, status: str) -> bool:
     """Pause or cancel (queued batches then do nothing); resume = start."""
-    allowed: dict[str, list[str]] = {
-        RunStatus.PAUSED: [RunStatus.RUNNING],
-        RunStatus.CANCELLED: [RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.PENDING],
-    }
-    if status not in allowed:
-        raise ValidationError(f"a run cannot be set to {status!r}")
-    return bool(
-        MetadataRun.objects.filter(pk=run.pk, status__in=allowed[status]).update(
-            status=status, finished_at=timezone.now() if status == RunStatus.CANCELLED else None
-        )
-    )
+    return run_status_set(MetadataRun, run=run, status=status)
 
 
 def metadata_run_dispatch(*, run_id: int, after_id: int) -> int | None:

@@ -140,6 +140,40 @@ def run_judge(run: JudgeRun) -> JudgeConfig:
 #: judge_run_start(budget=KEEP_BUDGET) leaves the run's budget as it is.
 KEEP_BUDGET = object()
 
+#: The statuses a run may start (or resume) from.
+STARTABLE = (RunStatus.PENDING, RunStatus.PAUSED, RunStatus.FAILED)
+
+
+def run_claim_start(model, *, run, budget, dispatch) -> bool:
+    """pending/paused/failed -> running by one conditional update (of a judge or metadata
+    run, `model`), then `dispatch.delay(run.pk, 0)` on commit. False if not startable."""
+    now = timezone.now()
+    # updated_at is "last progress" for the stall sweep and the health check: a run resumed
+    # after a long pause has made no progress yet, but it has not stalled either.
+    changes: dict = {"status": RunStatus.RUNNING, "started_at": now, "updated_at": now, "error": ""}
+    if budget is not KEEP_BUDGET:
+        changes["budget"] = budget
+    won = model.objects.filter(pk=run.pk, status__in=STARTABLE).update(**changes)
+    if won:
+        transaction.on_commit(lambda: dispatch.delay(run.pk, 0))
+    return bool(won)
+
+
+def run_status_set(model, *, run, status: str) -> bool:
+    """Pause a running run or cancel an unfinished one (of `model`); queued batches then do
+    nothing, and resuming is starting again. Raises ValidationError for another status."""
+    allowed: dict[str, list[str]] = {
+        RunStatus.PAUSED: [RunStatus.RUNNING],
+        RunStatus.CANCELLED: [RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.PENDING],
+    }
+    if status not in allowed:
+        raise ValidationError(f"a run cannot be set to {status!r}")
+    return bool(
+        model.objects.filter(pk=run.pk, status__in=allowed[status]).update(
+            status=status, finished_at=timezone.now() if status == RunStatus.CANCELLED else None
+        )
+    )
+
 
 def judge_run_start(*, run: JudgeRun, budget: Decimal | None | object = KEEP_BUDGET) -> bool:
     """pending/paused/failed -> running, then fan out on commit. False if it was not
@@ -151,33 +185,12 @@ def judge_run_start(*, run: JudgeRun, budget: Decimal | None | object = KEEP_BUD
         problem = provider_usable_problem(judge.provider, judge.project_id)
         if problem:
             raise ValidationError(problem)
-    now = timezone.now()
-    # updated_at is "last progress" for the stall sweep and the health check: a run resumed
-    # after a long pause has made no progress yet, but it has not stalled either.
-    changes: dict = {"status": RunStatus.RUNNING, "started_at": now, "updated_at": now, "error": ""}
-    if budget is not KEEP_BUDGET:
-        changes["budget"] = budget
-    won = JudgeRun.objects.filter(
-        pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.PAUSED, RunStatus.FAILED]
-    ).update(**changes)
-    if won:
-        transaction.on_commit(lambda: judge_run_dispatch_task.delay(run.pk, 0))
-    return bool(won)
+    return run_claim_start(JudgeRun, run=run, budget=budget, dispatch=judge_run_dispatch_task)
 
 
 def judge_run_set_status(*, run: JudgeRun, status: str) -> bool:
     """Pause or cancel a running run (queued tasks then do nothing); resume = start."""
-    allowed: dict[str, list[str]] = {
-        RunStatus.PAUSED: [RunStatus.RUNNING],
-        RunStatus.CANCELLED: [RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.PENDING],
-    }
-    if status not in allowed:
-        raise ValidationError(f"a run cannot be set to {status!r}")
-    return bool(
-        JudgeRun.objects.filter(pk=run.pk, status__in=allowed[status]).update(
-            status=status, finished_at=timezone.now() if status == RunStatus.CANCELLED else None
-        )
-    )
+    return run_status_set(JudgeRun, run=run, status=status)
 
 
 def judge_run_dispatch(*, run_id: int, after_id: int, missing_only: bool = False) -> int | None:
