@@ -348,54 +348,28 @@ def human_score_submit(
 
 def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult | None:
     """The submission as the assignment stands now; None when it changed before the write."""
-    row = fetch_one(submit_read_sql(), [assignment_id])
-    if row is None or row[0] != annotator.pk:
-        raise AssignmentError("no such task", code="not_found")
-    _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row[:8]
-    task_kind, response_id, item_id, item_skills, response_b_id = row[8:13]
-    if response_b_id is not None:
-        raise AssignmentError(
-            "this task compares two responses: submit a preference", code="invalid"
-        )
-    expires_at = aware(expires_at)
-    fields = {
-        "id": assignment_id,
-        "annotator_id": annotator.pk,
-        "status": status,
-        "kind": kind,
-        "expires_at": expires_at,
-        "task_id": task_id,
-        "campaign_id": campaign_id,
-    }
-    if status == AssignmentStatus.SUBMITTED:
-        return SubmitResult(_assignment(fields), created=False, task_kind=task_kind)
-    if status == AssignmentStatus.SKIPPED:
-        raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
+    read = submit_read(assignment_id, annotator, pair=False)
+    if isinstance(read, SubmitResult):
+        return read
     campaign = instance_from(
         Campaign,
-        {"id": campaign_id, "updated_at": aware(campaign_updated_at), "skill_mode": skill_mode},
+        {
+            "id": read.campaign_id,
+            "updated_at": read.campaign_updated_at,
+            "skill_mode": read.skill_mode,
+        },
     )
-    asked = skills_for_item(item_id=item_id, campaign=campaign, item_skills=item_skills)
+    asked = skills_for_item(item_id=read.item_id, campaign=campaign, item_skills=read.item_skills)
     rows = _validate_scores(asked, scores)
-    now = timezone.now()
-    late = status == AssignmentStatus.EXPIRED or expires_at <= now
-    counts = task_kind == TaskKind.NORMAL and kind == AssignmentKind.NORMAL
-    submission = Submission(
-        assignment_id=assignment_id,
-        annotator_id=annotator.pk,
-        task_id=task_id,
-        status_seen=status,
-        late=late,
-        counts=counts,
-        # The slot went back to the pool at expiry; it is taken back if still free.
-        retake_slot=status == AssignmentStatus.EXPIRED and counts,
+    now = read.now
+    return submission_write(
+        read,
         active_ms=active_ms,
-        now=now,
         score_rows=[
             (
                 assignment_id,
-                campaign_id,
-                response_id,
+                read.campaign_id,
+                read.response_id,
                 annotator.pk,
                 skill.skill_id,
                 skill.rubric_id,
@@ -409,35 +383,118 @@ def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult |
             for skill, value in rows
         ],
     )
-    return submission_write(
-        submission,
-        late=late,
-        counts=counts,
-        task_id=task_id,
-        task_kind=task_kind,
-        campaign_id=campaign_id,
+
+
+@dataclass(frozen=True)
+class SubmitRead:
+    """An assignment as a submission round read it (one query, no locks): the annotator's
+    own, of the right kind of task, neither submitted nor skipped. `pair` holds a pair
+    task's campaign settings and side (pair_ask, pair_choices, pair_strength,
+    pair_rationale, b_left)."""
+
+    assignment_id: int
+    annotator_id: int
+    status: str
+    kind: str
+    expires_at: datetime
+    task_id: int
+    campaign_id: int
+    campaign_updated_at: datetime
+    skill_mode: str
+    task_kind: str
+    response_id: int
+    item_id: int
+    item_skills: object
+    response_b_id: int | None
+    pair: tuple
+    now: datetime
+
+    @property
+    def late(self) -> bool:
+        return self.status == AssignmentStatus.EXPIRED or self.expires_at <= self.now
+
+    @property
+    def counts(self) -> bool:
+        """A normal assignment of a normal task: the task's counter moves."""
+        return self.task_kind == TaskKind.NORMAL and self.kind == AssignmentKind.NORMAL
+
+    def fields(self) -> dict:
+        return {
+            "id": self.assignment_id,
+            "annotator_id": self.annotator_id,
+            "status": self.status,
+            "kind": self.kind,
+            "expires_at": self.expires_at,
+            "task_id": self.task_id,
+            "campaign_id": self.campaign_id,
+        }
+
+
+def submit_read(assignment_id: int, annotator, *, pair: bool) -> SubmitRead | SubmitResult:
+    """The read step of a submission round: the assignment, its task and campaign; the
+    earlier result when it was already submitted (idempotent). Raises AssignmentError when
+    it is not the annotator's, was skipped, or is a pair task submitted as scores (or the
+    other way round)."""
+    row = fetch_one(submit_read_sql(), [assignment_id])
+    if row is None or row[0] != annotator.pk:
+        raise AssignmentError("no such task", code="not_found")
+    _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row[:8]
+    task_kind, response_id, item_id, item_skills, response_b_id = row[8:13]
+    if pair and response_b_id is None:
+        raise AssignmentError("this task scores one response: submit scores", code="invalid")
+    if not pair and response_b_id is not None:
+        raise AssignmentError(
+            "this task compares two responses: submit a preference", code="invalid"
+        )
+    read = SubmitRead(
+        assignment_id=assignment_id,
         annotator_id=annotator.pk,
-        fields=fields,
-        now=now,
-        active_ms=active_ms,
+        status=status,
+        kind=kind,
+        expires_at=aware(expires_at),
+        task_id=task_id,
+        campaign_id=campaign_id,
+        campaign_updated_at=aware(campaign_updated_at),
+        skill_mode=skill_mode,
+        task_kind=task_kind,
+        response_id=response_id,
+        item_id=item_id,
+        item_skills=item_skills,
+        response_b_id=response_b_id,
+        pair=tuple(row[13:18]),
+        now=timezone.now(),
     )
+    if status == AssignmentStatus.SUBMITTED:
+        return SubmitResult(_assignment(read.fields()), created=False, task_kind=task_kind)
+    if status == AssignmentStatus.SKIPPED:
+        raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
+    return read
 
 
 def submission_write(
-    submission: Submission,
+    read: SubmitRead,
     *,
-    late: bool,
-    counts: bool,
-    task_id: int,
-    task_kind: str,
-    campaign_id: int,
-    annotator_id: int,
-    fields: dict,
-    now: datetime,
     active_ms: int | None,
+    score_rows: list[tuple] | None = None,
+    preference_rows: list[tuple] | None = None,
 ) -> SubmitResult | None:
     """The gated write of a checked submission (scores or a pair's preferences) and what
     follows it; None when the lease moved on since the read (the caller reads again)."""
+    late, counts, now = read.late, read.counts, read.now
+    submission = Submission(
+        assignment_id=read.assignment_id,
+        annotator_id=read.annotator_id,
+        task_id=read.task_id,
+        status_seen=read.status,
+        late=late,
+        counts=counts,
+        # The slot went back to the pool at expiry; it is taken back if still free.
+        retake_slot=read.status == AssignmentStatus.EXPIRED and counts,
+        active_ms=active_ms,
+        now=now,
+        score_rows=score_rows or [],
+        preference_rows=preference_rows or [],
+    )
     # The write is durable: refused inside a caller's transaction, whose later failure would
     # undo scores the annotator was told are saved. Outside one, a live lease is recorded by
     # one statement in autocommit; a late one in a transaction, rolled back if no slot is free.
@@ -445,18 +502,19 @@ def submission_write(
         with transaction.atomic(durable=True):
             taken, counted = _hot_path().submission_record(submission)
             if taken and counts and not counted:
-                raise AssignmentError(_lease_lost_message(task_id), code="lease_lost")
+                raise AssignmentError(_lease_lost_message(read.task_id), code="lease_lost")
     else:
         with transaction.atomic(durable=True) if connection.in_atomic_block else nullcontext():
             taken, _ = _hot_path().submission_record(submission)
     if not taken:
         return None
-    if task_kind in SCREENING_KINDS:  # after the write, and never for a real task
-        screening_advance(campaign_id=campaign_id, annotator_id=annotator_id)
+    if read.task_kind in SCREENING_KINDS:  # after the write, and never for a real task
+        screening_advance(campaign_id=read.campaign_id, annotator_id=read.annotator_id)
+    fields = read.fields()
     fields.update(
         status=AssignmentStatus.SUBMITTED, submitted_at=now, active_ms=active_ms, updated_at=now
     )
-    return SubmitResult(_assignment(fields), created=True, late=late, task_kind=task_kind)
+    return SubmitResult(_assignment(fields), created=True, late=late, task_kind=read.task_kind)
 
 
 _TASK_FILLED = f"SELECT submitted, overlap FROM {T} WHERE id = %s"

@@ -13,14 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from django.utils import timezone
-
 from annotation.models import (
-    AssignmentKind,
-    AssignmentStatus,
     Campaign,
     PairChoice,
-    TaskKind,
 )
 from annotation.selectors import PairQuestions, TaskSkill, pair_questions
 from annotation.services.assignments import (
@@ -28,11 +23,10 @@ from annotation.services.assignments import (
     MAX_RATIONALE,
     AssignmentError,
     SubmitResult,
-    _assignment,
     submission_write,
+    submit_read,
 )
-from annotation.services.hot_path import Submission, submit_read_sql
-from flaskweb.db import aware, fetch_one, instance_from
+from flaskweb.db import instance_from
 
 #: Choices that say one response is better, and so may carry a strength.
 DIRECTED = (PairChoice.A.value, PairChoice.B.value)
@@ -97,67 +91,41 @@ def human_preference_submit(
 
 
 def _submit_round(assignment_id, annotator, preferences, active_ms, shown) -> SubmitResult | None:
-    row = fetch_one(submit_read_sql(), [assignment_id])
-    if row is None or row[0] != annotator.pk:
-        raise AssignmentError("no such task", code="not_found")
-    _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row[:8]
-    task_kind, response_id, item_id, item_skills, response_b_id = row[8:13]
-    pair_ask, pair_choices, pair_strength, pair_rationale, b_left = row[13:18]
-    if response_b_id is None:
-        raise AssignmentError("this task scores one response: submit scores", code="invalid")
+    read = submit_read(assignment_id, annotator, pair=True)
+    if isinstance(read, SubmitResult):
+        return read
+    pair_ask, pair_choices, pair_strength, pair_rationale, b_left = read.pair
     if shown:
         preferences = [
             replace(value, choice=choice_from_shown(value.choice, b_left=bool(b_left)))
             for value in preferences
         ]
-    expires_at = aware(expires_at)
-    fields = {
-        "id": assignment_id,
-        "annotator_id": annotator.pk,
-        "status": status,
-        "kind": kind,
-        "expires_at": expires_at,
-        "task_id": task_id,
-        "campaign_id": campaign_id,
-    }
-    if status == AssignmentStatus.SUBMITTED:
-        return SubmitResult(_assignment(fields), created=False, task_kind=task_kind)
-    if status == AssignmentStatus.SKIPPED:
-        raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
     campaign = instance_from(
         Campaign,
         {
-            "id": campaign_id,
-            "updated_at": aware(campaign_updated_at),
-            "skill_mode": skill_mode,
+            "id": read.campaign_id,
+            "updated_at": read.campaign_updated_at,
+            "skill_mode": read.skill_mode,
             "pair_ask": pair_ask,
             "pair_choices": pair_choices,
             "pair_strength": pair_strength,
             "pair_rationale": pair_rationale,
         },
     )
-    questions = pair_questions(campaign=campaign, item_id=item_id, item_skills=item_skills)
+    questions = pair_questions(
+        campaign=campaign, item_id=read.item_id, item_skills=read.item_skills
+    )
     answers = preferences_validate(questions, preferences, shown=shown)
-    now = timezone.now()
-    late = status == AssignmentStatus.EXPIRED or expires_at <= now
-    counts = task_kind == TaskKind.NORMAL and kind == AssignmentKind.NORMAL
-    submission = Submission(
-        assignment_id=assignment_id,
-        annotator_id=annotator.pk,
-        task_id=task_id,
-        status_seen=status,
-        late=late,
-        counts=counts,
-        retake_slot=status == AssignmentStatus.EXPIRED and counts,
+    now = read.now
+    return submission_write(
+        read,
         active_ms=active_ms,
-        now=now,
-        score_rows=[],
         preference_rows=[
             (
                 assignment_id,
-                campaign_id,
-                response_id,
-                response_b_id,
+                read.campaign_id,
+                read.response_id,
+                read.response_b_id,
                 annotator.pk,
                 None if skill is None else skill.skill_id,
                 None if skill is None else skill.rubric_id,
@@ -170,18 +138,6 @@ def _submit_round(assignment_id, annotator, preferences, active_ms, shown) -> Su
             )
             for skill, value in answers
         ],
-    )
-    return submission_write(
-        submission,
-        late=late,
-        counts=counts,
-        task_id=task_id,
-        task_kind=task_kind,
-        campaign_id=campaign_id,
-        annotator_id=annotator.pk,
-        fields=fields,
-        now=now,
-        active_ms=active_ms,
     )
 
 
