@@ -10,65 +10,27 @@
  * chosen (`data-anchor-now`); the full rubric is the row's <details>.
  * Time: `active_ms` counts only while the page is visible, the window has focus and the
  * annotator did something in the last 60 s; each row's `time-<id>` counts the active time
- * that row held the focus, however the focus got there (keys, pointer or script): the clock
- * is settled at every focus change, so a row held for less than a tick still gets its time.
- * Both go out as hidden fields with the submission; a row never focused sends nothing.
+ * that row held the focus (static/js/task_clock.js). Rows, moving, Enter, rationale, time
+ * and the set-up after each swap are static/js/task_card.js, shared with the pair card.
  */
 (function () {
   "use strict";
 
-  function currentForm() {
-    return document.querySelector("[data-annotate-form]");
-  }
-
-  function rowsOf(form) {
-    return form ? Array.prototype.slice.call(form.querySelectorAll("[data-skill-row]")) : [];
-  }
-
-  function rowOf(el) {
-    return el && el.closest ? el.closest("[data-skill-row]") : null;
-  }
-
-  function valueOf(row) {
-    var checked = row.querySelector("input[type=radio]:checked");
-    return checked ? checked.value : "";
-  }
-
-  function firstEmpty(form) {
-    return rowsOf(form).filter(function (row) { return !valueOf(row); })[0] || null;
-  }
-
-  function say(text) {
-    var status = document.querySelector("[data-annotate-status]");
-    if (status) status.textContent = text;
-  }
-
-  function focusRow(row) {
-    if (!row) return;
-    row.focus({ preventScroll: true });
-    row.scrollIntoView({ block: "nearest", behavior: "auto" });
-  }
-
-  function submitButton(form) {
-    return form.querySelector("[data-submit]");
-  }
-
-  function askForEmpty(form) {
-    var empty = firstEmpty(form);
-    if (!empty) return false;
-    focusRow(empty);
-    say("Please score every skill first: " + empty.dataset.skillName + " has no score yet.");
-    return true;
-  }
-
-  // --- time on task (static/js/task_clock.js) ----------------------------------------------
-
-  var clock = window.flaskwebTaskClock({
-    form: currentForm,
-    rowsOf: rowsOf,
-    rowOf: rowOf,
+  var card = window.flaskwebTaskCard({
+    form: "[data-annotate-form]",
+    row: "[data-skill-row]",
+    answer: "input[type=radio]:checked",
+    isAnswer: function (input) { return input.type === "radio"; },
     rowKey: function (row) { return row.dataset.skillId; },
+    missing: function (row) {
+      return "Please score every skill first: " + row.dataset.skillName + " has no score yet.";
+    },
+    done: "All skills scored. Press Enter to submit.",
+    onKey: onKey,
+    onAnswer: function (row, value) { showLevel(row, value); },
   });
+  var rowOf = card.rowOf;
+  var valueOf = card.valueOf;
 
   // --- one rubric level at a time --------------------------------------------------------------
 
@@ -128,148 +90,25 @@
     if (!input) return;
     input.checked = true;
     input.dispatchEvent(new Event("change", { bubbles: true }));
-    var rows = rowsOf(form);
-    var next = rows[rows.indexOf(row) + 1];
-    if (next) {
-      focusRow(next);
-    } else if (!askForEmpty(form)) {
-      say("All skills scored. Press Enter to submit.");
-      submitButton(form).focus();
-    }
+    card.next(form, row);
   }
 
-  function move(form, row, down) {
-    var rows = rowsOf(form);
-    var next = rows[rows.indexOf(row) + (down ? 1 : -1)];
-    if (next) {
-      focusRow(next);
+  // 1-5 score the focused row (or the first without a score), N marks it N/A, F opens or
+  // closes its full rubric.
+  function onKey(e, key, ctx) {
+    if (key === "f" && ctx.row) {
+      e.preventDefault();
+      toggleRubric(ctx.row);
       return true;
     }
-    if (down) {
-      submitButton(form).focus();
+    if (/^[1-5]$/.test(key) || key === "n") {
+      var scored = ctx.asked();
+      if (scored) {
+        e.preventDefault();
+        choose(ctx.form, scored, key === "n" ? "na" : key);
+      }
       return true;
     }
     return false;
-  }
-
-  function isTyping(el) {
-    return !!(el && el.matches && el.matches("textarea, select, input:not([type=radio]):not([type=hidden])"));
-  }
-
-  function onKeydown(e) {
-    var form = currentForm();
-    if (!form) return;
-    if (e.ctrlKey || e.altKey || e.metaKey || e.isComposing) return;
-    var target = e.target;
-    if (isTyping(target)) {
-      var home = rowOf(target);
-      if (e.key === "Escape" && home) {
-        e.preventDefault();
-        focusRow(home);
-      }
-      return;
-    }
-    var loose = target === document.body || target === form || target === document.documentElement;
-    var row = rowOf(target);
-    var onSubmit = target === submitButton(form);
-    if (!row && !loose && !onSubmit) return; // links, summaries, other buttons: their own keys
-
-    var key = e.key;
-    if ((key === "Enter" || key === " ") && target.matches && target.matches("summary")) return;
-    if ((key === "f" || key === "F") && row) {
-      e.preventDefault();
-      toggleRubric(row);
-      return;
-    }
-    if (/^[1-5]$/.test(key) || key === "n" || key === "N") {
-      var scored = row || (loose ? firstEmpty(form) || rowsOf(form)[0] : null);
-      if (!scored) return;
-      e.preventDefault();
-      choose(form, scored, /^[1-5]$/.test(key) ? key : "na");
-    } else if (key === "ArrowDown" || key === "ArrowUp" || key === "Tab") {
-      var down = key === "ArrowDown" || (key === "Tab" && !e.shiftKey);
-      if (row) {
-        if (move(form, row, down) || key !== "Tab") e.preventDefault();
-      } else if (onSubmit && !down) {
-        e.preventDefault();
-        var rows = rowsOf(form);
-        focusRow(rows[rows.length - 1]);
-      } else if (loose && key !== "Tab") {
-        e.preventDefault();
-        focusRow(rowsOf(form)[0]);
-      }
-    } else if (key === "Enter") {
-      if (onSubmit) return; // the button's own click submits; htmx:beforeRequest checks it
-      e.preventDefault();
-      if (!askForEmpty(form)) form.requestSubmit();
-    } else if ((key === "r" || key === "R") && row) {
-      var box = row.querySelector("[data-rationale]");
-      if (box) {
-        e.preventDefault();
-        box.focus();
-      }
-    }
-  }
-
-  document.addEventListener("keydown", onKeydown);
-
-  // The row shows its chosen value (CSS highlights the matching anchor).
-  document.addEventListener("change", function (e) {
-    var row = rowOf(e.target);
-    if (row && e.target.type === "radio") {
-      row.dataset.value = e.target.value;
-      showLevel(row, e.target.value);
-      var form = currentForm();
-      if (form && !firstEmpty(form)) say("");
-    }
-  });
-
-  // Fill the hidden time fields before htmx reads the form (capture runs before its handler).
-  document.addEventListener("submit", function (e) {
-    if (e.target.matches && e.target.matches("[data-annotate-form]")) clock.flush(e.target);
-  }, true);
-
-  // A click on Submit with a row left empty never leaves the page; skip/flag posts go to the
-  // buttons' formaction and need no scores.
-  document.addEventListener("htmx:beforeRequest", function (e) {
-    var form = currentForm();
-    if (!form || e.detail.elt !== form) return;
-    var path = e.detail.requestConfig && e.detail.requestConfig.path;
-    if (path !== form.getAttribute("hx-post")) return;
-    if (askForEmpty(form)) e.preventDefault();
-  });
-
-  // --- (re)initialise after every swap ------------------------------------------------------------
-
-  function init(root) {
-    if (!root || !root.querySelector) return;
-    var card = root.matches && root.matches("[data-annotate-card]") ? root
-      : root.querySelector("[data-annotate-card]");
-    if (!card || card.dataset.ready) return;
-    card.dataset.ready = "1";
-    var form = card.querySelector("[data-annotate-form]");
-    if (form) {
-      // The same task redrawn with a message keeps its clock; a new task starts at zero.
-      var key = form.getAttribute("hx-post");
-      clock.card(key);
-      var error = card.querySelector(".form-error");
-      var rows = rowsOf(form);
-      if (error && error.closest(".skip-box")) {
-        var reason = card.querySelector("[data-skip-reason]");
-        if (reason) reason.focus();
-      } else {
-        focusRow(firstEmpty(form) || rows[0]);
-      }
-    } else {
-      var next = card.querySelector("[data-next-task]");
-      if (next) next.focus();
-    }
-  }
-
-  document.addEventListener("htmx:load", function (e) { init(e.detail.elt); });
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", function () { init(document); });
-  } else {
-    init(document);
   }
 })();
