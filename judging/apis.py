@@ -475,7 +475,7 @@ class JudgeRunDetailApi(APIView):
         return ApiResponse(_run_data(run))
 
 
-class _RunStartInputSerializer(serializers.Serializer):
+class RunStartInputSerializer(serializers.Serializer):
     budget = serializers.DecimalField(
         max_digits=14,
         decimal_places=6,
@@ -504,7 +504,7 @@ def _start(request, pk: int, input_class: type[serializers.Serializer], action: 
 class JudgeRunStartApi(APIView):
     """pending -> running: the fan-out is enqueued once the request commits. 409 otherwise."""
 
-    class InputSerializer(_RunStartInputSerializer):
+    class InputSerializer(RunStartInputSerializer):
         class Meta:
             ref_name = "JudgingRunStart"
 
@@ -519,7 +519,7 @@ class JudgeRunResumeApi(APIView):
     """paused or failed -> running (judgments already made are kept). A run paused by its
     budget needs a higher one. 409 otherwise."""
 
-    class InputSerializer(_RunStartInputSerializer):
+    class InputSerializer(RunStartInputSerializer):
         class Meta:
             ref_name = "JudgingRunResume"
 

@@ -86,4 +86,19 @@ api_urlpatterns = [
         metadata_apis.MetadataRunDetailApi.as_view(),
         name="metadata-run-detail",
     ),
+    path(
+        "metadata-runs/<int:pk>/pause/",
+        metadata_apis.MetadataRunPauseApi.as_view(),
+        name="metadata-run-pause",
+    ),
+    path(
+        "metadata-runs/<int:pk>/resume/",
+        metadata_apis.MetadataRunResumeApi.as_view(),
+        name="metadata-run-resume",
+    ),
+    path(
+        "metadata-runs/<int:pk>/cancel/",
+        metadata_apis.MetadataRunCancelApi.as_view(),
+        name="metadata-run-cancel",
+    ),
 ]

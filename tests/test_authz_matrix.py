@@ -531,6 +531,16 @@ RULES: dict[str, Rule] = {
             post=S(401, 403, 404, 400, 400, 400), pk="dataset", body="json"),
     "judging-api:metadata-run-detail":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="metadata_run"),
+    # a pending metadata run cannot be paused (409); it can be resumed (started) and cancelled
+    "judging-api:metadata-run-pause":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 409, 409, 409), pk="metadata_run"),
+    "judging-api:metadata-run-resume":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 200, 200, 200), pk="metadata_run", body="json"),
+    "judging-api:metadata-run-cancel":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 200, 200, 200), pk="metadata_run"),
     "judging-api:run-detail":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="run"),
     "judging-api:run-start":

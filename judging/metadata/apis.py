@@ -1,5 +1,6 @@
-"""REST API of metadata runs (docs/METADATA.md): create and start one over a dataset, and
-read its progress. The project's researchers and admins."""
+"""REST API of metadata runs (docs/METADATA.md): create and start one over a dataset, read
+its progress, pause, resume (with a new budget) and cancel it. The project's researchers and
+admins; an action the run's status does not allow is a 409."""
 
 from __future__ import annotations
 
@@ -13,9 +14,16 @@ from rest_framework.views import APIView
 
 from annotation.access import dataset_get_for_user
 from annotation.api_parsers import StrictJSONParser
+from flaskweb.api_errors import service_error, state_conflict
+from judging.apis import ConflictSerializer, RunStartInputSerializer
 from judging.metadata.views import metadata_run_get_for_staff
-from judging.models import JudgeConfig, MetadataRun
-from judging.services.metadata import metadata_run_create, metadata_run_start
+from judging.models import JudgeConfig, MetadataRun, RunStatus
+from judging.services.metadata import (
+    metadata_run_create,
+    metadata_run_set_status,
+    metadata_run_start,
+)
+from judging.services.runs import KEEP_BUDGET
 
 
 class MetadataRunSerializer(serializers.Serializer):
@@ -94,3 +102,60 @@ class MetadataRunDetailApi(APIView):
     @extend_schema(responses=MetadataRunSerializer)
     def get(self, request, pk: int):
         return ApiResponse(MetadataRunSerializer(metadata_run_get_for_staff(request.user, pk)).data)
+
+
+def _conflict(run: MetadataRun, action: str) -> ApiResponse:
+    return state_conflict(f"a {run.status} run cannot be {action}", "run_state", run.status)
+
+
+def _answer(run: MetadataRun) -> ApiResponse:
+    run.refresh_from_db()
+    return ApiResponse(MetadataRunSerializer(run).data)
+
+
+class MetadataRunResumeApi(APIView):
+    """paused, failed or pending -> running (proposals already made are kept). A run paused
+    by its budget needs a higher one. 409 otherwise."""
+
+    parser_classes = [StrictJSONParser]
+
+    class InputSerializer(RunStartInputSerializer):
+        class Meta:
+            ref_name = "MetadataRunResume"
+
+    @extend_schema(
+        request=InputSerializer, responses={200: MetadataRunSerializer, 409: ConflictSerializer}
+    )
+    def post(self, request, pk: int):
+        run = metadata_run_get_for_staff(request.user, pk)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            started = metadata_run_start(
+                run=run, budget=data.validated_data.get("budget", KEEP_BUDGET)
+            )
+        except ValidationError as exc:  # e.g. the provider awaits a site admin's approval
+            raise service_error(exc) from None
+        return _answer(run) if started else _conflict(run, "resumed")
+
+
+class MetadataRunPauseApi(APIView):
+    """running -> paused: queued batches do nothing until it is resumed. 409 otherwise."""
+
+    @extend_schema(request=None, responses={200: MetadataRunSerializer, 409: ConflictSerializer})
+    def post(self, request, pk: int):
+        run = metadata_run_get_for_staff(request.user, pk)
+        if not metadata_run_set_status(run=run, status=RunStatus.PAUSED):
+            return _conflict(run, "paused")
+        return _answer(run)
+
+
+class MetadataRunCancelApi(APIView):
+    """pending, running or paused -> cancelled, for good. 409 otherwise."""
+
+    @extend_schema(request=None, responses={200: MetadataRunSerializer, 409: ConflictSerializer})
+    def post(self, request, pk: int):
+        run = metadata_run_get_for_staff(request.user, pk)
+        if not metadata_run_set_status(run=run, status=RunStatus.CANCELLED):
+            return _conflict(run, "cancelled")
+        return _answer(run)

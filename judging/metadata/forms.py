@@ -27,3 +27,11 @@ class MetadataRunForm(forms.Form):
 
 class MetadataRunActionForm(forms.Form):
     action = forms.ChoiceField(choices=[(a, a) for a in ("pause", "resume", "cancel")])
+    budget = forms.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        min_value=Decimal("0.000001"),
+        required=False,
+        help_text="On resume: a new budget (blank: no limit); a run paused by its budget "
+        "needs a higher one. Left out, the run keeps its budget.",
+    )

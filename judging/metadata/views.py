@@ -4,6 +4,7 @@ researchers and admins (404 for non-members, 403 for annotators)."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
@@ -21,6 +22,7 @@ from judging.services.metadata import (
     metadata_run_set_status,
     metadata_run_start,
 )
+from judging.services.runs import KEEP_BUDGET
 
 FORM = "judging/metadata_run_form.html"
 DETAIL = "judging/metadata_run.html"
@@ -83,17 +85,28 @@ def metadata_run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @login_required
 def metadata_run_action(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """Pause, resume (with the budget kept) or cancel; back to the run page."""
+    """Pause, resume (a posted budget field replaces the budget, blank = no limit; none keeps
+    it) or cancel; back to the run page with a notice of what happened or why not."""
     run = metadata_run_get_for_staff(request.user, pk)
     form = MetadataRunActionForm(request.POST)
-    if form.is_valid():
-        action = form.cleaned_data["action"]
-        try:
-            if action == "resume":
-                metadata_run_start(run=run)
-            else:
-                status = RunStatus.PAUSED if action == "pause" else RunStatus.CANCELLED
-                metadata_run_set_status(run=run, status=status)
-        except ValidationError:
-            pass  # the page shows the run as it is
+    if not form.is_valid():
+        problems = "; ".join(f"{k}: {' '.join(str(m) for m in v)}" for k, v in form.errors.items())
+        messages.error(request, f"Nothing done: {problems}")
+        return redirect("judging:metadata-run-detail", pk=run.pk)
+    action = form.cleaned_data["action"]
+    done = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action]
+    try:
+        if action == "resume":
+            budget = form.cleaned_data["budget"] if "budget" in request.POST else KEEP_BUDGET
+            changed = metadata_run_start(run=run, budget=budget)
+        else:
+            status = RunStatus.PAUSED if action == "pause" else RunStatus.CANCELLED
+            changed = metadata_run_set_status(run=run, status=status)
+    except ValidationError as exc:  # e.g. the provider awaits a site admin's approval
+        messages.error(request, "Not " + done + ": " + " ".join(exc.messages))
+        return redirect("judging:metadata-run-detail", pk=run.pk)
+    if changed:
+        messages.info(request, f"Run {done}.")
+    else:
+        messages.error(request, f"A {run.get_status_display().lower()} run cannot be {done}.")
     return redirect("judging:metadata-run-detail", pk=run.pk)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.metadata.selectors import item_metadata
@@ -227,3 +229,76 @@ def test_a_stalled_run_is_dispatched_again_once_and_finishes_with_the_missing_it
     run.refresh_from_db()
     assert run.status == RunStatus.DONE and run.done == 16
     assert server.stats()["completions"] == 16
+
+
+def _paused_by_budget(project, server):
+    dataset = demo_dataset(project)
+    judge = llm_judge(
+        project, server, price_per_1k_prompt=Decimal("1"), price_per_1k_completion=Decimal("1")
+    )
+    run = running(metadata_run_create(judge=judge, dataset=dataset, budget=Decimal("0.5")))
+    run_all(run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED and "budget" in run.error
+    return run
+
+
+def test_the_run_page_resumes_a_budget_paused_run_with_a_new_budget(
+    project, server, researcher_client, django_capture_on_commit_callbacks
+):
+    run = _paused_by_budget(project, server)
+    url = reverse("judging:metadata-run-action", args=[run.pk])
+    page = researcher_client.get(reverse("judging:metadata-run-detail", args=[run.pk]))
+    assert b"data-budget-reached" in page.content and b'value="pause"' not in page.content
+    # an action its status does not allow is said, not silently ignored
+    with django_capture_on_commit_callbacks(execute=False):
+        answer = researcher_client.post(url, {"action": "pause"}, follow=True)
+    assert "A paused run cannot be paused." in answer.content.decode()
+    # a negative budget is refused with the field's error, and changes nothing
+    answer = researcher_client.post(url, {"action": "resume", "budget": "-1"}, follow=True)
+    assert "Nothing done: budget:" in answer.content.decode()
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED and run.budget == Decimal("0.5")
+    # a blank budget (no limit) resumes it; the fan-out waits for the commit
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        answer = researcher_client.post(url, {"action": "resume", "budget": ""}, follow=True)
+    assert "Run resumed." in answer.content.decode() and len(callbacks) == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.budget is None and run.error == ""
+
+
+def test_the_api_pauses_resumes_and_cancels_a_run_and_answers_409_when_it_cannot(
+    project, server, researcher, django_capture_on_commit_callbacks
+):
+    client = APIClient()
+    client.force_authenticate(researcher)
+    run = _paused_by_budget(project, server)
+    base = f"/api/v1/judging/metadata-runs/{run.pk}"
+    assert client.post(f"{base}/pause/").status_code == 409
+    refused = client.post(f"{base}/resume/", {"budget": "abc"}, format="json")
+    assert refused.status_code == 400 and "budget" in str(refused.json())
+    with django_capture_on_commit_callbacks(execute=False):
+        answer = client.post(f"{base}/resume/", {"budget": "1000"}, format="json")
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["status"] == "running" and answer.json()["budget"] == "1000.000000"
+    assert client.post(f"{base}/pause/").json()["status"] == "paused"
+    assert client.post(f"{base}/cancel/").json()["status"] == "cancelled"
+    conflict = client.post(f"{base}/resume/", {}, format="json")
+    assert conflict.status_code == 409 and "cancelled" in conflict.json()["detail"]
+
+
+def test_resuming_on_a_provider_awaiting_approval_says_why(
+    project, server, researcher_client, settings
+):
+    run = _paused_by_budget(project, server)
+    provider = run.judge.provider
+    provider.approved = False
+    provider.save()
+    answer = researcher_client.post(
+        reverse("judging:metadata-run-action", args=[run.pk]),
+        {"action": "resume", "budget": ""},
+        follow=True,
+    )
+    assert "Not resumed:" in answer.content.decode()
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED
