@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.access import campaign_pool_for_user
+from annotation.cadence import checks_ahead
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -165,6 +166,7 @@ class AnnotatorCampaignRow:
     active_ms: int = 0  # focused time of their submitted tasks here
     checks: int = 0  # submitted tasks that fill no quota (gold, repeats, screening)
     screened_out: bool = False  # failed the campaign's qualification test
+    planned_total: int | None = None  # AnnotatorProgress.total, for a campaign with checks
 
     @property
     def can_start(self) -> bool:
@@ -174,8 +176,10 @@ class AnnotatorCampaignRow:
 
     @property
     def total(self) -> int:
-        """As AnnotatorProgress.total: the quota and the checks, else done + held + open to
-        them now."""
+        """As AnnotatorProgress.total (which a campaign with screening or checks reads):
+        the quota and the checks done, else done + held + open to them now."""
+        if self.planned_total is not None:
+            return self.planned_total
         if self.quota is not None:
             return max(self.quota + self.checks, self.done)
         return self.done + int(self.has_open_task) + self.available
@@ -279,9 +283,20 @@ def campaign_list_for_annotator(*, user) -> list[AnnotatorCampaignRow]:
                 active_ms=c.n_ms or 0,
                 checks=max(0, c.n_done - c.n_quota_done),
                 screened_out=c.screened_out,
+                # checks to come (a few queries, for the campaigns that have them)
+                planned_total=(
+                    annotator_progress(campaign=c, user=user).total
+                    if has_checks(c) and not c.screened_out
+                    else None
+                ),
             )
         )
     return rows
+
+
+def has_checks(campaign: Campaign) -> bool:
+    """Whether the campaign serves tasks that fill no quota: screening, gold, repeats."""
+    return bool(campaign.screening or campaign.gold_rate > 0 or campaign.repeat_rate > 0)
 
 
 def _count(queryset: QuerySet) -> Coalesce:
@@ -316,9 +331,11 @@ class AnnotatorProgress:
 
     `done` counts every task they submitted here (gold and repeats included, as My tasks
     does: counting only the ones that fill the quota would tell which were checks). `total`
-    is their quota when the campaign sets one, else what they could do in all: `done`, the
-    task they hold, and the normal tasks still open to them now (it shrinks as others take
-    tasks). `active_ms` sums the focused time of their submitted tasks."""
+    adds to `done` the task they hold, the normal tasks still to come (up to their quota
+    when the campaign sets one, else the ones open to them now: that shrinks as others take
+    tasks) and the screening tasks and checks the claim will serve among them. `checks`
+    counts the checks done or held. `active_ms` sums the focused time of their submitted
+    tasks."""
 
     done: int
     total: int
@@ -327,6 +344,7 @@ class AnnotatorProgress:
     checks: int
     break_every: int | None
     break_minutes: int
+    with_checks: bool = False  # the campaign serves checks (has_checks), counted in `total`
 
     @property
     def percent(self) -> int:
@@ -417,53 +435,120 @@ def _total_key(campaign_id: int, user_id: int) -> str:
 
 #: The annotator's own assignments in the campaign: submitted, their focused time, held, and
 #: of those submitted or held the checks (gold, attention, repeats, screening tasks), which
-#: count in `done` but never among the normal tasks open to them.
+#: count in `done` but never among the normal tasks open to them; then what the cadence of
+#: checks reads (annotation/cadence.py): every assignment served, the normal tasks submitted
+#: or held, and the repeats served.
 _MINE = f"""
 SELECT COUNT(*) FILTER (WHERE a.status = 'submitted'),
        COALESCE(SUM(a.active_ms) FILTER (WHERE a.status = 'submitted'), 0),
        COUNT(*) FILTER (WHERE a.status = 'active'),
        COUNT(*) FILTER (WHERE a.status IN ('submitted', 'active')
-                        AND (a.kind <> 'normal' OR t.kind <> 'normal'))
+                        AND (a.kind <> 'normal' OR t.kind <> 'normal')),
+       COUNT(*),
+       COUNT(*) FILTER (WHERE a.status = 'submitted' AND a.kind = 'normal'
+                        AND t.kind = 'normal'),
+       COUNT(*) FILTER (WHERE a.status = 'active' AND a.kind = 'normal'
+                        AND t.kind = 'normal'),
+       COUNT(*) FILTER (WHERE a.kind = 'repeat')
 FROM {Assignment._meta.db_table} a
 JOIN {Task._meta.db_table} t ON t.id = a.task_id
 WHERE a.campaign_id = %s AND a.annotator_id = %s
 """
 
+SCREENING_KINDS = (TaskKind.TRAINING, TaskKind.QUALIFICATION)
+
+
+def _never_served(*, campaign: Campaign, user, kinds) -> int:
+    """The campaign's tasks of `kinds` that `user` was never served."""
+    return (
+        Task.objects.filter(campaign=campaign, kind__in=kinds)
+        .filter(~Exists(Assignment.objects.filter(task_id=OuterRef("pk"), annotator=user)))
+        .count()
+    )
+
+
+def _checks_to_come(*, campaign: Campaign, user, normal_left: int, mine: tuple) -> int:
+    """The screening tasks and checks `user` will still be served before `normal_left` more
+    normal tasks (annotation/cadence.py): counted now in the total, so that it stays put
+    as they come. A small query each, only for campaigns that have them."""
+    served, normal_submitted, repeats = mine
+    screening = 0
+    if campaign.screening:
+        phase = (
+            Screening.objects.filter(campaign=campaign, annotator=user)
+            .values_list("phase", flat=True)
+            .first()
+        )
+        if phase not in (ScreeningPhase.PASSED, ScreeningPhase.FAILED):
+            kinds: tuple[str, ...] = SCREENING_KINDS
+            if phase == ScreeningPhase.QUALIFICATION:
+                kinds = (TaskKind.QUALIFICATION,)
+            screening = _never_served(campaign=campaign, user=user, kinds=kinds)
+    if campaign.gold_rate <= 0 and campaign.repeat_rate <= 0:
+        return screening
+    gold_left = 0
+    if campaign.gold_rate > 0:
+        gold_left = _never_served(
+            campaign=campaign, user=user, kinds=(TaskKind.GOLD, TaskKind.ATTENTION)
+        )
+    return screening + checks_ahead(
+        normal_left=normal_left,
+        # the screening tasks still to come are served before any of these
+        served=served + screening,
+        gold_rate=campaign.gold_rate,
+        repeat_rate=campaign.repeat_rate,
+        gold_left=gold_left,
+        normal_submitted=normal_submitted,
+        repeats=repeats,
+        quota=campaign.quota_per_annotator is not None,
+    )
+
 
 def annotator_progress(*, campaign: Campaign, user) -> AnnotatorProgress:
     """`user`'s progress in `campaign`. One fixed statement reads their own assignments (a
-    range of the `assignment_mine` index: 0.05 ms). Without a quota, the total is the
-    normal tasks they did, hold or could still get (open: a second query, cached for
-    TOTAL_CACHE_SECONDS, as their own claims and submissions do not change that sum) plus
-    the checks they did or hold."""
+    range of the `assignment_mine` index: 0.05 ms). The total is what they did and hold,
+    the normal tasks still to come — up to their quota when the campaign sets one, else the
+    ones open to them now (a second query, cached for TOTAL_CACHE_SECONDS, as their own
+    claims and submissions do not change that sum) — and the screening tasks, gold tasks
+    and repeats the claim will serve among those (annotation/cadence.py), so the total
+    does not grow as checks are served."""
     row = fetch_one(_MINE, [campaign.pk, user.pk])
     assert row is not None  # an aggregate always answers one row
-    done, ms, holding, checks = (int(v or 0) for v in row)
+    done, ms, holding, checks, served, normal_submitted, normal_holding, repeats = (
+        int(v or 0) for v in row
+    )
     by_quota = campaign.quota_per_annotator is not None
     if campaign.quota_per_annotator is not None:
-        # The checks (gold, repeats, training, qualification) count in `done` and never fill
-        # the quota: they count in the total too, or a quota of 1 after a four-task
-        # screening would read "5 of 1 done".
-        total = max(campaign.quota_per_annotator + checks, done + holding)
+        normal_left = max(0, campaign.quota_per_annotator - normal_submitted - normal_holding)
     else:
+        # all the normal tasks they did, hold or could still get: their own claims and
+        # submissions move tasks between those parts and leave the sum as it is
         key = _total_key(campaign.pk, user.pk)
-        normal = cache.get(key)
-        if normal is None:
+        normal_total = cache.get(key)
+        if normal_total is None:
             open_now = (
                 Campaign.objects.filter(pk=campaign.pk)
                 .annotate(n_open=_count(_open_normal_tasks(user=user)))
                 .values_list("n_open", flat=True)
                 .get()
             )
-            normal = done + holding - checks + open_now
-            cache.set(key, normal, TOTAL_CACHE_SECONDS)
-        total = max(int(normal) + checks, done + holding)
+            normal_total = normal_submitted + normal_holding + int(open_now)
+            cache.set(key, normal_total, TOTAL_CACHE_SECONDS)
+        normal_left = max(0, int(normal_total) - normal_submitted - normal_holding)
+    to_come = _checks_to_come(
+        campaign=campaign,
+        user=user,
+        normal_left=normal_left,
+        mine=(served, normal_submitted, repeats),
+    )
+    total = done + holding + normal_left + to_come
     return AnnotatorProgress(
         done=done,
         total=total,
         by_quota=by_quota,
         active_ms=ms,
         checks=checks,
+        with_checks=has_checks(campaign),
         break_every=campaign.break_every,
         break_minutes=campaign.break_minutes,
     )

@@ -17,6 +17,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from annotation import locks
+from annotation.cadence import REPEAT_MIN_GAP, every
 from annotation.models import (
     Assignment,
     AssignmentKind,
@@ -49,7 +50,6 @@ from annotation.services.hot_path import (
 from flaskweb.db import aware, fetch_one, instance_from
 
 MAX_RATIONALE = 2000
-REPEAT_MIN_GAP = 5
 
 
 class AssignmentError(Exception):
@@ -173,11 +173,11 @@ def _claim_gold_or_repeat(
     assert counted is not None  # COUNT(*) answers one row
     (served,) = counted
     expires_at = now + timedelta(seconds=state.lease_seconds)
-    if _every(state.gold_rate, served):
+    if every(state.gold_rate, served):
         gold = _claim_gold(campaign, annotator, expires_at)
         if gold is not None:
             return gold
-    if _every(state.repeat_rate, served):
+    if every(state.repeat_rate, served):
         return _claim_repeat(campaign, annotator, expires_at)
     return None
 
@@ -190,14 +190,6 @@ def _assignment_stub(assignment_id: int, campaign_id: int, annotator_id: int) ->
     fields["expires_at"] = aware(fields["expires_at"])
     fields.update(campaign_id=campaign_id, annotator_id=annotator_id)
     return _assignment(fields)
-
-
-def _every(rate: float, served: int) -> bool:
-    """True for every round(1/rate)-th task (deterministic, so testable and fair)."""
-    if rate <= 0:
-        return False
-    period = max(2, round(1 / rate))
-    return served % period == period - 1
 
 
 def _not_mine(annotator, kind: str = AssignmentKind.NORMAL):

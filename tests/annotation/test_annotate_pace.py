@@ -10,15 +10,35 @@ import pytest
 from django.urls import reverse
 
 from analytics.exports.services import ScoreExport, export_options_clean
-from annotation.annotate.selectors import annotator_progress, spent_label
+from annotation.annotate.selectors import (
+    annotator_progress,
+    campaign_list_for_annotator,
+    spent_label,
+)
 from annotation.campaigns.services import gold_task_set
-from annotation.models import Assignment, AssignmentStatus, HumanScore, Response, TaskKind
+from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    HumanScore,
+    QualificationRule,
+    Response,
+    Task,
+    TaskKind,
+)
 from annotation.pace.services import campaign_pace_update
-from annotation.services.assignments import task_skills
+from annotation.screening.services import screening_settings_update
+from annotation.screening.setup import screening_task_set
+from annotation.services.assignments import (
+    ScoreInput,
+    assignment_claim_next,
+    human_score_submit,
+    task_skills,
+)
 from tests.annotation.test_annotate_views import (
     HX,
     annotate_url,
     build_campaign,
+    build_dataset,
     current,
     score_post,
     submit_url,
@@ -85,10 +105,10 @@ def test_the_total_is_counted_once_a_minute_and_own_work_keeps_it(
     assert (first.total, again.done, again.total) == (4, 1, 4)
 
 
-def test_a_check_task_adds_to_done_and_to_the_total_alike(
+def test_a_check_task_to_come_is_in_the_total_from_the_first_card(
     annotator_client, annotator, project, dataset
 ):
-    # given a gold task served second (gold_rate 0.5) and three normal tasks left besides
+    # given a gold task served second (gold_rate 0.5) and three normal tasks besides
     campaign = build_campaign(project, dataset, annotators=[annotator], gold_rate=0.5)
     response = Response.objects.filter(item__dataset=dataset).order_by("pk").last()
     gold_task_set(
@@ -101,10 +121,65 @@ def test_a_check_task_adds_to_done_and_to_the_total_alike(
     submit_one(annotator_client, campaign, annotator)
     gold, _ = submit_one(annotator_client, campaign, annotator)
     assert gold.task.kind == TaskKind.GOLD
-    # then the total grew by the check (the cached count of normal tasks stays right)
+    # then the total counted the check before it came: it did not grow when it was served
     after = annotator_progress(campaign=campaign, user=annotator)
-    assert (first.done, first.total) == (0, 3)
+    assert (first.done, first.total) == (0, 4)
     assert (after.done, after.total) == (2, 4)
+
+
+@pytest.mark.parametrize("quota", [9, None])
+def test_the_total_stays_put_through_screening_gold_and_repeats(
+    project, tmp_path, annotator, quota
+):
+    """Every card of a campaign with training, a qualification test, gold tasks and hidden
+    repeats shows the same total, and it is the number of tasks the annotator does."""
+    # given 26 items: 2 training, 2 qualification, 2 gold, 20 normal tasks
+    dataset = build_dataset(project, tmp_path, texts=[f"text {i}" for i in range(26)])
+    campaign = build_campaign(
+        project,
+        dataset,
+        annotators=[annotator],
+        overlap=1,
+        gold_rate=0.25,
+        repeat_rate=0.2,
+        quota_per_annotator=quota,
+    )
+    screening_settings_update(
+        campaign=campaign, screening=True, pass_mark=0.5, rule=QualificationRule.WITHIN_ONE
+    )
+    responses = list(Response.objects.filter(item__dataset=dataset).order_by("pk"))
+    some = Task.objects.filter(campaign=campaign).first()
+    skills = [s.skill_id for s in task_skills(assignment=Assignment(task=some, campaign=campaign))]
+    known = {skill: 3 for skill in skills}
+    phases = [TaskKind.TRAINING] * 2 + [TaskKind.QUALIFICATION] * 2
+    for response, kind in zip(responses, phases, strict=False):
+        screening_task_set(campaign=campaign, response=response, scores=known, kind=kind)
+    for response in responses[4:6]:
+        gold_task_set(campaign=campaign, response=response, scores=known)
+    campaign.refresh_from_db()
+    # when the annotator does every task served, noting the total before each
+    totals, kinds = [], []
+    while True:
+        totals.append(annotator_progress(campaign=campaign, user=annotator).total)
+        assignment = assignment_claim_next(campaign=campaign, annotator=annotator)
+        if assignment is None:
+            break
+        kinds.append((assignment.kind, Task.objects.get(pk=assignment.task_id).kind))
+        human_score_submit(
+            assignment_id=assignment.pk,
+            annotator=annotator,
+            scores=[ScoreInput(s.skill_id, 3) for s in task_skills(assignment=assignment)],
+        )
+    # then every kind of task came, and the total never moved from the number done
+    served = {kind for pair in kinds for kind in pair}
+    assert {"training", "qualification", "gold", "repeat", "normal"} <= served
+    assert len(kinds) == (9 if quota else 20) + 4 + 2 + sum(k == "repeat" for k, _ in kinds)
+    assert set(totals) == {len(kinds)}, totals
+    progress = annotator_progress(campaign=campaign, user=annotator)
+    assert progress.done == progress.total == len(kinds) and progress.with_checks
+    # and My tasks says the same
+    (row,) = campaign_list_for_annotator(user=annotator)
+    assert (row.done, row.total) == (len(kinds), len(kinds))
 
 
 def test_checks_count_beside_the_quota_so_done_never_passes_the_total(
