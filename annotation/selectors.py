@@ -905,22 +905,31 @@ def participant_ids_for_project(*, project: Project) -> dict[str, tuple[str, str
 # --- analytics: adjudicated scores (annotation/review/), kept apart from the raw ones ----------
 
 
-def adjudicated_score_rows(*, project: Project) -> list[tuple]:
+def adjudicated_score_rows(
+    *,
+    project: Project,
+    campaign_id: int | None = None,
+    skills: Sequence[str] = (),
+    dataset_id: int | None = None,
+    systems: Sequence[str] = (),
+) -> list[tuple]:
     """(response id, item id, system, skill name, score or None for N/A) of every
-    adjudicated (response, skill) of the project's campaigns, one each: when reviewers of
-    two campaigns settled the same (response, skill), the latest one counts. The report's
-    "adjudicated" mode puts these in place of the raw human scores of that pair."""
-    rows = (
-        AdjudicatedScore.objects.filter(campaign__project=project)
-        .order_by("response_id", "skill_id", "-updated_at", "-pk")
-        .values_list(
-            "response_id",
-            "response__item_id",
-            "response__model_name",
-            "skill__name",
-            "score",
-            "skill_id",
-        )
+    adjudicated (response, skill) of the project's campaigns (or of one; narrowed as
+    `scores_narrowed` narrows), one each: when reviewers of two campaigns settled the same
+    (response, skill), the latest one counts. The report's "adjudicated" mode puts these in
+    place of the raw human scores of that pair; the wide export shows them in its
+    `adjudicated` column."""
+    qs = AdjudicatedScore.objects.filter(campaign__project=project)
+    if campaign_id is not None:
+        qs = qs.filter(campaign_id=campaign_id)
+    qs = scores_narrowed(qs, skills=skills, dataset_id=dataset_id, systems=systems)
+    rows = qs.order_by("response_id", "skill_id", "-updated_at", "-pk").values_list(
+        "response_id",
+        "response__item_id",
+        "response__model_name",
+        "skill__name",
+        "score",
+        "skill_id",
     )
     found: dict[tuple[int, int], tuple] = {}
     for response_id, item_id, system, skill, score, skill_id in rows:

@@ -112,6 +112,8 @@ LONG_COLUMNS = (
     "adjudicated_by",
 )
 WIDE_COLUMNS = ("dataset", "item", "system", "skill")
+#: The wide table's last column when reviewers settled some (response, skill): their score.
+ADJUDICATED_COLUMN = "adjudicated"
 NA = "N/A"
 
 #: The formats each kind is written in; the first is the default.
@@ -560,6 +562,21 @@ class ScoreExport:
         columns += [(RaterKind.JUDGE.value, j) for j in judges]
         index = {column: i for i, column in enumerate(columns)}
         header = [*WIDE_COLUMNS, *(f"{kind}:{name}" for kind, name in columns)]
+        # reviewers' adjudicated scores (docs/REVIEW.md) in a last column, when there are any
+        settled: dict[tuple[int, str], int | None] = {}
+        if f.wants(RaterKind.HUMAN.value):
+            settled = {
+                (response_id, skill): score
+                for response_id, _, _, skill, score in annotation_selectors.adjudicated_score_rows(
+                    project=project,
+                    campaign_id=f.campaign_id,
+                    skills=f.skills,
+                    dataset_id=f.dataset_id,
+                    systems=f.systems,
+                )
+            }
+        if settled:
+            header.append(ADJUDICATED_COLUMN)
         stream = heapq.merge(
             human_score_export_rows(project=project, filters=f),
             judge_score_export_rows(project=project, filters=f, run_ids=run_ids),
@@ -580,6 +597,8 @@ class ScoreExport:
                         cell[0] += row.score
                         cell[1] += 1
                 cells = [_wide_cell(acc.get(i)) for i in range(len(columns))]
+                if settled:
+                    cells.append(_settled_cell(settled, (first.response_id, first.skill)))
                 yield [first.dataset, first.item, first.system, first.skill, *cells]
 
         return header, rows()
@@ -591,6 +610,14 @@ class ScoreExport:
         assert f.run_id is not None, "a FLASK review export is validated with its run"
         for line in flask_review_lines(run_id=f.run_id, filters=f, chunk_size=self.chunk_rows):
             yield _review_object(line)
+
+
+def _settled_cell(settled: Mapping[tuple[int, str], int | None], key: tuple[int, str]) -> Any:
+    """The adjudicated column's cell: the score, N/A, or empty when nobody settled it."""
+    if key not in settled:
+        return None
+    score = settled[key]
+    return NA if score is None else score
 
 
 def _wide_cell(acc: list | None) -> Any:

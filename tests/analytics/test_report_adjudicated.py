@@ -13,7 +13,13 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from analytics.exports.services import LONG_COLUMNS, ScoreExport, export_options_clean
+from analytics.exports.services import (
+    ADJUDICATED_COLUMN,
+    LONG_COLUMNS,
+    WIDE_COLUMNS,
+    ScoreExport,
+    export_options_clean,
+)
 from analytics.report.selectors import project_report
 from analytics.report.snapshots import (
     report_kwargs,
@@ -141,6 +147,26 @@ def test_the_long_export_shows_the_raw_scores_and_the_adjudicated_one(settled):
     } == {("5", "the answer is right", "rex")}
     others = [r for r in rows if not (r["item"] == "i0" and r["system"] == "m1")]
     assert others and {r["adjudicated_score"] for r in others} == {""}
+
+
+def test_the_wide_export_has_an_adjudicated_column_beside_the_raters(settled, scored):  # noqa: F811
+    # when
+    options = export_options_clean(
+        project=settled.project, kind="wide", fmt="csv", filters={"skill": ["Factuality"]}
+    )
+    rows = list(csv.DictReader(io.StringIO("".join(ScoreExport(options).chunks()))))
+    # then the raters' raw scores stay, and the settled pair has the reviewer's score
+    assert list(rows[0])[-1] == ADJUDICATED_COLUMN
+    i0 = next(r for r in rows if r["item"] == "i0" and r["system"] == "m1")
+    raters = sorted(v for k, v in i0.items() if k.startswith("human:") and v)
+    assert raters == ["1", "3", "5"] and i0[ADJUDICATED_COLUMN] == "5"
+    assert {r[ADJUDICATED_COLUMN] for r in rows if r is not i0} == {""}
+    # an export without adjudicated scores keeps its columns as they were
+    plain = export_options_clean(
+        project=settled.project, kind="wide", fmt="csv", filters={"skill": ["Completeness"]}
+    )
+    first = next(csv.reader(io.StringIO("".join(ScoreExport(plain).chunks()))))
+    assert ADJUDICATED_COLUMN not in first and first[:4] == list(WIDE_COLUMNS)
 
 
 def test_the_dashboard_offers_the_choice_and_labels_the_adjudicated_report(
