@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from annotation.access import campaign_pool_for_user
 from annotation.cadence import checks_ahead
+from annotation.gold import preference_correct
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -37,10 +38,13 @@ from annotation.models import (
     AssignmentStatus,
     Campaign,
     CampaignStatus,
+    GoldPreference,
     GoldScore,
+    HumanPreference,
     HumanScore,
     Item,
     ItemDomain,
+    PairChoice,
     Response,
     Screening,
     ScreeningPhase,
@@ -56,6 +60,7 @@ from annotation.selectors import (
     pair_questions,
     skills_for_item,
 )
+from annotation.services.preferences import choice_to_shown
 from flaskweb.db import aware, fetch_one, instance_from
 
 VISIBLE_STATUSES = (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
@@ -609,6 +614,7 @@ class GoldFeedbackRow:
 class GoldFeedback:
     rows: list[GoldFeedbackRow]
     explanations: list[str]
+    pair: bool = False  # rows are choices by side (a pair task), not scores
 
     @property
     def all_agree(self) -> bool:
@@ -617,12 +623,15 @@ class GoldFeedback:
 
 def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | None:
     """The known scores next to the annotator's own, for a submitted gold or attention
-    task, or a training task of screening (always shown); None for any other task (the
-    caller never learns more than that)."""
+    task, or a training task of screening (always shown); for a pair task, the known
+    choices next to theirs, by the sides they saw. None for any other task (the caller
+    never learns more than that)."""
     if assignment.task.kind not in (TaskKind.GOLD, TaskKind.ATTENTION, TaskKind.TRAINING):
         return None
     if assignment.kind != AssignmentKind.NORMAL:
         return None
+    if assignment.task.response_b_id is not None:
+        return _pair_feedback(assignment)
     known = {
         g.skill_id: g
         for g in GoldScore.objects.filter(task_id=assignment.task_id)
@@ -651,6 +660,50 @@ def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | No
             )
         )
     return GoldFeedback(rows=rows, explanations=explanations)
+
+
+#: A choice as the pair card showed it (its side, annotation/services/preferences.py
+#: choice_to_shown): the card calls the left response A and the right one B, whatever the
+#: stored order, so these labels name sides, never the pair's stored A and B.
+SHOWN_CHOICE_LABELS = {
+    "left": "Left (A) is better",
+    "right": "Right (B) is better",
+    PairChoice.TIE.value: "Tie",
+    PairChoice.BOTH_BAD.value: "Both are bad",
+}
+
+
+def _pair_feedback(assignment: Assignment) -> GoldFeedback:
+    """A gold pair's known choices next to the annotator's, per question (skill, then
+    overall), each turned to the side it was shown on with the task's `b_left`."""
+    b_left = assignment.task.b_left
+    given = {
+        p.skill_id: p.choice
+        for p in HumanPreference.objects.filter(assignment_id=assignment.pk).only(
+            "skill_id", "choice"
+        )
+    }
+    known = GoldPreference.objects.filter(task_id=assignment.task_id).order_by(
+        F("skill__order").asc(nulls_last=True), "skill__name"
+    )
+    rows = []
+    explanations: list[str] = []
+    for gold in known.values("skill_id", "skill__name", "choice", "explanation"):
+        if gold["explanation"] and gold["explanation"] not in explanations:
+            explanations.append(gold["explanation"])
+        mine = given.get(gold["skill_id"])
+        if mine is None:
+            continue  # a known choice for a question this task did not ask
+        rows.append(
+            GoldFeedbackRow(
+                skill_name=gold["skill__name"] or "Overall",
+                given=SHOWN_CHOICE_LABELS[choice_to_shown(mine, b_left=b_left)],
+                known=SHOWN_CHOICE_LABELS[choice_to_shown(gold["choice"], b_left=b_left)],
+                tolerance=0,
+                agrees=preference_correct(given=mine, known=gold["choice"]),
+            )
+        )
+    return GoldFeedback(rows=rows, explanations=explanations, pair=True)
 
 
 def _agrees(mine: HumanScore, gold: GoldScore) -> bool:

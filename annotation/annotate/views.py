@@ -85,7 +85,13 @@ def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         if exc.code in REDRAW_CODES:
             return _card(request, assignment, error=str(exc), submission=submission)
         return _next_card(request, assignment.campaign, notice=str(exc))
-    # training tasks always show their known scores and explanations; gold ones if enabled
+    return _after_submit(request, assignment)
+
+
+def _after_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpResponse:
+    """After an accepted submission: the gold feedback card (training tasks always show
+    their known answers and explanations; gold and attention ones when the campaign turns
+    gold feedback on; a pair's by the sides the annotator saw), else the next card."""
     if assignment.campaign.gold_feedback or assignment.task.kind == TaskKind.TRAINING:
         feedback = selectors.gold_feedback_for_assignment(assignment=assignment)
         if feedback is not None:
@@ -110,7 +116,7 @@ def _pair_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpRespon
         if exc.code in REDRAW_CODES:
             return _card(request, assignment, error=str(exc), submission=submission)
         return _next_card(request, assignment.campaign, notice=str(exc))
-    return _next_card(request, assignment.campaign, notice="Saved.", pace=True)
+    return _after_submit(request, assignment)
 
 
 @require_POST

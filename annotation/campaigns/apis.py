@@ -24,6 +24,7 @@ from annotation.api_parsers import StrictJSONParser
 from annotation.campaigns import selectors as cs
 from annotation.campaigns import services
 from annotation.models import (
+    KNOWN_SCORE_KINDS,
     Assignment,
     AssignmentKind,
     AssignmentStatus,
@@ -35,8 +36,12 @@ from annotation.models import (
     PairChoice,
     PairDesign,
     Project,
+    Response,
     SkillMode,
+    Task,
+    TaskKind,
 )
+from annotation.parsers import ScoreRefused, score_read
 from annotation.selectors import skill_list_for_project
 from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error, state_conflict
 
@@ -519,3 +524,277 @@ class CampaignAssignmentListApi(APIView):
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(AssignmentSerializer(page, many=True).data)
+
+
+# --- a campaign's gold tasks ----------------------------------------------------------------------
+
+#: Ids are bigints: a larger one names nothing.
+MAX_ID = 2**63 - 1
+#: Known answers per gold task: more than any campaign asks.
+MAX_KNOWN = 100
+MAX_EXPLANATION = 2000
+#: The key of a pair's overall question in `choices` and `known`.
+OVERALL = cs.OVERALL
+_POINTWISE_FIELDS = ("response", "scores", "tolerance")
+_PAIR_FIELDS = ("response_a", "response_b", "choices", "b_left")
+
+
+class GoldTaskSerializer(serializers.Serializer):
+    """A gold or attention task: a response with known scores (pointwise), or a pair with
+    known choices (pairwise; `response` and `model` are A)."""
+
+    task_id = serializers.IntegerField()
+    kind = serializers.CharField(help_text="gold or attention")
+    item = serializers.CharField(source="external_id", help_text="the item's id in the file")
+    response = serializers.IntegerField(source="response_id", help_text="a pair's A")
+    model = serializers.CharField(source="model_name")
+    response_b = serializers.IntegerField(
+        source="response_b_id", allow_null=True, help_text="a pair's B; null for one response"
+    )
+    model_b = serializers.CharField(allow_null=True, help_text="null for one response")
+    b_left = serializers.BooleanField(
+        allow_null=True, help_text="a pair: B is shown on the left; null for one response"
+    )
+    known = serializers.DictField(
+        child=serializers.CharField(),
+        help_text='{skill: "1".."5" or "N/A"}; a pair: {skill or "overall": a, b, tie or '
+        "both_bad}, in the pair's terms (A = response)",
+    )
+    tolerance = serializers.IntegerField(help_text="how far a score may be (0 for a pair)")
+    explanation = serializers.CharField()
+    served = serializers.IntegerField(help_text="assignments of the task")
+    submitted = serializers.IntegerField()
+    answers = serializers.IntegerField(help_text="scores or choices given on known skills")
+    correct = serializers.IntegerField(help_text="of those, correct (annotation/gold.py)")
+    accuracy = serializers.FloatField(allow_null=True, help_text="correct / answers")
+
+    class Meta:
+        ref_name = "CampaignGoldTask"
+
+
+def _gold_row_data(row: cs.GoldTaskRow) -> dict[str, Any]:
+    data = GoldTaskSerializer(row).data
+    data["known"] = dict(row.known)
+    if not row.is_pair:
+        data["model_b"] = data["b_left"] = None
+    return data
+
+
+@extend_schema_field(SCORE_SCHEMA)
+class _KnownScoreField(serializers.Field):
+    """A known score: 1..5, or "N/A" (read by the project's one score rule)."""
+
+    def to_internal_value(self, data) -> int | None:
+        if data is None:
+            raise serializers.ValidationError('give a score 1-5, or "N/A"')
+        try:
+            return score_read(data)
+        except ScoreRefused as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def to_representation(self, value):
+        return "N/A" if value is None else value
+
+
+class GoldTaskInputSerializer(serializers.Serializer):
+    """Create or replace a gold task. Pointwise: `response`, `scores` and `tolerance`.
+    Pairwise: `response_a`, `response_b`, `choices` and `b_left`. Both: `kind` and
+    `explanation`. Responses are named by id (as the dataset's items list them), skills by
+    name; a pair's overall question is `overall`."""
+
+    kind = serializers.ChoiceField(
+        choices=KNOWN_SCORE_KINDS,
+        default=TaskKind.GOLD,
+        help_text="gold or attention (training and qualification belong to screening)",
+    )
+    explanation = serializers.CharField(
+        max_length=MAX_EXPLANATION,
+        allow_blank=True,
+        required=False,
+        default="",
+        help_text="Markdown, shown to annotators when gold feedback is on",
+    )
+    response = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, required=False, help_text="pointwise: the response"
+    )
+    scores = serializers.DictField(
+        child=_KnownScoreField(),
+        allow_empty=False,
+        required=False,
+        help_text='pointwise: {skill name: 1..5 or "N/A"}',
+    )
+    tolerance = serializers.IntegerField(
+        min_value=0, max_value=4, required=False, help_text="pointwise: how far a score may be"
+    )
+    response_a = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, required=False, help_text="pairwise: response A"
+    )
+    response_b = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, required=False, help_text="pairwise: response B"
+    )
+    choices = serializers.DictField(
+        child=serializers.ChoiceField(choices=PairChoice.choices),
+        allow_empty=False,
+        required=False,
+        help_text='pairwise: {skill name or "overall": a, b, tie or both_bad}, A = response_a',
+    )
+    b_left = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        help_text="pairwise: show B on the left; absent or null: drawn at random",
+    )
+
+    class Meta:
+        ref_name = "CampaignGoldTaskInput"
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The mode's fields, present and the other mode's absent; responses of the
+        campaign's dataset; skills of the campaign, by name."""
+        campaign: Campaign = self.context["campaign"]
+        pairwise = campaign.mode == CampaignMode.PAIRWISE
+        errors: dict[str, list[str]] = {}
+        own, other = (
+            (_PAIR_FIELDS, _POINTWISE_FIELDS) if pairwise else (_POINTWISE_FIELDS, _PAIR_FIELDS)
+        )
+        what = "a pair: response_a, response_b, choices" if pairwise else "response, scores"
+        for name in other:
+            if name in attrs:
+                errors[name] = [f"not for a {campaign.mode} campaign, whose gold task is {what}"]
+        for name in own[:3] if pairwise else own[:2]:
+            if name not in attrs:
+                errors.setdefault(name, ["This field is required."])
+        if attrs["kind"] not in services.PAIR_KNOWN_KINDS:
+            errors["kind"] = [
+                "a pair is a gold pair or an attention check: screening compares the scores "
+                "of single responses"
+                if pairwise
+                else "training and qualification tasks are set on the campaign's screening page"
+            ]
+        known_field = "choices" if pairwise else "scores"
+        known = attrs.get(known_field) or {}
+        if len(known) > MAX_KNOWN:
+            errors[known_field] = [f"at most {MAX_KNOWN} known answers"]
+        skill_ids = {name: pk for pk, name in cs.campaign_skill_list(campaign=campaign)}
+        unknown = [k for k in known if k not in skill_ids and not (pairwise and k == OVERALL)]
+        if unknown and known_field not in errors:
+            errors[known_field] = [f"not a skill of this campaign: {', '.join(unknown[:10])}"]
+        for name in ("response", "response_a", "response_b"):
+            if name in attrs and name not in errors:
+                found = (
+                    Response.objects.filter(pk=attrs[name], item__dataset_id=campaign.dataset_id)
+                    .select_related("item")
+                    .first()
+                )
+                if found is None:
+                    errors[name] = ["no response with this id in the campaign's dataset"]
+                attrs[name] = found
+        if errors:
+            raise serializers.ValidationError(errors)
+        attrs[known_field] = {
+            None if k == OVERALL and pairwise else skill_ids[k]: v for k, v in known.items()
+        }
+        return attrs
+
+    def gold_settings(self) -> dict[str, Any]:
+        """Keyword arguments for gold_pair_set or gold_task_set."""
+        v = self.validated_data
+        common = {"kind": v["kind"], "explanation": v["explanation"]}
+        if "choices" in v:
+            return common | {
+                "response_a": v["response_a"],
+                "response_b": v["response_b"],
+                "choices": v["choices"],
+                "b_left": v.get("b_left"),
+            }
+        return common | {
+            "response": v["response"],
+            "scores": v["scores"],
+            "tolerance": v.get("tolerance", 0),
+        }
+
+
+def _gold_row(campaign: Campaign, task_id: int) -> cs.GoldTaskRow | None:
+    return next(
+        (r for r in cs.campaign_gold_task_list(campaign=campaign) if r.task_id == task_id), None
+    )
+
+
+class CampaignGoldListApi(APIView):
+    """GET: the campaign's gold and attention tasks with their known answers and the
+    annotators' accuracy on them. POST: make a response (pointwise) or a pair (pairwise) a
+    gold or attention task, or replace the known answers of one (201 new, 200 replaced)."""
+
+    pagination_class = ApiPagination
+    parser_classes = [StrictJSONParser]
+
+    @extend_schema(responses=GoldTaskSerializer(many=True))
+    def get(self, request, pk: int):
+        campaign = access.campaign_get_for_staff(request.user, pk)
+        rows = [_gold_row_data(r) for r in cs.campaign_gold_task_list(campaign=campaign)]
+        paginator = self.pagination_class()
+        page: list[dict] | None = paginator.paginate_queryset(rows, request, view=self)  # type: ignore[arg-type]  # DRF slices any sequence; the stub wants a QuerySet
+        return paginator.get_paginated_response(page)
+
+    @extend_schema(
+        request=GoldTaskInputSerializer,
+        responses={201: GoldTaskSerializer, 200: GoldTaskSerializer},
+    )
+    def post(self, request, pk: int):
+        campaign = access.campaign_get_for_staff(request.user, pk)
+        serializer = GoldTaskInputSerializer(data=request.data, context={"campaign": campaign})
+        serializer.is_valid(raise_exception=True)
+        before = set(
+            Task.objects.filter(campaign=campaign, kind__in=cs.KNOWN_KINDS).values_list(
+                "pk", flat=True
+            )
+        )
+        gold_set = (
+            services.gold_pair_set
+            if campaign.mode == CampaignMode.PAIRWISE
+            else services.gold_task_set
+        )
+        try:
+            task = gold_set(campaign=campaign, **serializer.gold_settings())
+        except ValidationError as exc:
+            raise service_error(exc) from None
+        row = _gold_row(campaign, task.pk)
+        assert row is not None  # just written, of a known kind
+        created = task.pk not in before
+        return ApiResponse(_gold_row_data(row), status=201 if created else 200)
+
+
+class CampaignGoldDetailApi(APIView):
+    """GET: one gold or attention task. DELETE: remove it while no one has answered it
+    (409 once answered, or while an annotator holds it)."""
+
+    @extend_schema(responses=GoldTaskSerializer)
+    def get(self, request, pk: int, task_id: int):
+        campaign = access.campaign_get_for_staff(request.user, pk)
+        row = _gold_row(campaign, task_id) if task_id <= MAX_ID else None
+        if row is None:
+            return _no_gold_task()
+        return ApiResponse(_gold_row_data(row))
+
+    @extend_schema(
+        responses={
+            204: None,
+            409: OpenApiResponse(ErrorSerializer, description="answered, or being answered"),
+        }
+    )
+    def delete(self, request, pk: int, task_id: int):
+        campaign = access.campaign_get_for_staff(request.user, pk)
+        if task_id > MAX_ID:
+            return _no_gold_task()
+        try:
+            services.gold_task_remove(campaign=campaign, task_id=task_id)
+        except services.GoldTaskKeptError as exc:
+            body = {"detail": " ".join(exc.messages), "code": "gold_task_kept"}
+            return ApiResponse(body, status=status.HTTP_409_CONFLICT)
+        except ValidationError:
+            return _no_gold_task()
+        return ApiResponse(status=status.HTTP_204_NO_CONTENT)
+
+
+def _no_gold_task() -> ApiResponse:
+    body = {"detail": "no such gold or attention task in this campaign", "code": "not_found"}
+    return ApiResponse(body, status=status.HTTP_404_NOT_FOUND)

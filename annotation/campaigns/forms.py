@@ -10,14 +10,17 @@ from django import forms
 from django.contrib.auth.models import Group, User
 
 from annotation.campaigns import selectors as cs
-from annotation.campaigns.services import CAMPAIGN_STRUCTURE, MAX_LEASE_SECONDS
+from annotation.campaigns.services import (
+    CAMPAIGN_STRUCTURE,
+    MAX_LEASE_SECONDS,
+    pair_choices_of,
+)
 from annotation.models import (
     Campaign,
     CampaignMode,
     CampaignStatus,
     Dataset,
     Domain,
-    ItemSkill,
     PairAsk,
     PairChoice,
     PairDesign,
@@ -372,16 +375,6 @@ class GoldTaskForm(forms.Form):
             )
             if response is None:
                 self.add_error("item", "no response of this model to an item with this id")
-        if response is not None and self.campaign.skill_mode == SkillMode.ITEM:
-            asked = set(
-                ItemSkill.objects.filter(item_id=response.item_id).values_list(
-                    "skill_id", flat=True
-                )
-            )
-            # each skill field's label is the skill's name (a str), set in __init__
-            extra = [str(self.fields[f"skill_{pk}"].label) for pk in scores if pk not in asked]
-            if extra:
-                self.add_error(None, f"this item is not scored on: {', '.join(extra)}")
         data["response"], data["scores"] = response, scores
         return data
 
@@ -395,6 +388,122 @@ class GoldTaskForm(forms.Form):
             "tolerance": data["tolerance"],
             "explanation": data["explanation"],
         }
+
+
+#: The known choices of a gold pair, as the campaign page names them (A and B: the models
+#: picked as A and B on the form, whatever side annotators see them on).
+PAIR_CHOICE_LABELS = {
+    PairChoice.A.value: "A is better",
+    PairChoice.B.value: "B is better",
+    PairChoice.TIE.value: "Tie",
+    PairChoice.BOTH_BAD.value: "Both are bad",
+}
+SHOWN_ORDERS = [("random", "At random"), ("a_left", "A on the left"), ("b_left", "B on the left")]
+
+
+class GoldPairForm(forms.Form):
+    """Make a pair of responses to one item of a pairwise campaign's dataset a gold pair or
+    an attention check, with the known choice per question (at least one): the campaign's
+    skills and/or the overall question, among the choices it offers."""
+
+    item = forms.CharField(max_length=200, label="Item id", help_text="The item's id in the file.")
+    model_a = forms.ChoiceField(label="Response A (model)")
+    model_b = forms.ChoiceField(label="Response B (model)")
+    kind = forms.ChoiceField(
+        choices=[(TaskKind.GOLD, "Gold (known choices)"), (TaskKind.ATTENTION, "Attention check")],
+        error_messages={
+            "invalid_choice": "a pair is a gold pair or an attention check; training and "
+            "qualification tasks are single responses (screening compares scores)"
+        },
+    )
+    shown = forms.ChoiceField(
+        choices=SHOWN_ORDERS,
+        initial="random",
+        label="Shown order",
+        help_text="Which side annotators see A on.",
+    )
+    explanation = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Shown to annotators when gold feedback is on.",
+    )
+
+    def __init__(
+        self,
+        *args,
+        campaign: Campaign,
+        skills: list[tuple[int, str]],
+        model_names: list[str],
+        **kwargs,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.campaign = campaign
+        for name in ("model_a", "model_b"):
+            self.fields[name].choices = [(n, n) for n in model_names]  # type: ignore[attr-defined]  # a ChoiceField
+        offered = [("", "–")] + [(c, PAIR_CHOICE_LABELS[c]) for c in pair_choices_of(campaign)]
+        questions = skills if campaign.pair_ask != PairAsk.OVERALL else []
+        for skill_id, name in questions:
+            self.fields[f"choice_{skill_id}"] = forms.ChoiceField(
+                choices=offered, required=False, label=name
+            )
+        if campaign.pair_ask != PairAsk.SKILLS:
+            self.fields["choice_overall"] = forms.ChoiceField(
+                choices=offered, required=False, label="Overall"
+            )
+
+    def choice_fields(self):
+        return [self[name] for name in self.fields if name.startswith("choice_")]
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns (its stub allows None)
+        choices: dict[int | None, str] = {
+            None if name == "choice_overall" else int(name[7:]): value
+            for name, value in data.items()
+            if name.startswith("choice_") and value
+        }
+        if not choices:
+            raise forms.ValidationError("give the known choice of at least one question")
+        data["choices"] = choices
+        model_a, model_b = data.get("model_a"), data.get("model_b")
+        if model_a and model_a == model_b:
+            self.add_error("model_b", "pick two different models")
+            return data
+        if data.get("item") and model_a and model_b:
+            found = {
+                r.model_name: r
+                for r in Response.objects.filter(
+                    item__dataset_id=self.campaign.dataset_id,
+                    item__external_id=data["item"].strip(),
+                    model_name__in=[model_a, model_b],
+                ).select_related("item")
+            }
+            missing = [m for m in (model_a, model_b) if m not in found]
+            if missing:
+                self.add_error(
+                    "item", f"no response of {', '.join(missing)} to an item with this id"
+                )
+            else:
+                data["response_a"], data["response_b"] = found[model_a], found[model_b]
+        return data
+
+    def gold_settings(self) -> dict[str, Any]:
+        """Keyword arguments for gold_pair_set."""
+        data = self.cleaned_data
+        shown = data["shown"]
+        return {
+            "response_a": data["response_a"],
+            "response_b": data["response_b"],
+            "choices": data["choices"],
+            "kind": data["kind"],
+            "b_left": None if shown == "random" else shown == "b_left",
+            "explanation": data["explanation"],
+        }
+
+
+class GoldTaskRemoveForm(forms.Form):
+    task = forms.IntegerField(min_value=1, max_value=2**63 - 1)
 
 
 class AnnotatorExpertiseForm(forms.Form):

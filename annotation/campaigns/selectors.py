@@ -57,6 +57,7 @@ from annotation.models import (
     CampaignRubric,
     CampaignStatus,
     Dataset,
+    GoldPreference,
     GoldScore,
     HumanPreference,
     HumanScore,
@@ -675,6 +676,11 @@ def campaign_flagged_list(*, campaign: Campaign, limit: int = 200) -> list[Flagg
 
 @dataclass
 class GoldTaskRow:
+    """A task with known answers: one response (pointwise) with its known scores, or a pair
+    (A = `response_id`, B = `response_b_id`, B shown on the left when `b_left`) with its
+    known choices; how often it was served and answered, and how many of the answers (one
+    per known skill or question) were correct (annotation/gold.py)."""
+
     task_id: int
     kind: str
     item_id: int
@@ -682,16 +688,36 @@ class GoldTaskRow:
     model_name: str
     served: int
     submitted: int
-    known: list[tuple[str, str]] = field(default_factory=list)  # (skill, "4" or "N/A")
+    known: list[tuple[str, str]] = field(default_factory=list)  # (skill, "4" or "N/A"; or "a")
     tolerance: int = 0
     explanation: str = ""
+    response_id: int = 0
+    response_b_id: int | None = None
+    model_b: str = ""
+    b_left: bool = False
+    answers: int = 0
+    correct: int = 0
+
+    @property
+    def is_pair(self) -> bool:
+        return self.response_b_id is not None
+
+    @property
+    def accuracy(self) -> float | None:
+        return _share(self.correct, self.answers)
+
+
+#: The name of a pair's overall question in lists and the API.
+OVERALL = "overall"
 
 
 def campaign_gold_task_list(
     *, campaign: Campaign, kinds: tuple[str, ...] = KNOWN_KINDS
 ) -> list[GoldTaskRow]:
     """Gold and attention tasks (or those of `kinds`: screening's training and
-    qualification tasks) with their known scores and how often they were served."""
+    qualification tasks) with their known scores or, for pairs, known choices (skill name,
+    or OVERALL: a, b, tie or both_bad), how often they were served, and the annotators'
+    answers so far against the known ones. Four queries, whatever the number of tasks."""
     tasks = (
         Task.objects.filter(campaign=campaign, kind__in=kinds)
         .annotate(
@@ -702,9 +728,13 @@ def campaign_gold_task_list(
         .values(
             "pk",
             "kind",
+            "response_id",
+            "response_b_id",
+            "b_left",
             "response__item_id",
             "response__item__external_id",
             "response__model_name",
+            "response_b__model_name",
             "served",
             "done",
         )
@@ -718,6 +748,10 @@ def campaign_gold_task_list(
             model_name=t["response__model_name"],
             served=t["served"],
             submitted=t["done"],
+            response_id=t["response_id"],
+            response_b_id=t["response_b_id"],
+            model_b=t["response_b__model_name"] or "",
+            b_left=t["b_left"],
         )
         for t in tasks
     }
@@ -732,7 +766,48 @@ def campaign_gold_task_list(
             continue
         row.known.append((skill, "N/A" if is_na else str(score)))
         row.tolerance, row.explanation = tolerance, explanation
+    choices = (
+        GoldPreference.objects.filter(task__campaign=campaign, task__kind__in=kinds)
+        .order_by("task_id", F("skill__order").asc(nulls_last=True), "skill__name")
+        .values_list("task_id", "skill__name", "choice", "explanation")
+    )
+    for task_id, skill, choice, explanation in choices:
+        row = rows.get(task_id)
+        if row is None:
+            continue
+        row.known.append((skill or OVERALL, choice))
+        row.explanation = explanation
+    for task_id, answers, correct in _gold_answers(campaign, kinds):
+        if task_id in rows:
+            rows[task_id].answers, rows[task_id].correct = answers, correct
     return list(rows.values())
+
+
+def _gold_answers(campaign: Campaign, kinds: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """(task id, answers, correct) per task of `kinds`: each score against the known score
+    of its skill, each choice against the known choice of its question (annotation/gold.py,
+    as campaign_quality counts them). One query: pointwise or pairwise, by the mode."""
+    if campaign.mode == CampaignMode.PAIRWISE:
+        gold = "assignment__task__gold_preferences"
+        answers = HumanPreference.objects.filter(
+            Q(**{f"{gold}__skill_id": F("skill_id")})
+            | Q(**{f"{gold}__skill__isnull": True, "skill__isnull": True}),
+            campaign=campaign,
+            assignment__task__kind__in=kinds,
+        ).annotate(**gold_preference_correct_annotations(gold))
+    else:
+        gold = "assignment__task__gold_scores"
+        answers = HumanScore.objects.filter(
+            campaign=campaign,
+            assignment__task__kind__in=kinds,
+            **{f"{gold}__skill_id": F("skill_id")},
+        ).annotate(**gold_correct_annotations(gold))
+    return list(
+        answers.order_by()
+        .values("assignment__task_id")
+        .annotate(n=Count("pk"), ok=Sum("correct"))
+        .values_list("assignment__task_id", "n", "ok")
+    )
 
 
 def project_expertise_list(*, project: Project) -> list[tuple[int, str, list[str]]]:

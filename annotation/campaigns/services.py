@@ -3,6 +3,7 @@ pause, resume, gold/attention tasks, annotator expertise."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -10,9 +11,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.campaigns.selectors import KNOWN_KINDS
 from annotation.models import (
     KNOWN_SCORE_KINDS,
     AnnotatorExpertise,
+    Assignment,
+    AssignmentStatus,
     Campaign,
     CampaignMode,
     CampaignRubric,
@@ -450,6 +454,12 @@ def gold_task_set(
     for value in scores.values():
         if value is not None and not 1 <= value <= 5:
             raise ValidationError("known scores are 1-5 or None (N/A)")
+    if not scores:
+        raise ValidationError("give the known score of at least one skill")
+    asked = _asked_skill_ids(campaign, response.item_id)
+    extra = [pk for pk in scores if pk not in asked]
+    if extra:
+        raise ValidationError(f"this item is not scored on: {_skill_names(extra)}")
     # A normal task for the same response would show it twice; drop it while unassigned.
     Task.objects.filter(
         campaign=campaign, response=response, kind=TaskKind.NORMAL, assigned=0, submitted=0
@@ -472,6 +482,13 @@ def gold_task_set(
     return task
 
 
+#: The kinds a pair task with known choices may have. Screening (training and qualification,
+#: annotation/screening/) judges scores of one response, so a pair is gold or an attention check.
+PAIR_KNOWN_KINDS = KNOWN_KINDS
+#: A known choice in the other order of the pair: A and B trade places.
+_SWAPPED = {PairChoice.A.value: PairChoice.B.value, PairChoice.B.value: PairChoice.A.value}
+
+
 @transaction.atomic
 def gold_pair_set(
     *,
@@ -480,47 +497,173 @@ def gold_pair_set(
     response_b: Response,
     choices: dict[int | None, str],
     kind: str = TaskKind.GOLD,
-    b_left: bool = False,
+    b_left: bool | None = None,
     explanation: str = "",
 ) -> Task:
     """Make a pair of responses to one item a pairwise campaign's gold or attention task
     with known choices per skill id (None: overall), in the pair's terms (A = `response_a`).
-    A normal task of the same pair is dropped while unassigned (seeing it twice would give
-    it away). Replaces earlier known choices of that task."""
+
+    The choices must be questions a task of this pair asks (the item's skills or the fixed
+    set, with `pair_ask`) and answers the campaign offers. The pair is stored in its
+    canonical order like every pair task (A: the model whose name sorts first), the choices
+    and `b_left` turned with it; `b_left` None draws the shown side at random. A normal task
+    of the same pair is dropped while unassigned (seeing it twice would give it away).
+    Setting the pair again replaces its known choices and explanation; its shown order may
+    change only while no one was given it. Raises ValidationError, and changes nothing."""
     if campaign.mode != CampaignMode.PAIRWISE:
         raise ValidationError("gold pairs belong to a pairwise campaign")
-    if kind not in KNOWN_SCORE_KINDS:
+    if kind in (TaskKind.TRAINING, TaskKind.QUALIFICATION):
         raise ValidationError(
-            "a task with known choices is gold, attention, training or qualification"
+            f"a pair cannot be a {kind} task: screening compares the scores of single "
+            "responses, so a pair is a gold pair or an attention check"
         )
+    if kind not in PAIR_KNOWN_KINDS:
+        raise ValidationError("a task with known choices is gold or an attention check")
     if response_a.pk == response_b.pk or response_a.item_id != response_b.item_id:
         raise ValidationError("a pair is two different responses to the same item")
     if response_a.item.dataset_id != campaign.dataset_id:
         raise ValidationError("the responses are not in the campaign's dataset")
     if not choices:
         raise ValidationError("a gold pair needs at least one known choice")
+    offered = pair_choices_of(campaign)
     for choice in choices.values():
         if choice not in PairChoice.values:
             raise ValidationError("known choices are among: " + ", ".join(PairChoice.values))
-    pair = Q(response=response_a, response_b=response_b) | Q(
-        response=response_b, response_b=response_a
-    )
-    Task.objects.filter(
-        pair, campaign=campaign, kind=TaskKind.NORMAL, assigned=0, submitted=0
-    ).delete()
-    task, _ = Task.objects.get_or_create(
-        campaign=campaign,
-        response=response_a,
-        response_b=response_b,
-        kind=kind,
-        defaults={"overlap": 0, "b_left": b_left},
-    )
+        if choice not in offered:
+            raise ValidationError(
+                f"the campaign does not offer {choice!r}; its choices are: {', '.join(offered)}"
+            )
+    _pair_questions_check(campaign, response_a.item_id, list(choices))
+    if response_b.model_name < response_a.model_name:
+        response_a, response_b = response_b, response_a
+        choices = {question: _SWAPPED.get(c, c) for question, c in choices.items()}
+        b_left = None if b_left is None else not b_left
+    task = _known_pair_task(campaign, response_a, response_b, kind, b_left)
     GoldPreference.objects.filter(task=task).delete()
     GoldPreference.objects.bulk_create(
         GoldPreference(task=task, skill_id=skill_id, choice=choice, explanation=explanation)
         for skill_id, choice in choices.items()
     )
     return task
+
+
+def _asked_skill_ids(campaign: Campaign, item_id: int) -> list[int]:
+    """The skills a task of `campaign` on item `item_id` asks: the fixed set or the item's
+    own, limited to the pinned ones once the campaign was activated (as the scoring card
+    asks them, annotation.selectors.skills_for_item), or those it will pin while a draft."""
+    if campaign.skill_mode == SkillMode.FIXED:
+        skill_ids = list(campaign.fixed_skills.values_list("pk", flat=True))
+    else:
+        skill_ids = list(
+            ItemSkill.objects.filter(item_id=item_id).values_list("skill_id", flat=True)
+        )
+    pinned = set(
+        CampaignRubric.objects.filter(campaign=campaign).values_list("skill_id", flat=True)
+    )
+    return [pk for pk in skill_ids if pk in pinned] if pinned else skill_ids
+
+
+def _skill_names(skill_ids: list[int]) -> str:
+    """The skills' names, joined, for a message."""
+    names = dict(Skill.objects.filter(pk__in=skill_ids).values_list("pk", "name"))
+    return ", ".join(names.get(pk, f"skill {pk}") for pk in skill_ids)
+
+
+def _pair_questions_check(campaign: Campaign, item_id: int, questions: list[int | None]) -> None:
+    """Raise ValidationError unless a pair task on `item_id` asks every question (skill id,
+    None: overall), as annotation.selectors.pair_questions asks them."""
+    skill_ids = [] if campaign.pair_ask == PairAsk.OVERALL else _asked_skill_ids(campaign, item_id)
+    overall = campaign.pair_ask in (PairAsk.OVERALL, PairAsk.BOTH) or not skill_ids
+    if None in questions and not overall:
+        raise ValidationError("the campaign asks per skill only: there is no overall question")
+    extra = [pk for pk in questions if pk is not None and pk not in skill_ids]
+    if extra:
+        raise ValidationError(f"a task of this pair does not ask: {_skill_names(extra)}")
+
+
+def _known_pair_task(
+    campaign: Campaign, response_a: Response, response_b: Response, kind: str, b_left
+) -> Task:
+    """The known-answer task of the pair (A, B in canonical order), created or locked."""
+    pair = Q(response=response_a, response_b=response_b) | Q(
+        response=response_b, response_b=response_a
+    )
+    clash = (
+        Task.objects.filter(pair, campaign=campaign, kind__in=KNOWN_SCORE_KINDS)
+        .exclude(kind=kind)
+        .first()
+    )
+    if clash is not None:
+        raise ValidationError(
+            f"this pair is already a {clash.get_kind_display().lower()} of the campaign "
+            f"(task {clash.pk}); remove that one first"
+        )
+    Task.objects.filter(
+        pair, campaign=campaign, kind=TaskKind.NORMAL, assigned=0, submitted=0
+    ).delete()
+    task = (
+        Task.objects.select_for_update()
+        .filter(campaign=campaign, response=response_a, response_b=response_b, kind=kind)
+        .first()
+    )
+    if task is None:
+        shown_left = secrets.randbelow(2) == 1 if b_left is None else b_left
+        return Task.objects.create(
+            campaign=campaign,
+            response=response_a,
+            response_b=response_b,
+            kind=kind,
+            overlap=0,
+            b_left=shown_left,
+        )
+    if b_left is not None and b_left != task.b_left:
+        if Assignment.objects.filter(task=task).exists():
+            raise ValidationError(
+                f"task {task.pk} was already given to annotators: its shown order is kept"
+            )
+        task.b_left = b_left
+        task.save(update_fields=["b_left"])
+    return task
+
+
+class GoldTaskKeptError(ValidationError):
+    """The gold task exists, but was answered or is being answered: it is kept (the API's
+    409)."""
+
+
+@transaction.atomic
+def gold_task_remove(*, campaign: Campaign, task_id: int) -> None:
+    """Remove a gold or attention task (a response, or a pair) that no one has answered.
+    Once answered, its answers count in the annotators' gold accuracy, so it is kept; while
+    someone holds a lease on it, it is kept too. The task's assignments are locked first, so
+    a submission racing the removal either lands before it (and the task is kept) or finds
+    its task gone. Activating the campaign again gives the response or pair its normal
+    task back. Raises GoldTaskKeptError when it is kept, ValidationError when the campaign
+    has no such task."""
+    task = (
+        Task.objects.select_for_update()
+        .filter(pk=task_id, campaign=campaign, kind__in=KNOWN_KINDS)
+        .first()
+    )
+    if task is None:
+        raise ValidationError("no such gold or attention task in this campaign")
+    statuses = list(
+        Assignment.objects.select_for_update()
+        .filter(task=task)
+        .order_by("pk")
+        .values_list("status", flat=True)
+    )
+    answered = statuses.count(AssignmentStatus.SUBMITTED)
+    if answered:
+        raise GoldTaskKeptError(
+            f"task {task.pk} was already answered by {answered} annotator"
+            f"{'s' if answered != 1 else ''}; it is kept with their answers"
+        )
+    if AssignmentStatus.ACTIVE in statuses:
+        raise GoldTaskKeptError(
+            f"an annotator is working on task {task.pk} now; remove it once the lease ends"
+        )
+    task.delete()
 
 
 @transaction.atomic

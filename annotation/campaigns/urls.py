@@ -14,6 +14,11 @@ urlpatterns = [
     path("campaigns/<int:pk>/status/", views.campaign_status, name="campaign-status"),
     path("campaigns/<int:pk>/gold/", views.campaign_gold_set, name="campaign-gold-set"),
     path(
+        "campaigns/<int:pk>/gold/remove/",
+        views.campaign_gold_remove,
+        name="campaign-gold-remove",
+    ),
+    path(
         "campaigns/<int:pk>/expertise/",
         views.campaign_expertise_set,
         name="campaign-expertise-set",
@@ -37,5 +42,11 @@ api_urlpatterns = [
     ),
     path(
         "campaigns/<int:pk>/status/", apis.CampaignStatusApi.as_view(), name="api-campaign-status"
+    ),
+    path("campaigns/<int:pk>/gold/", apis.CampaignGoldListApi.as_view(), name="api-campaign-gold"),
+    path(
+        "campaigns/<int:pk>/gold/<int:task_id>/",
+        apis.CampaignGoldDetailApi.as_view(),
+        name="api-campaign-gold-task",
     ),
 ]

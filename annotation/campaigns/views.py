@@ -24,9 +24,11 @@ from annotation.campaigns.forms import (
     AnnotatorExpertiseForm,
     CampaignForm,
     CampaignStatusForm,
+    GoldPairForm,
     GoldTaskForm,
+    GoldTaskRemoveForm,
 )
-from annotation.models import Campaign, CampaignStatus
+from annotation.models import Campaign, CampaignMode, CampaignStatus
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 DETAIL = "annotation/campaign_detail.html"
@@ -124,7 +126,7 @@ def _live_context(campaign: Campaign) -> dict[str, Any]:
 def _page_context(
     campaign: Campaign,
     *,
-    gold_form: GoldTaskForm | None = None,
+    gold_form: GoldTaskForm | GoldPairForm | None = None,
     expertise_form: AnnotatorExpertiseForm | None = None,
 ) -> dict[str, Any]:
     """Everything the campaign page shows, from a fixed number of queries."""
@@ -146,19 +148,27 @@ def _page_context(
     return context
 
 
-def _gold_context(campaign: Campaign, form: GoldTaskForm | None, pins=None) -> dict[str, Any]:
+def _gold_context(
+    campaign: Campaign, form: GoldTaskForm | GoldPairForm | None, pins=None, remove_error=""
+) -> dict[str, Any]:
     if form is None:
         form = _gold_form(campaign, None, pins)
-    return {"gold_form": form, "gold_tasks": cs.campaign_gold_task_list(campaign=campaign)}
+    return {
+        "gold_form": form,
+        "gold_tasks": cs.campaign_gold_task_list(campaign=campaign),
+        "gold_remove_error": remove_error,
+    }
 
 
-def _gold_form(campaign: Campaign, data, pins=None) -> GoldTaskForm:
-    return GoldTaskForm(
-        data,
-        campaign=campaign,
-        skills=cs.campaign_skill_list(campaign=campaign, pins=pins),
-        model_names=cs.dataset_model_names(dataset=campaign.dataset),
-    )
+def _gold_form(campaign: Campaign, data, pins=None) -> GoldTaskForm | GoldPairForm:
+    """The gold form that fits the campaign: a response with known scores (pointwise), or
+    a pair with known choices (pairwise)."""
+    skills = cs.campaign_skill_list(campaign=campaign, pins=pins)
+    if campaign.mode == CampaignMode.PAIRWISE:
+        models = services.pair_models_of(campaign)
+        return GoldPairForm(data, campaign=campaign, skills=skills, model_names=models)
+    models = cs.dataset_model_names(dataset=campaign.dataset)
+    return GoldTaskForm(data, campaign=campaign, skills=skills, model_names=models)
 
 
 def _expertise_context(campaign: Campaign, form: AnnotatorExpertiseForm | None) -> dict[str, Any]:
@@ -223,8 +233,13 @@ def campaign_gold_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     form = _gold_form(campaign, request.POST)
     saved = None
     if form.is_valid():
+        gold_set = (
+            services.gold_pair_set
+            if campaign.mode == CampaignMode.PAIRWISE
+            else services.gold_task_set
+        )
         try:
-            saved = services.gold_task_set(campaign=campaign, **form.gold_settings())
+            saved = gold_set(campaign=campaign, **form.gold_settings())
         except ValidationError as exc:
             form.add_error(None, exc.messages)
     if saved is not None and not request.htmx:
@@ -234,6 +249,31 @@ def campaign_gold_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(request, DETAIL, _page_context(campaign, gold_form=form))
     context = _gold_context(campaign, None if saved else form)
     context.update(campaign=campaign, saved=saved)
+    return render(request, f"{DETAIL}#gold-tasks", context)
+
+
+@require_POST
+@login_required
+def campaign_gold_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Remove a gold or attention task no one has answered (the list's Remove button)."""
+    campaign = access.campaign_get_for_staff(request.user, pk)
+    form = GoldTaskRemoveForm(request.POST)
+    error = ""
+    if not form.is_valid():
+        error = "Say which task to remove."
+    else:
+        try:
+            services.gold_task_remove(campaign=campaign, task_id=form.cleaned_data["task"])
+        except ValidationError as exc:
+            error = " ".join(exc.messages)
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, f"Task {form.cleaned_data['task']} removed.")
+        return redirect(_detail_url(campaign, "gold-tasks"))
+    context = _gold_context(campaign, None, remove_error=error)
+    context.update(campaign=campaign, removed=None if error else form.cleaned_data["task"])
     return render(request, f"{DETAIL}#gold-tasks", context)
 
 
