@@ -717,7 +717,7 @@ def campaign_gold_task_list(
     """Gold and attention tasks (or those of `kinds`: screening's training and
     qualification tasks) with their known scores or, for pairs, known choices (skill name,
     or OVERALL: a, b, tie or both_bad), how often they were served, and the annotators'
-    answers so far against the known ones. Four queries, whatever the number of tasks."""
+    answers so far against the known ones. Three queries, whatever the number of tasks."""
     tasks = (
         Task.objects.filter(campaign=campaign, kind__in=kinds)
         .annotate(
@@ -755,6 +755,17 @@ def campaign_gold_task_list(
         )
         for t in tasks
     }
+    if campaign.mode == CampaignMode.PAIRWISE:
+        _known_choices(campaign, kinds, rows)
+    else:
+        _known_scores(campaign, kinds, rows)
+    for task_id, answers, correct in _gold_answers(campaign, kinds):
+        if task_id in rows:
+            rows[task_id].answers, rows[task_id].correct = answers, correct
+    return list(rows.values())
+
+
+def _known_scores(campaign: Campaign, kinds: tuple[str, ...], rows: dict) -> None:
     scores = (
         GoldScore.objects.filter(task__campaign=campaign, task__kind__in=kinds)
         .order_by("task_id", "skill__order", "skill__name")
@@ -762,10 +773,12 @@ def campaign_gold_task_list(
     )
     for task_id, skill, score, is_na, tolerance, explanation in scores:
         row = rows.get(task_id)
-        if row is None:
-            continue
-        row.known.append((skill, "N/A" if is_na else str(score)))
-        row.tolerance, row.explanation = tolerance, explanation
+        if row is not None:
+            row.known.append((skill, "N/A" if is_na else str(score)))
+            row.tolerance, row.explanation = tolerance, explanation
+
+
+def _known_choices(campaign: Campaign, kinds: tuple[str, ...], rows: dict) -> None:
     choices = (
         GoldPreference.objects.filter(task__campaign=campaign, task__kind__in=kinds)
         .order_by("task_id", F("skill__order").asc(nulls_last=True), "skill__name")
@@ -773,14 +786,9 @@ def campaign_gold_task_list(
     )
     for task_id, skill, choice, explanation in choices:
         row = rows.get(task_id)
-        if row is None:
-            continue
-        row.known.append((skill or OVERALL, choice))
-        row.explanation = explanation
-    for task_id, answers, correct in _gold_answers(campaign, kinds):
-        if task_id in rows:
-            rows[task_id].answers, rows[task_id].correct = answers, correct
-    return list(rows.values())
+        if row is not None:
+            row.known.append((skill or OVERALL, choice))
+            row.explanation = explanation
 
 
 def _gold_answers(campaign: Campaign, kinds: tuple[str, ...]) -> list[tuple[int, int, int]]:

@@ -594,9 +594,11 @@ def _known_pair_task(
         .first()
     )
     if clash is not None:
+        what = {TaskKind.GOLD: "a gold pair", TaskKind.ATTENTION: "an attention check"}.get(
+            TaskKind(clash.kind), f"a {clash.kind} task"
+        )
         raise ValidationError(
-            f"this pair is already a {clash.get_kind_display().lower()} of the campaign "
-            f"(task {clash.pk}); remove that one first"
+            f"this pair is already {what} of the campaign (task {clash.pk}); remove that one first"
         )
     Task.objects.filter(
         pair, campaign=campaign, kind=TaskKind.NORMAL, assigned=0, submitted=0
