@@ -9,6 +9,7 @@ skills by name, annotators by username, groups by name. Bodies are JSON.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -573,11 +574,10 @@ class GoldTaskSerializer(serializers.Serializer):
 
 
 def _gold_row_data(row: cs.GoldTaskRow) -> dict[str, Any]:
-    data = GoldTaskSerializer(row).data
-    data["known"] = dict(row.known)
+    values = {**dataclasses.asdict(row), "known": dict(row.known), "accuracy": row.accuracy}
     if not row.is_pair:
-        data["model_b"] = data["b_left"] = None
-    return data
+        values["model_b"] = values["b_left"] = None
+    return GoldTaskSerializer(values).data
 
 
 @extend_schema_field(SCORE_SCHEMA)
