@@ -39,7 +39,7 @@ from schemathesis.specs.openapi.checks import (
 from analytics.exports.services import export_job_create, export_job_run
 from analytics.imports.services import scores_import
 from analytics.report.snapshots import snapshot_params, snapshot_request
-from annotation.campaigns.services import campaign_activate, campaign_create
+from annotation.campaigns.services import campaign_activate, campaign_create, gold_task_set
 from annotation.models import DatasetUpload, Response
 from annotation.services.assignments import (
     ScoreInput,
@@ -112,6 +112,7 @@ class Seeded:
     item: int
     snapshot: int
     response: int  # scored in the campaign (the review API's adjudication)
+    gold_task: int  # a gold task of the campaign, answered by no one
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
@@ -121,6 +122,8 @@ class Seeded:
             return {"slug": self.slug, "username": self.member}
         if "{slug}" in path:
             return {"slug": self.slug}
+        if "{task_id}" in path and path.startswith("/api/v1/annotation/campaigns/{id}"):
+            return {"id": self.campaign, "task_id": self.gold_task}
         if "{response_id}" in path and path.startswith("/api/v1/annotation/campaigns/{id}"):
             return {"id": self.campaign, "response_id": self.response}
         if path.startswith("/api/v1/annotation/campaigns/{id}"):
@@ -202,6 +205,11 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
         item=dataset.items.order_by("pk").values_list("pk", flat=True)[0],
         snapshot=snapshot_request(project=project, params=snapshot_params(resamples=0))[0].pk,
         response=scored.task.response_id,
+        gold_task=gold_task_set(
+            campaign=campaign,
+            response=leased.task.response,
+            scores={s.skill_id: 4 for s in task_skills(assignment=leased)},
+        ).pk,
     )
 
 

@@ -55,7 +55,7 @@ from analytics.report.snapshots import (
     snapshot_params,
     snapshot_request,
 )
-from annotation.campaigns.services import campaign_activate, campaign_create
+from annotation.campaigns.services import campaign_activate, campaign_create, gold_task_set
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import (
     AdjudicatedScore,
@@ -64,6 +64,7 @@ from annotation.models import (
     Campaign,
     Dataset,
     DatasetUpload,
+    GoldPreference,
     GoldScore,
     HumanScore,
     Item,
@@ -245,6 +246,10 @@ RULES: dict[str, Rule] = {
     "annotation:campaign-gold-set":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    # an empty removal names no task: back to the page with the reason
+    "annotation:campaign-gold-remove":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
     "annotation:campaign-expertise-set":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
@@ -467,6 +472,14 @@ RULES: dict[str, Rule] = {
     "annotation-api:api-campaign-status":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
+    # gold tasks: an empty body is a 400 once access is granted; the world's gold task,
+    # answered by no one, is removed (204)
+    "annotation-api:api-campaign-gold":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
+    "annotation-api:api-campaign-gold-task":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            delete=S(401, 403, 404, 204, 204, 204), pk="campaign"),
     # screening: an empty PATCH changes nothing (200)
     "annotation-api:api-screening":
         Rule(get=S(401, 403, 404, 200, 200, 200),
@@ -635,6 +648,7 @@ KWARG_OBJECTS = {
     "name": "section",
     "link_id": "study_link",
     "token": "study_link",
+    "task_id": "gold_task",
 }
 
 #: The methods a rule may have a row for.
@@ -726,6 +740,7 @@ class World:
     study_link: StudyLink | None = None  # the campaign's generic study link
     metadata_run: Any = None  # a pending metadata run of the LLM judge over the dataset
     proposal: Any = None  # the first item's "dataset" metadata proposal
+    gold_task: Task | None = None  # the annotator's leased response, also a gold task
 
 
 def _dataset(project: Project, folder: Path) -> DatasetUpload:
@@ -893,6 +908,12 @@ def _build(folder: Path) -> World:
         study_link=study_link_create(campaign=campaign, platform="generic"),
         metadata_run=metadata_run_create(judge=judge, dataset=dataset),
         proposal=_dataset_proposal(dataset, item),
+        # its normal task is leased, so it stays: no claim or lease of the world changes
+        gold_task=gold_task_set(
+            campaign=campaign,
+            response=assignment.task.response,
+            scores={s.skill_id: 3 for s in task_skills(assignment=assignment)},
+        ),
     )
 
 
@@ -997,6 +1018,7 @@ COUNTED = (
     Assignment,
     HumanScore,
     GoldScore,
+    GoldPreference,
     AnnotatorExpertise,
     ReannotationRequest,
     JudgeConfig,
