@@ -293,3 +293,61 @@ def test_the_gold_endpoints_are_in_the_schema(rita):
     assert {"get", "delete"} <= set(paths["/api/v1/annotation/campaigns/{id}/gold/{task_id}/"])
     fields = schema["components"]["schemas"]["CampaignGoldTaskInput"]["properties"]
     assert {"response", "scores", "response_a", "response_b", "choices", "b_left"} <= set(fields)
+
+
+def test_a_pointwise_gold_task_lists_its_accuracy_and_is_removed_until_answered(
+    rita, project, tmp_path, annotator
+):
+    from annotation.services.assignments import (
+        ScoreInput,
+        assignment_claim_next,
+        human_score_submit,
+        task_skills,
+    )
+
+    dataset = make_dataset(project, tmp_path, items=2, models=("m1", "m2"), name="Acc")
+    campaign = campaign_create(
+        project=project,
+        dataset=dataset,
+        name="Acc",
+        overlap=1,
+        annotators=[annotator],
+        gold_rate=0.5,
+    )
+    campaign_activate(campaign=campaign)
+    response = Response.objects.filter(item__dataset=dataset).order_by("pk").last()
+    factuality = Skill.objects.get(name="Factuality", project__isnull=True).pk
+    readability = Skill.objects.get(name="Readability", project__isnull=True).pk
+    task = gold_task_set(
+        campaign=campaign, response=response, scores={factuality: 4, readability: 2}
+    )
+    spare = gold_task_set(
+        campaign=campaign,
+        response=Response.objects.filter(item__dataset=dataset).order_by("pk").first(),
+        scores={factuality: 1},
+        kind=TaskKind.ATTENTION,
+    )
+    for _ in range(2):  # a normal task, then the gold one: 4 everywhere
+        lease = assignment_claim_next(campaign=campaign, annotator=annotator)
+        human_score_submit(
+            assignment_id=lease.pk,
+            annotator=annotator,
+            scores=[ScoreInput(s.skill_id, 4) for s in task_skills(assignment=lease)],
+        )
+    rows = {r["task_id"]: r for r in rita.get(gold_url(campaign)).json()["results"]}
+    assert (rows[task.pk]["answers"], rows[task.pk]["correct"]) == (2, 1)
+    assert rows[task.pk]["accuracy"] == 0.5
+    assert rows[spare.pk]["answers"] == 0 and rows[spare.pk]["accuracy"] is None
+    assert rita.delete(gold_url(campaign, task.pk)).status_code == 409
+    assert rita.delete(gold_url(campaign, spare.pk)).status_code == 204
+    assert list(Task.objects.filter(campaign=campaign).exclude(kind="normal")) == [task]
+
+
+def test_a_known_score_for_a_skill_the_item_does_not_ask_is_refused(scores_campaign):
+    from django.core.exceptions import ValidationError
+
+    response = Response.objects.filter(item__dataset=scores_campaign.dataset).first()
+    other = Skill.objects.exclude(name__in=["Factuality", "Comprehension", "Readability"]).first()
+    with pytest.raises(ValidationError, match=f"this item is not scored on: {other.name}"):
+        gold_task_set(campaign=scores_campaign, response=response, scores={other.pk: 3})
+    assert known_tasks() == []
