@@ -176,7 +176,10 @@ def judge_leaderboard(
     seen_skills: list[str] = []
     for project in projects:
         snapshot = default_snapshot(project=project)
-        report = snapshot_part(snapshot, "report") if snapshot is not None else None
+        report = None
+        if snapshot is not None:
+            # its own small part; a snapshot made before that part existed has the report
+            report = snapshot_part(snapshot, "leaderboard") or snapshot_part(snapshot, "report")
         if snapshot is None or not report:
             board.without_snapshot.append(project.slug)
             continue

@@ -37,6 +37,19 @@ def trust_parts(report: Json) -> dict[str, Any]:
     return {"trust.judges": names, **{trust_part(i): trust[n] for i, n in enumerate(names)}}
 
 
+def leaderboard_part(report: Json) -> Json:
+    """What the cross-project judge leaderboard (analytics/cards/selectors.py) reads of a
+    report: every judge's correlations and each skill's human ceiling, a small part of the
+    whole report (which it would otherwise parse for every project it lists)."""
+    return {
+        "correlation": report.get("correlation") or {},
+        "agreement": {
+            skill: {k: figures[k] for k in ("loo_ceiling", "loo_ceiling_ci") if k in figures}
+            for skill, figures in (report.get("agreement") or {}).items()
+        },
+    }
+
+
 def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
     """name -> JSON value, for every part the dashboard reads (besides "report")."""
     skills, judges = chart_data.report_skills(report), chart_data.judge_names(report)
@@ -59,6 +72,7 @@ def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
         **trust_parts(report),
         # the preference page's figures (docs/PREFERENCE_ANALYTICS.md)
         "preferences": report.get("preferences") or {},
+        "leaderboard": leaderboard_part(report),
         "summary": {
             "has_rows": bool(rows.human or rows.judge),
             "skills": skills,

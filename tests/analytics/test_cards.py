@@ -25,6 +25,7 @@ from analytics.cards.markdown import card_markdown, md_escape, md_fenced
 from analytics.cards.views import card_document
 from analytics.models import ReportSnapshot, SnapshotPart, SnapshotStatus
 from analytics.report import snapshots
+from analytics.report.parts import leaderboard_part
 from analytics.report.snapshots import (
     params_are_default,
     report_snapshot_compute,
@@ -129,6 +130,10 @@ def seed_snapshot(project, report: dict, *, params=None, as_of=None) -> ReportSn
     text = json.dumps(report, separators=(",", ":")).encode()
     SnapshotPart.objects.create(
         snapshot=snapshot, name="report", data=zlib.compress(text), size_bytes=len(text)
+    )
+    small = json.dumps(leaderboard_part(report)).encode()
+    SnapshotPart.objects.create(
+        snapshot=snapshot, name="leaderboard", data=zlib.compress(small), size_bytes=len(small)
     )
     return snapshot
 
@@ -550,6 +555,30 @@ def test_a_card_and_the_leaderboard_from_a_computed_snapshot(scored_project, res
     # not the default params: the leaderboard waits for the default report
     data = token_client(researcher).get(API).json()
     assert data["rows"] == [] and data["projects_without_report"] == [scored_project.slug]
+
+
+def test_the_leaderboard_reads_the_snapshots_small_part_of_its_own(scored_project, researcher):  # noqa: F811
+    # given the default snapshot computed by the worker
+    snapshot, _ = snapshot_request(project=scored_project, params=snapshot_params())
+    done = report_snapshot_compute(snapshot_id=snapshot.pk)
+    report = snapshots.snapshot_part(done, "report")
+    part = snapshots.snapshot_part(done, "leaderboard")
+    # then it stores the correlations and ceilings, a fraction of the report
+    assert part["correlation"] == report["correlation"]
+    for skill, figures in part["agreement"].items():
+        assert figures["loo_ceiling"] == report["agreement"][skill]["loo_ceiling"]
+    sizes = dict(SnapshotPart.objects.filter(snapshot=done).values_list("name", "size_bytes"))
+    assert sizes["leaderboard"] < sizes["report"] / 2
+    # and the leaderboard shows what that part holds (not re-read from the report)
+    SnapshotPart.objects.filter(snapshot=done, name="leaderboard").update(
+        data=zlib.compress(json.dumps({**part, "correlation": {}}).encode())
+    )
+    board = selectors.judge_leaderboard(projects=[scored_project])
+    assert board.rows == [] and board.without_snapshot == []
+    # a snapshot made before that part existed: the leaderboard reads its report
+    SnapshotPart.objects.filter(snapshot=done, name="leaderboard").delete()
+    board = selectors.judge_leaderboard(projects=[scored_project])
+    assert {row.judge for row in board.rows} == set(report["correlation"]) - {"imported"}
 
 
 def test_the_leaderboard_reads_two_queries_per_project(
