@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from annotation.access import campaign_pool_for_user
 from annotation.cadence import checks_ahead
-from annotation.gold import preference_correct
+from annotation.gold import answer_correct, preference_correct
 from annotation.models import (
     AnnotatorExpertise,
     Assignment,
@@ -707,8 +707,9 @@ def _pair_feedback(assignment: Assignment) -> GoldFeedback:
 
 
 def _agrees(mine: HumanScore, gold: GoldScore) -> bool:
-    if mine.is_na or gold.is_na:
-        return mine.is_na == gold.is_na
-    # the check constraints: a score that is not N/A has a value
-    assert mine.score is not None and gold.score is not None
-    return abs(mine.score - gold.score) <= gold.tolerance
+    """The one gold rule (annotation/gold.py) on a score and its known score."""
+    return answer_correct(
+        given=None if mine.is_na else mine.score,
+        known=None if gold.is_na else gold.score,
+        tolerance=gold.tolerance,
+    )
