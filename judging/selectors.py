@@ -486,20 +486,23 @@ def preference_accuracy(*, run: JudgeRun) -> preference.PreferenceAccuracy | Non
 # --- analytics: each judge's scores of a project, as plain rows -----------------------------------
 
 
-def judge_runs_finished_since(*, project: Project, since: datetime) -> list[tuple[str, int]]:
-    """(judge name, judgments done) of the project's pointwise runs that finished after
-    `since`: each may replace its judge's scores in the report (judge_score_rows)."""
-    return list(
+def judge_runs_finished_since(*, project: Project, since: datetime) -> list[tuple[str, str, int]]:
+    """(kind, judge name, judgments done) of the project's runs that finished after `since`,
+    oldest first. `kind` is "pointwise" (may replace its judge's scores in the report:
+    judge_score_rows), "pairwise" (its verdicts feed the preference figures and the trust
+    figures: pair_judgment_rows) or "probe" (a bias probe, pointwise or pairwise: it feeds
+    the trust report)."""
+    rows = (
         JudgeRun.objects.filter(
-            judge__project=project,
-            status=RunStatus.DONE,
-            pairwise_against="",
-            probe="",
-            finished_at__gt=since,
+            judge__project=project, status=RunStatus.DONE, finished_at__gt=since
         )
-        .order_by("finished_at")
-        .values_list("judge__name", "done")
+        .order_by("finished_at", "pk")
+        .values_list("probe", "pairwise_against", "judge__name", "done")
     )
+    return [
+        ("probe" if probe else "pairwise" if against else "pointwise", name, done)
+        for probe, against, name, done in rows
+    ]
 
 
 def judge_score_rows(*, project: Project) -> list[tuple]:

@@ -218,7 +218,9 @@ class Changes:
     """What changed in the project's scores since a snapshot's inputs were read."""
 
     human_scores: int = 0
-    judge_runs: tuple[tuple[str, int], ...] = ()
+    judge_runs: tuple[tuple[str, int], ...] = ()  # pointwise runs: (judge, judgments)
+    pairwise_runs: tuple[tuple[str, int], ...] = ()  # the preference and trust figures
+    probe_runs: tuple[tuple[str, int], ...] = ()  # bias probes: the trust report
     imported_scores: int = 0
     adjudicated_scores: int = 0  # counted for adjudicated reports only
     preferences: int = 0  # campaign preferences written and preference labels imported
@@ -228,6 +230,8 @@ class Changes:
         return bool(
             self.human_scores
             or self.judge_runs
+            or self.pairwise_runs
+            or self.probe_runs
             or self.imported_scores
             or self.adjudicated_scores
             or self.preferences
@@ -236,14 +240,17 @@ class Changes:
     def as_dict(self) -> dict[str, Any]:
         return {
             "human_scores": self.human_scores,
-            "judge_runs": [{"judge": name, "judgments": done} for name, done in self.judge_runs],
+            "judge_runs": _runs(self.judge_runs),
+            "pairwise_runs": _runs(self.pairwise_runs),
+            "probe_runs": _runs(self.probe_runs),
             "imported_scores": self.imported_scores,
             "adjudicated_scores": self.adjudicated_scores,
             "preferences": self.preferences,
         }
 
     def summary(self) -> str:
-        """ "3 new or changed human scores, 1 judge run finished" (empty: nothing)."""
+        """ "3 new or changed human scores, 1 judge run finished, 1 pairwise judge run
+        finished" (empty: nothing)."""
         said = []
         if self.human_scores:
             n = self.human_scores
@@ -251,6 +258,12 @@ class Changes:
         if self.judge_runs:
             n = len(self.judge_runs)
             said.append(f"{n} judge run{'s' if n != 1 else ''} finished")
+        if self.pairwise_runs:
+            n = len(self.pairwise_runs)
+            said.append(f"{n} pairwise judge run{'s' if n != 1 else ''} finished")
+        if self.probe_runs:
+            n = len(self.probe_runs)
+            said.append(f"{n} bias probe run{'s' if n != 1 else ''} finished")
         if self.imported_scores:
             n = self.imported_scores
             said.append(f"{n:,} imported score{'s' if n != 1 else ''}")
@@ -261,6 +274,10 @@ class Changes:
             n = self.preferences
             said.append(f"{n:,} new or changed preference{'s' if n != 1 else ''}")
         return ", ".join(said)
+
+
+def _runs(runs: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+    return [{"judge": name, "judgments": done} for name, done in runs]
 
 
 def snapshot_as_of(snapshot: ReportSnapshot) -> datetime | None:
@@ -284,11 +301,16 @@ def snapshot_changes(*, project: Project, snapshot: ReportSnapshot) -> Changes:
     imported_labels = PreferenceImport.objects.filter(
         project=project, created_at__gt=since
     ).aggregate(n=Sum("labels_created"))["n"]
+    runs: dict[str, list[tuple[str, int]]] = {"pointwise": [], "pairwise": [], "probe": []}
+    for kind, name, done in judge_runs_finished_since(project=project, since=since):
+        runs[kind].append((name, done))
     return Changes(
         preferences=human_preferences_changed_since(project=project, since=since)
         + int(imported_labels or 0),
         human_scores=human_scores_changed_since(project=project, since=since),
-        judge_runs=tuple(judge_runs_finished_since(project=project, since=since)),
+        judge_runs=tuple(runs["pointwise"]),
+        pairwise_runs=tuple(runs["pairwise"]),
+        probe_runs=tuple(runs["probe"]),
         imported_scores=int(imported or 0),
         adjudicated_scores=adjudicated,
     )

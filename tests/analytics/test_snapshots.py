@@ -300,6 +300,73 @@ def test_imported_scores_and_finished_runs_count_as_changes(scored_project):  # 
     assert changes.summary() == "1 judge run finished, 1 imported score"
 
 
+def _finished_run_after(snapshot, **fields):
+    """A run of the project's judge, finished one second after the snapshot read its inputs."""
+    from judging.models import JudgeRun, RunStatus
+
+    base = JudgeRun.objects.get(pairwise_against="", probe="")
+    finished = snapshots.snapshot_as_of(snapshot) + timedelta(seconds=1)
+    return JudgeRun.objects.create(
+        judge=base.judge,
+        dataset=base.dataset,
+        status=RunStatus.DONE,
+        done=7,
+        finished_at=finished,
+        **fields,
+    )
+
+
+def _default_snapshot_done(project, settings):
+    settings.FLASKWEB_REPORT_REFRESH_MIN_SECONDS = 0
+    snapshot, _ = snapshot_request(project=project, params=snapshot_params())
+    snapshot = report_snapshot_compute(snapshot_id=snapshot.pk)
+    assert not snapshots.snapshot_changes(project=project, snapshot=snapshot).any
+    assert report_snapshots_refresh_stale() == []
+    return snapshot
+
+
+def test_a_finished_pairwise_run_makes_the_report_stale_and_beat_refreshes_it(
+    scored_project,  # noqa: F811
+    settings,
+    researcher,
+):
+    # given: a done default snapshot with nothing changed since
+    snapshot = _default_snapshot_done(scored_project, settings)
+
+    # when: a pairwise run of the judge finishes (its verdicts feed the preference figures)
+    _finished_run_after(snapshot, pairwise_against="m1")
+
+    # then: beat marks the snapshot stale and queues a fresh one; the changes name the run
+    queued = report_snapshots_refresh_stale()
+    assert len(queued) == 1 and ReportSnapshot.objects.get(pk=snapshot.pk).stale
+    changes = snapshots.snapshot_changes(project=scored_project, snapshot=snapshot)
+    assert changes.pairwise_runs == (("rouge", 7),) and changes.judge_runs == ()
+    assert changes.summary() == "1 pairwise judge run finished"
+    api = token_client(researcher).get(api_url(scored_project)).json()["snapshot"]
+    assert api["changes_since"]["pairwise_runs"] == [{"judge": "rouge", "judgments": 7}]
+    page = staff_client(researcher).get(dashboard_url(scored_project)).content.decode()
+    assert "Since then: 1 pairwise judge run finished." in page
+
+
+def test_a_finished_probe_run_makes_the_report_stale_and_beat_refreshes_it(
+    scored_project,  # noqa: F811
+    settings,
+):
+    from judging.models import JudgeRun
+
+    snapshot = _default_snapshot_done(scored_project, settings)
+
+    # when: a bias probe of the judge's run finishes (it feeds the trust report)
+    base = JudgeRun.objects.get()
+    _finished_run_after(snapshot, probe="pad", base_run=base)
+
+    assert len(report_snapshots_refresh_stale()) == 1
+    assert ReportSnapshot.objects.get(pk=snapshot.pk).stale
+    changes = snapshots.snapshot_changes(project=scored_project, snapshot=snapshot)
+    assert changes.probe_runs == (("rouge", 7),) and changes.judge_runs == ()
+    assert changes.summary() == "1 bias probe run finished"
+
+
 def test_beat_refreshes_stale_default_snapshots_rate_limited(scored_project, settings):  # noqa: F811
     settings.FLASKWEB_REPORT_REFRESH_MIN_SECONDS = 300
     default, _ = snapshot_request(project=scored_project, params=snapshot_params())
