@@ -10,6 +10,8 @@ Contract
 - Idempotent: items are keyed by (dataset, external_id) and responses by (item, model);
   re-importing the same files inserts nothing and reports everything "unchanged".
 - Streaming: memory does not grow with the file; rows are staged in bounded batches.
+- The new items' own metadata (domains, ranked skills, difficulty) is recorded as their
+  "dataset" metadata proposals in the same transaction (docs/METADATA.md).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from annotation.models import (
 from annotation.names import NameRefused, NameScope
 from annotation.parsers import ACCEPT, PROBLEM_CLASSES, REJECT, SKIP, ItemRow, Problem, ResponseRow
 from annotation.selectors import domain_list_for_project, skill_list_for_project
-from annotation.services.items import dataset_name_check
+from annotation.services.items import dataset_name_check, metadata_dataset_snapshot
 from flaskweb.jobs import job_claim, job_finish, jobs_fail_stale
 
 logger = logging.getLogger(__name__)
@@ -556,6 +558,12 @@ def _import_in_transaction(
             return {}
         progress.set("writing", progress.total, force=True)
         created_by_model, counts = _apply(cursor, dataset, upload)
+        if counts["items_created"]:
+            # the dataset's own metadata (FLASK's model-made labels) is there to compare with
+            # what people verify from the start; it commits with the items or not at all
+            summary["metadata_proposals"] = metadata_dataset_snapshot(
+                dataset=dataset, upload_id=upload.pk
+            )
         summary["models"] = _model_coverage(cursor, dataset, created_by_model)
         for table in _STAGING_TABLES:
             cursor.execute(f"DROP TABLE IF EXISTS {table}")

@@ -2,7 +2,8 @@
 
 - `metadata_proposals_record` stores proposals (a metadata run's answers) by upsert on
   (item, origin), so a redelivered batch writes nothing twice.
-- `metadata_dataset_snapshot` records a dataset's own metadata as its "dataset" proposals.
+- `metadata_dataset_snapshot` records a dataset's own metadata as its "dataset" proposals
+  (annotation.services.items: the dataset importer calls it too, inside its transaction).
 - `metadata_verify` is a person's check of one proposal: it writes the item's skills,
   domains and difficulty in one transaction, under the item's row lock, and keeps what the
   item had before on the verification row."""
@@ -17,7 +18,6 @@ from django.db import transaction
 
 from annotation.metadata.selectors import item_metadata
 from annotation.models import (
-    Dataset,
     Item,
     ItemDomain,
     ItemSkill,
@@ -32,8 +32,16 @@ from annotation.selectors import (
     metadata_catalogue,
     skill_list_for_project,
 )
+from annotation.services.items import DATASET_ORIGIN, metadata_dataset_snapshot
 
-DATASET_ORIGIN = "dataset"
+__all__ = [
+    "DATASET_ORIGIN",
+    "ProposalSpec",
+    "metadata_dataset_snapshot",
+    "metadata_proposals_record",
+    "metadata_verify",
+    "run_origin",
+]
 
 
 def run_origin(run_id: int) -> str:
@@ -79,45 +87,6 @@ def metadata_proposals_record(*, run_id: int, label: str, proposals: Sequence[Pr
         ignore_conflicts=True,
     )
     return len(proposals)
-
-
-@transaction.atomic
-def metadata_dataset_snapshot(*, dataset: Dataset) -> int:
-    """Record each item's current metadata as its "dataset" proposal (the metadata that came
-    with the import, e.g. FLASK's model-made labels), for items that carry any and have no
-    dataset proposal yet: a second snapshot, after people verified items, never replaces
-    the imported values with the verified ones. Returns how many were recorded."""
-    items = Item.objects.filter(dataset=dataset).exclude(metadata_proposals__origin=DATASET_ORIGIN)
-    skills: dict[int, list[str]] = {}
-    for item_id, key in (
-        ItemSkill.objects.filter(item__in=items)
-        .order_by("item_id", "rank")
-        .values_list("item_id", "skill__key")
-    ):
-        skills.setdefault(item_id, []).append(key)
-    domains: dict[int, list[str]] = {}
-    for item_id, key in (
-        ItemDomain.objects.filter(item__in=items)
-        .order_by("item_id", "domain__order", "domain__name")
-        .values_list("item_id", "domain__key")
-    ):
-        domains.setdefault(item_id, []).append(key)
-    rows = [
-        MetadataProposal(
-            item_id=item_id,
-            origin=DATASET_ORIGIN,
-            source=ProposalSource.DATASET,
-            label="dataset",
-            status=ProposalStatus.OK,
-            domains=domains.get(item_id, []),
-            skills=skills.get(item_id, []),
-            difficulty=difficulty,
-        )
-        for item_id, difficulty in items.values_list("pk", "difficulty")
-        if item_id in skills or item_id in domains or difficulty is not None
-    ]
-    MetadataProposal.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
 
 
 def _checked_values(

@@ -12,10 +12,22 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from annotation.models import Dataset, Item, ItemDomain, Project, Response
+from annotation.models import (
+    Dataset,
+    Item,
+    ItemDomain,
+    ItemSkill,
+    MetadataProposal,
+    Project,
+    ProposalSource,
+    ProposalStatus,
+    Response,
+)
 from annotation.names import NameRefused, NameScope, name_clean
 
 BATCH = 5000
+#: The origin of the proposals that hold a dataset's own metadata (docs/METADATA.md).
+DATASET_ORIGIN = "dataset"
 
 
 @dataclass(frozen=True)
@@ -102,3 +114,58 @@ def texts_fill(*, items: Mapping[int, Mapping[str, str]], responses: Mapping[int
         Item.objects.filter(pk=pk).update(**columns)
     for pk, text in responses.items():
         Response.objects.filter(pk=pk).update(text=text)
+
+
+@transaction.atomic
+def metadata_dataset_snapshot(
+    *, dataset: Dataset, upload_id: int | None = None, batch: int = BATCH
+) -> int:
+    """Record each item's current metadata (ranked skills, domains, difficulty) as its
+    "dataset" proposal (the metadata that came with the import, e.g. FLASK's model-made
+    labels), for items that carry any and have no dataset proposal yet: a second snapshot,
+    after people verified items, never replaces the imported values with the verified ones.
+    `upload_id`: only the items that dataset import created (the importer calls it inside
+    its transaction). Idempotent (the proposal is unique per item and origin); in batches of
+    `batch` items, so memory does not grow with the dataset. Returns how many were
+    recorded. Lives here, not in annotation.metadata, because the dataset importer and the
+    metadata pages both call it and those features do not import each other."""
+    items = Item.objects.filter(dataset=dataset).exclude(metadata_proposals__origin=DATASET_ORIGIN)
+    if upload_id is not None:
+        items = items.filter(upload_id=upload_id)
+    recorded, after = 0, 0
+    while page := list(
+        items.filter(pk__gt=after).order_by("pk").values_list("pk", "difficulty")[:batch]
+    ):
+        after = page[-1][0]
+        ids = [pk for pk, _ in page]
+        skills: dict[int, list[str]] = {}
+        for item_id, key in (
+            ItemSkill.objects.filter(item_id__in=ids)
+            .order_by("item_id", "rank")
+            .values_list("item_id", "skill__key")
+        ):
+            skills.setdefault(item_id, []).append(key)
+        domains: dict[int, list[str]] = {}
+        for item_id, key in (
+            ItemDomain.objects.filter(item_id__in=ids)
+            .order_by("item_id", "domain__order", "domain__name")
+            .values_list("item_id", "domain__key")
+        ):
+            domains.setdefault(item_id, []).append(key)
+        rows = [
+            MetadataProposal(
+                item_id=item_id,
+                origin=DATASET_ORIGIN,
+                source=ProposalSource.DATASET,
+                label="dataset",
+                status=ProposalStatus.OK,
+                domains=domains.get(item_id, []),
+                skills=skills.get(item_id, []),
+                difficulty=difficulty,
+            )
+            for item_id, difficulty in page
+            if item_id in skills or item_id in domains or difficulty is not None
+        ]
+        MetadataProposal.objects.bulk_create(rows, ignore_conflicts=True)
+        recorded += len(rows)
+    return recorded

@@ -4,10 +4,13 @@ read afterwards."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.core.exceptions import ValidationError
 
 from annotation.campaigns.services import campaign_activate, campaign_create
+from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.metadata.selectors import item_metadata
 from annotation.models import (
     Item,
@@ -15,6 +18,8 @@ from annotation.models import (
     MetadataVerification,
     ProposalSource,
     ProposalStatus,
+    UploadSource,
+    UploadStatus,
 )
 from annotation.selectors import metadata_pair_rows, skills_for_response
 from annotation.services.metadata import (
@@ -23,7 +28,7 @@ from annotation.services.metadata import (
     metadata_proposals_record,
     metadata_verify,
 )
-from tests.annotation.test_assignments import make_dataset
+from tests.annotation.test_assignments import SKILLS, make_dataset
 
 SKILLS3 = ["factuality", "readability", "conciseness"]
 
@@ -46,10 +51,13 @@ def proposal(item, **values):
     return MetadataProposal.objects.get(item=item, origin="run:7")
 
 
-def test_the_datasets_own_metadata_is_recorded_once_as_a_dataset_proposal(dataset):
+def test_the_datasets_own_metadata_is_recorded_by_the_import_once(dataset):
+    # given: a dataset imported with its items' domains, skills and difficulty (make_dataset)
     item = dataset.items.first()
     own = item_metadata(item=item)
-    assert metadata_dataset_snapshot(dataset=dataset) == 2
+
+    # then: the import recorded them as the "dataset" proposals, without a manual step
+    assert MetadataProposal.objects.filter(item__dataset=dataset, origin="dataset").count() == 2
     row = MetadataProposal.objects.get(item=item, origin="dataset")
     assert row.source == ProposalSource.DATASET and row.status == ProposalStatus.OK
     assert (row.domains, row.skills, row.difficulty) == (
@@ -57,7 +65,63 @@ def test_the_datasets_own_metadata_is_recorded_once_as_a_dataset_proposal(datase
         own["skills"],
         own["difficulty"],
     )
-    assert metadata_dataset_snapshot(dataset=dataset) == 0  # never replaced
+    assert dataset.uploads.get().summary["metadata_proposals"] == 2
+    # the button and the command stay: nothing to record, and never a replacement
+    assert metadata_dataset_snapshot(dataset=dataset) == 0
+    MetadataProposal.objects.filter(origin="dataset").delete()
+    assert metadata_dataset_snapshot(dataset=dataset, batch=1) == 2
+    assert metadata_dataset_snapshot(dataset=dataset) == 0
+    assert MetadataProposal.objects.get(item=item, origin="dataset").skills == own["skills"]
+
+
+def _import(project, path, name="D"):
+    upload = dataset_upload_create(
+        project=project,
+        dataset_name=name,
+        source=UploadSource.CLI,
+        files=[(FileSpec(path.name), str(path))],
+    )
+    return dataset_import(upload_id=upload.pk)
+
+
+def test_an_import_records_only_its_new_items_and_a_rejected_one_nothing(project, tmp_path):
+    rows = [
+        {
+            "id": "a",
+            "instruction": "Q a",
+            "skills": SKILLS,
+            "domains": ["History"],
+            "difficulty": 3,
+            "responses": [{"model": "m1", "text": "x"}],
+        },
+        {
+            "id": "b",
+            "instruction": "Q b",
+            "skills": SKILLS,
+            "responses": [{"model": "m1", "text": "y"}],
+        },
+    ]
+    path = tmp_path / "meta.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first = _import(project, path)
+    assert first.status == UploadStatus.SUCCEEDED, first.summary
+    proposals = MetadataProposal.objects.filter(item__dataset=first.dataset, origin="dataset")
+    assert sorted(proposals.values_list("item__external_id", "difficulty")) == [
+        ("a", 3),
+        ("b", None),
+    ]
+    assert proposals.get(item__external_id="b").domains == []
+    # the same file again: no new item, no new proposal
+    again = _import(project, path)
+    assert again.status == UploadStatus.SUCCEEDED and "metadata_proposals" not in again.summary
+    assert proposals.count() == 2
+    # a rejected import (a broken line) writes no item and no proposal
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**rows[0], "id": "c"}) + "\n{not json\n")
+    rejected = _import(project, bad)
+    assert rejected.status == UploadStatus.REJECTED
+    assert MetadataProposal.objects.filter(origin="dataset").count() == 2
+    assert not Item.objects.filter(external_id="c").exists()
 
 
 def test_accepting_writes_the_proposal_into_the_item_and_keeps_what_was_there(dataset, admin_user):
