@@ -296,7 +296,7 @@ class ExportJob(TimestampedModel):
         return shown
 
 
-# --- score import jobs --------------------------------------------------------------------------
+# --- import jobs --------------------------------------------------------------------------
 
 
 class ScoreImportJob(ImportJob):
@@ -325,6 +325,31 @@ class ScoreImportJob(ImportJob):
 
     def __str__(self) -> str:
         return f"score import job {self.pk} ({self.status})"
+
+
+class PreferenceImportJob(ImportJob):
+    """The job row of one preference-label import started from the page or the API
+    (analytics/imports/jobs.py): the upload is stored, then a worker claims the row
+    pending -> running and runs analytics.imports.preferences_import from the stored file.
+    It ends succeeded (with its PreferenceImport, or the earlier one for the same bytes),
+    rejected (with its problems; nothing written) or failed (with the error)."""
+
+    # no own index: prefimportjob_project_created leads with project
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    batch = models.ForeignKey(
+        PreferenceImport, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta(ImportJob.Meta):
+        constraints = [ImportJob.status_constraint("prefimportjob_status_valid")]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="prefimportjob_project_created"),
+            # the stale-job check looks for old running jobs
+            models.Index(fields=["status", "started_at"], name="prefimportjob_status_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"preference import job {self.pk} ({self.status})"
 
 
 # --- report snapshots ---------------------------------------------------------------------------

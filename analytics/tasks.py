@@ -54,13 +54,27 @@ def score_import_task(job_id: int) -> None:
         logger.info("score import job %s is missing or already claimed; nothing to do", job_id)
 
 
-@shared_task
-def score_import_jobs_health_check_task() -> int:
-    """Fail score import jobs stuck in `running` longer than FLASKWEB_IMPORT_STALE_SECONDS
-    (their worker died). Idempotent (conditional updates); run by beat every 5 minutes."""
-    from analytics.imports.jobs import score_import_jobs_fail_stale
+@shared_task(soft_time_limit=3300, time_limit=3500)
+def preference_import_task(job_id: int) -> None:
+    """Run preference import job `job_id` from its stored file. Idempotent: the job is
+    claimed pending -> running by a conditional update, so a redelivered message finds it
+    claimed and returns (and the same bytes imported again write nothing). Enqueues
+    nothing. Not retried: a failed import is recorded on the job row (with the error;
+    nothing written) and asked for again by a new upload. Routed to the `imports` queue."""
+    from analytics.imports.jobs import preference_import_job_run
 
-    return score_import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)
+    if preference_import_job_run(job_id=job_id) is None:
+        logger.info("preference import job %s is missing or already claimed", job_id)
+
+
+@shared_task
+def import_jobs_health_check_task() -> int:
+    """Fail score and preference import jobs stuck in `running` longer than
+    FLASKWEB_IMPORT_STALE_SECONDS (their worker died). Idempotent (conditional updates); run
+    by beat every 5 minutes."""
+    from analytics.imports.jobs import import_jobs_fail_stale
+
+    return import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)
 
 
 @shared_task(soft_time_limit=1700, time_limit=1800)

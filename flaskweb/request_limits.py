@@ -32,6 +32,8 @@ UPLOAD_URL_NAMES = frozenset(
         "judging-api:judge-output-import",
         "analytics:score-import",
         "analytics-api:score-import",
+        "analytics:preference-import",
+        "analytics-api:preference-import",
     }
 )
 

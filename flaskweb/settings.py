@@ -189,6 +189,7 @@ CELERY_TASK_ROUTES = {
     "annotation.tasks.dataset_import_task": {"queue": "imports"},
     "analytics.tasks.export_run_task": {"queue": "imports"},
     "analytics.tasks.score_import_task": {"queue": "imports"},
+    "analytics.tasks.preference_import_task": {"queue": "imports"},
     # reports take seconds to minutes: their own queue and worker (docs/ANALYTICS.md)
     "analytics.tasks.report_snapshot_compute_task": {"queue": "analytics"},
     # an exact name wins over the pattern below: imports are not LLM calls
@@ -230,9 +231,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.uploads_health_check_task",
         "schedule": crontab(minute="*/5"),
     },
-    # Score and judge-output imports whose worker died are failed, as dataset imports are.
-    "score-import-jobs-health-check": {
-        "task": "analytics.tasks.score_import_jobs_health_check_task",
+    # Score, preference and judge-output imports whose worker died are failed, as dataset
+    # imports are.
+    "import-jobs-health-check": {
+        "task": "analytics.tasks.import_jobs_health_check_task",
         "schedule": crontab(minute="*/5"),
     },
     "judge-output-import-jobs-health-check": {

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from analytics.tasks import score_import_task
+from analytics.tasks import preference_import_task, score_import_task
 from judging.tasks import judge_output_import_task
+
+TASKS = {
+    "score": score_import_task,
+    "preference": preference_import_task,
+    "judge": judge_output_import_task,
+}
 
 
 class ImportJobs:
@@ -25,7 +31,7 @@ class ImportJobs:
         ran = []
         while self.queued:
             kind, job_id = self.queued.pop(0)
-            (score_import_task if kind == "score" else judge_output_import_task)(job_id)
+            TASKS[kind](job_id)
             ran.append(job_id)
         return ran
 
@@ -35,6 +41,10 @@ def import_jobs_fixture(monkeypatch, django_capture_on_commit_callbacks) -> Impo
     jobs = ImportJobs(django_capture_on_commit_callbacks)
     monkeypatch.setattr(
         "analytics.tasks.score_import_task.delay", lambda pk: jobs.queued.append(("score", pk))
+    )
+    monkeypatch.setattr(
+        "analytics.tasks.preference_import_task.delay",
+        lambda pk: jobs.queued.append(("preference", pk)),
     )
     monkeypatch.setattr(
         "judging.tasks.judge_output_import_task.delay",

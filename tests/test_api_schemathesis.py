@@ -37,7 +37,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from analytics.exports.services import export_job_create, export_job_run
+from analytics.imports.preferences import preferences_import
 from analytics.imports.services import scores_import
+from analytics.models import PreferenceImportJob
 from analytics.report.snapshots import snapshot_params, snapshot_request
 from annotation.campaigns.services import campaign_activate, campaign_create, gold_task_set
 from annotation.models import DatasetUpload, Response
@@ -65,6 +67,7 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
+PREFERENCES = b"dataset,item,model_a,model_b,rater,choice\nD,i0,m1,m2,ext,a\n"
 IMPORTED = (
     "item,system,rater,rater_kind,skill,score,rationale\n"
     "i0,m1,ext,judge,Factuality,3,\n"
@@ -113,6 +116,7 @@ class Seeded:
     snapshot: int
     response: int  # scored in the campaign (the review API's adjudication)
     gold_task: int  # a gold task of the campaign, answered by no one
+    preference_import_job: int  # succeeded, with its import
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
@@ -142,6 +146,8 @@ class Seeded:
             return {"id": self.judge}
         if path.startswith("/api/v1/exports/{id}"):
             return {"id": self.export}
+        if path.startswith("/api/v1/preference-import-jobs/{id}"):
+            return {"id": self.preference_import_job}
         if path.startswith("/api/v1/judging/runs/{id}"):
             action = path.rstrip("/").rsplit("/", 1)[-1]
             run = {
@@ -188,6 +194,14 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
     )
     export = export_job_create(project=project, kind="long", enqueue=False)
     export_job_run(job_id=export.pk)
+    labels = preferences_import(project=project, data=PREFERENCES, name="prefs.csv")
+    preference_job = PreferenceImportJob.objects.create(
+        project=project,
+        status="succeeded",
+        batch=labels.batch,
+        files=[{"name": "prefs.csv", "stored": "", "bytes": len(PREFERENCES)}],
+        result={"already_imported": False, **labels.summary},
+    )
     return Seeded(
         slug=project.slug,
         upload=DatasetUpload.objects.filter(project=project).values_list("pk", flat=True)[0],
@@ -210,6 +224,7 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
             response=leased.task.response,
             scores={s.skill_id: 4 for s in task_skills(assignment=leased)},
         ).pk,
+        preference_import_job=preference_job.pk,
     )
 
 
@@ -414,8 +429,15 @@ def test_what_starts_background_work_refuses_bad_input_before_enqueuing_anything
             staff.post(f"/api/v1/judging/runs/{run.pk}/start/", {"budget": "-1"}, format="json"),
             staff.post(f"/api/v1/judging/runs/{run.pk}/resume/", {"budget": "x"}, format="json"),
         ]
+        labels = staff.post(
+            f"/api/v1/projects/{project.slug}/preferences/import/",
+            {"format": "xlsx"},
+            format="multipart",
+        )
     # then
     assert [a.status_code for a in answers] == [400, 400, 400, 400]
+    assert labels.status_code == 400 and labels.json()["code"] == "invalid"
+    assert {p["field"] for p in labels.json()["problems"]} == {"file", "format"}
     assert all(a.json()["code"] == "invalid" and a.json()["fields"] for a in answers)
     assert enqueued == []
     run.refresh_from_db()

@@ -45,7 +45,10 @@ from analytics.imports.services import scores_import
 from analytics.models import (
     ExportJob,
     ExportStatus,
+    ImportedPreference,
     ImportedScore,
+    PreferenceImport,
+    PreferenceImportJob,
     ReportSnapshot,
     ScoreImport,
     ScoreImportJob,
@@ -402,6 +405,11 @@ RULES: dict[str, Rule] = {
             post=S(302, 403, 404, 400, 400, 400)),
     "analytics:score-import-job":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="score_import_job"),
+    "analytics:preference-import":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 400, 400, 400)),
+    "analytics:preference-import-job":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="preference_import_job"),
     # the judge leaderboard across projects: any admin or researcher of some project (each
     # sees only their projects' rows); evaluation cards: the project's staff
     "analytics:judge-leaderboard":
@@ -620,6 +628,14 @@ RULES: dict[str, Rule] = {
         Rule(get=S(401, 403, 404, 200, 200, 200)),
     "analytics-api:score-import-job":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="score_import_job"),
+    # access is checked before the upload is validated (an empty POST is a 400 for staff)
+    "analytics-api:preference-import":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 400, 400, 400)),
+    "analytics-api:preference-import-list":
+        Rule(get=S(401, 403, 404, 200, 200, 200)),
+    "analytics-api:preference-import-job":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="preference_import_job"),
     "analytics-api:judge-leaderboard":
         Rule(get=S(401, 403, 200, 200, 200, 200)),
     "analytics-api:judge-card":
@@ -733,6 +749,7 @@ class World:
     export: ExportJob
     score_import: ScoreImport
     score_import_job: ScoreImportJob
+    preference_import_job: PreferenceImportJob
     output_import_job: JudgeOutputImportJob
     member: Any  # bob, an annotator of the project
     snapshot: ReportSnapshot  # the project's report with resamples=0, computed
@@ -901,6 +918,9 @@ def _build(folder: Path) -> World:
         score_import_job=ScoreImportJob.objects.create(
             project=project, options={"project": project.slug, "dataset": dataset.name}
         ),
+        preference_import_job=PreferenceImportJob.objects.create(
+            project=project, options={"project": project.slug, "dataset": dataset.name}
+        ),
         output_import_job=JudgeOutputImportJob.objects.create(project=project, dataset=dataset),
         member=bob,
         snapshot=snapshot,
@@ -1027,6 +1047,10 @@ COUNTED = (
     JudgeScore,
     ScoreImport,
     ImportedScore,
+    ScoreImportJob,
+    PreferenceImport,
+    ImportedPreference,
+    PreferenceImportJob,
     ExportJob,
     Token,
     MembershipChange,

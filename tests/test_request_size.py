@@ -109,8 +109,15 @@ UPLOAD_PATHS = {
     "judging-api:judge-output-import": "/api/v1/judging/projects/{slug}/judge-outputs/import/",
     "analytics:score-import": "/projects/{slug}/analytics/scores/import/",
     "analytics-api:score-import": "/api/v1/projects/{slug}/scores/import/",
+    "analytics:preference-import": "/projects/{slug}/analytics/preferences/import/",
+    "analytics-api:preference-import": "/api/v1/projects/{slug}/preferences/import/",
 }
-FIELD = {"annotation:rubric-import": "file", "judging:template-import": "file"}
+FIELD = {
+    "annotation:rubric-import": "file",
+    "judging:template-import": "file",
+    "analytics:preference-import": "file",
+    "analytics-api:preference-import": "file",
+}
 
 
 def test_the_upload_endpoints_are_the_named_routes():

@@ -2,7 +2,8 @@
 
 Endpoints: the dataset upload page and API (the import runs as a job: it is run here the way
 the worker runs it), the rubric import page, the judge prompt-file import page, the judge
-output import API, and the long-format score import page and API.
+output import API, the long-format score import page and API, and the preference-label
+import page and API.
 
 Every input is malformed on purpose (broken or deeply nested JSON, broken CSV, bytes that are
 not UTF-8, byte-order marks, NUL bytes, lines over the line limit, archives, files over the
@@ -39,7 +40,7 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from analytics.models import ScoreImportJob
+from analytics.models import PreferenceImportJob, ScoreImportJob
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
 from annotation.models import DatasetUpload, ImportProblem, UploadFile, UploadSource, UploadStatus
 from annotation.parsers import PROBLEM_CLASSES
@@ -59,6 +60,8 @@ EXAMPLES = {
     "judge output api": (155, 145),
     "score page": (140, 130),
     "score api": (155, 145),
+    "preference page": (120, 110),
+    "preference api": (120, 110),
 }
 TOTAL_MINIMUM = 1000
 #: Files sent per endpoint in this process (checked by the last test of the module).
@@ -120,12 +123,17 @@ def row_counts() -> dict[str, int]:
         return dict(zip(_TABLES, cursor.fetchone(), strict=True))
 
 
-#: The job rows of score and judge-output imports: a request that is accepted makes one.
-_JOB_TABLES = {ScoreImportJob._meta.db_table, JudgeOutputImportJob._meta.db_table}
+#: The job rows of score, preference and judge-output imports: a request that is accepted
+#: makes one.
+_JOB_TABLES = {
+    ScoreImportJob._meta.db_table,
+    PreferenceImportJob._meta.db_table,
+    JudgeOutputImportJob._meta.db_table,
+}
 
 
 def changes(before: dict[str, int]) -> dict[str, int]:
-    """What changed but the job rows of score and judge-output imports."""
+    """What changed but the job rows of score, preference and judge-output imports."""
     after = row_counts()
     return {
         t: after[t] - before[t] for t in _TABLES if after[t] != before[t] and t not in _JOB_TABLES
@@ -1010,8 +1018,8 @@ def _problems_body(response, what) -> dict:
 
 
 def _import_body(import_jobs, client, url, data, what) -> dict:
-    """Post a score or judge-output import. A request that cannot run is answered 400 with
-    its problems; one that can is answered 202 with a job, which the worker's task runs:
+    """Post a score, preference or judge-output import. A request that cannot run is answered
+    400 with its problems; one that can is answered 202 with a job, which the worker's task runs:
     then the job must be rejected, with every problem, and its problems are returned in
     the shape of the 400."""
     response = import_jobs.post(client, url, data, format="multipart")
@@ -1203,6 +1211,170 @@ def test_the_score_import_api_refuses_every_malformed_file(researcher, project, 
 
     upload()
     finished("score api", sent)
+
+
+# === the preference-label import (page and API) ===============================================
+
+PREF_ROWS = [
+    {
+        "dataset": "D",
+        "item": "i0",
+        "model_a": "m1",
+        "model_b": "m2",
+        "rater": "ext-j",
+        "choice": "a",
+    },
+    {
+        "dataset": "D",
+        "item": "i1",
+        "model_a": "m2",
+        "model_b": "m1",
+        "rater": "ext-j",
+        "skill": "Factuality",
+        "choice": "tie",
+        "strength": 2,
+        "time_on_task_ms": 1500,
+    },
+]
+PREF_CSV = [
+    ["dataset", "item", "model_a", "model_b", "rater", "skill", "choice", "strength"],
+    ["D", "i0", "m1", "m2", "ext", "Overall", "a", "1"],
+    ["D", "i1", "m2", "m1", "ext", "Factuality", "both_bad", ""],
+]
+REQUIRED_PREF = ["item", "model_a", "model_b", "rater", "choice"]
+PREF_BAD = {
+    "dataset": [None, "", [], {}, True, 1.5, "Elsewhere", NUL, SURROGATE],
+    "item": NAME_BAD,
+    "model_a": NAME_BAD,
+    "model_b": [*NAME_BAD, "m9"],
+    "rater": NAME_BAD,
+    "skill": [[], {}, True, 1.5, "Nonsense", NUL, SURROGATE],
+    "choice": [None, "", "maybe", 5, [], {}, True, NUL],
+    "strength": ["3", 0, 3, "x", [], {}, True, 1.5],
+    "shown_order": ["sideways", 5, [], True, NUL],
+    "time_on_task_ms": [-1, "soon", [], {}, True, "1e400", 1e300, NUL],
+    "rationale": [5.5, [], {}, True, NUL, SURROGATE],
+}
+PREF_CSV_BAD = {
+    "item": ["", "x" * 201],
+    "model_b": ["", "m9"],
+    "rater": ["", "x" * 201],
+    "skill": ["Nonsense"],
+    "choice": ["", "maybe", "A+"],
+    "strength": ["3", "0", "x", "1.5"],
+}
+
+
+@st.composite
+def preference_files(draw) -> Upload:
+    if draw(st.booleans()):
+        base = Upload("prefs.csv", csv_bytes(PREF_CSV), "valid")
+        twice = Upload(base.name, csv_bytes([*PREF_CSV, PREF_CSV[1]]), "the same label twice")
+        return draw(
+            st.one_of(
+                broken_csv(base.name, PREF_CSV, PREF_CSV_BAD, REQUIRED_PREF),
+                *common_defects(base, Upload(base.name, b'item,"\n', "broken")),
+                oversize(base),
+                st.just(twice),
+            )
+        )
+    name = draw(st.sampled_from(["prefs.jsonl", "prefs.ndjson"]))
+    base = Upload(name, jsonl(PREF_ROWS), "valid")
+    broken = draw(broken_json_lines(name, PREF_ROWS))
+    huge = {**PREF_ROWS[0], "rationale": "x" * (LINE_LIMIT + 1)}
+    return draw(
+        st.one_of(
+            st.just(broken),
+            wrong_field(name, PREF_ROWS, PREF_BAD, set(REQUIRED_PREF)),
+            deep_json_lines(name, PREF_ROWS, ["item", "rater", "choice"]),
+            st.just(Upload(name, jsonl([huge]), "a line over the line limit")),
+            st.just(Upload(name, jsonl([PREF_ROWS[0], PREF_ROWS[0]]), "the same label twice")),
+            st.just(Upload(name, jsonl([{**PREF_ROWS[0], "model_b": "m1"}]), "the same system")),
+            *common_defects(base, broken),
+            oversize(base),
+        )
+    )
+
+
+@pytest.fixture
+def pref_dataset(project, tmp_path):
+    from tests.annotation.test_assignments import make_dataset
+
+    return make_dataset(project, tmp_path, items=2, models=("m1", "m2"))
+
+
+def test_the_preference_import_page_refuses_every_malformed_file(
+    researcher_client, project, pref_dataset, import_jobs
+):
+    url = f"/projects/{project.slug}/analytics/preferences/import/"
+    sent = 0
+
+    @fuzz_settings("preference page")
+    @given(preference_files())
+    @example(Upload("prefs.jsonl", DEEP_DOCUMENT, "10,000 levels"))
+    def upload(file: Upload) -> None:
+        nonlocal sent
+        sent += 1
+        before = row_counts()
+        response = import_jobs.post(researcher_client, url, {"file": file.file()})
+        if response.status_code == 400:  # refused by the form, before any job
+            html = response.content.decode()
+            errors = response.context["form"].errors
+            assert errors, file.kind
+            if file.kind == "over the size limit":
+                assert "the limit is" in escape(errors["file"][0])
+            assert escape(next(iter(errors.values()))[0]) in html
+        else:
+            assert response.status_code == 302, (file.kind, response.status_code)
+            import_jobs.run()
+            panel = researcher_client.get(response["Location"], headers={"HX-Request": "true"})
+            html = panel.content.decode()
+            assert panel.status_code == 286 and 'data-status="rejected"' in html, file.kind
+            assert "nothing was written" in html and 'id="import-problems"' in html
+        assert not changes(before), file.kind
+
+    upload()
+    finished("preference page", sent)
+
+
+def test_the_preference_import_api_refuses_every_malformed_file(
+    researcher, project, pref_dataset, import_jobs
+):
+    api = api_client(researcher)
+    url = f"/api/v1/projects/{project.slug}/preferences/import/"
+    sent = 0
+
+    @fuzz_settings("preference api")
+    @given(preference_files())
+    @example(Upload("prefs.jsonl", DEEP_DOCUMENT, "10,000 levels"))
+    def upload(file: Upload) -> None:
+        nonlocal sent
+        sent += 1
+        before = row_counts()
+        body = _import_body(import_jobs, api, url, {"file": file.file()}, file.kind)
+        if file.kind == "over the size limit":
+            assert body["code"] == "too_large"
+        assert not changes(before), file.kind
+
+    upload()
+    finished("preference api", sent)
+
+
+def test_the_valid_bases_of_the_malformed_preference_files_are_accepted(
+    researcher, project, pref_dataset, import_jobs
+):
+    api = api_client(researcher)
+    for file in (Upload("p.csv", csv_bytes(PREF_CSV), ""), Upload("p.jsonl", jsonl(PREF_ROWS), "")):
+        response = import_jobs.post(
+            api,
+            f"/api/v1/projects/{project.slug}/preferences/import/",
+            {"file": file.file()},
+            format="multipart",
+        )
+        assert response.status_code == 202, response.json()
+        import_jobs.run()
+        job = api.get(response.json()["url"]).json()
+        assert job["status"] == "succeeded" and job["batch"]["labels_created"] == 2, job
 
 
 # === the unmutated inputs are accepted (so the defects are what the endpoints refuse) =========

@@ -1,9 +1,10 @@
-"""REST API of long-format score imports (the same service as `manage.py import_scores`;
-docs/IMPORT_FORMATS.md). The request stores the files and answers 202 with a job; the
-import runs in the background (analytics.imports.jobs) and the job's URL tells its status,
-problems and result. Project researchers and admins may import into their project;
-creating a missing project (`create_project`) is for site admins. Every 400 has the shape
-of flaskweb.api_errors: {"detail", "code", "problems": [...], "problem_count"}."""
+"""REST API of long-format score imports and of preference-label imports (the same services
+as `manage.py import_scores` and `manage.py import_preferences`; docs/IMPORT_FORMATS.md).
+The request stores the files and answers 202 with a job; the import runs in the background
+(analytics.imports.jobs) and the job's URL tells its status, problems and result. Project
+researchers and admins may import into their project; creating a missing project
+(`create_project`, scores only) is for site admins. Every 400 has the shape of
+flaskweb.api_errors: {"detail", "code", "problems": [...], "problem_count"}."""
 
 from __future__ import annotations
 
@@ -18,10 +19,15 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analytics.imports.jobs import score_import_job_create, score_import_progress_get
-from analytics.imports.selectors import score_import_list
+from analytics.imports.forms import preference_upload_limit
+from analytics.imports.jobs import (
+    import_job_progress,
+    preference_import_job_create,
+    score_import_job_create,
+)
+from analytics.imports.selectors import preference_import_list, score_import_list
 from analytics.imports.services import DEFAULT_DATASET
-from analytics.models import ScoreImport, ScoreImportJob
+from analytics.models import PreferenceImport, PreferenceImportJob, ScoreImport, ScoreImportJob
 from annotation.access import is_site_admin, project_exists, project_get_for_staff
 from flaskweb.api_errors import (
     ProblemSerializer,
@@ -132,7 +138,7 @@ class ScoreImportJobSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ImportProgressSerializer)
     def get_progress(self, job) -> dict:
-        return {"phase": "", "done": 0, "total": 1, **score_import_progress_get(job.pk)}
+        return import_job_progress(job)
 
     @extend_schema_field(serializers.URLField())
     def get_url(self, job) -> str:
@@ -194,14 +200,11 @@ class ScoreImportApi(APIView):
         v = serializer.validated_data
         if project is None and not v["create_project"]:
             raise Http404("no such project (a site admin may ask to create it)")
-        limit = settings.FLASKWEB_MAX_UPLOAD_BYTES
-        if sum(f.size or 0 for f in v["files"]) > limit:
-            return problems_response(
-                f"the files are larger than {limit:,} bytes together: use the import_scores "
-                "command",
-                "too_large",
-                [],
-            )
+        too_large = _too_large(
+            v["files"], settings.FLASKWEB_MAX_UPLOAD_BYTES, "use the import_scores command"
+        )
+        if too_large is not None:
+            return too_large
         job = score_import_job_create(
             project=project,
             project_slug=slug,
@@ -214,6 +217,16 @@ class ScoreImportApi(APIView):
         )
         body = ScoreImportJobSerializer(job).data
         return ApiResponse(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+def _too_large(files, limit: int, advice: str):
+    """The 400 of files larger than `limit` bytes together, or None."""
+    if sum(f.size or 0 for f in files) <= limit:
+        return None
+    what = "the file is" if len(files) == 1 else "the files are"
+    return problems_response(
+        f"{what} larger than {limit:,} bytes together: {advice}", "too_large", []
+    )
 
 
 class ScoreImportJobApi(APIView):
@@ -230,3 +243,161 @@ class ScoreImportJobApi(APIView):
         elif not is_site_admin(request.user):  # a project it is still to create
             raise Http404("no such import")
         return ApiResponse(ScoreImportJobSerializer(job).data)
+
+
+# --- preference labels ---------------------------------------------------------------------
+
+
+class PreferenceImportSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True)
+
+    class Meta:
+        model = PreferenceImport
+        fields = [
+            "id",
+            "name",
+            "input_sha256",
+            "rows_read",
+            "labels_created",
+            "labels_unchanged",
+            "created_by",
+            "created_at",
+        ]
+        ref_name = "AnalyticsPreferenceImport"
+
+
+class PreferenceImportListApi(APIView):
+    """The project's latest preference-label imports (newest first, at most 50; not paged)."""
+
+    @extend_schema(responses=PreferenceImportSerializer(many=True))
+    def get(self, request, slug: str):
+        project = project_get_for_staff(request.user, slug)
+        return ApiResponse(
+            PreferenceImportSerializer(preference_import_list(project=project), many=True).data
+        )
+
+
+class PreferenceImportOutcomeSerializer(serializers.Serializer):
+    already_imported = serializers.BooleanField(
+        help_text="These bytes were imported into the project before: nothing was written."
+    )
+    raters = serializers.IntegerField(required=False, help_text="Raters of the new labels.")
+    pairs = serializers.IntegerField(required=False, help_text="Response pairs in the file.")
+
+    class Meta:
+        ref_name = "AnalyticsPreferenceImportOutcome"
+
+
+class PreferenceImportJobSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug")
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    files = ImportFileSerializer(many=True)
+    problems = ProblemSerializer(many=True, help_text="The first 1,000, in file order.")
+    progress = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+    result = serializers.SerializerMethodField()
+    batch = PreferenceImportSerializer(
+        allow_null=True, help_text="Succeeded: the preference import."
+    )
+
+    class Meta:
+        model = PreferenceImportJob
+        fields = [
+            "id",
+            "url",
+            "project",
+            "status",
+            "options",
+            "files",
+            "bytes_total",
+            "progress",
+            "problem_count",
+            "problems",
+            "error",
+            "result",
+            "batch",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        ref_name = "AnalyticsPreferenceImportJob"
+
+    @extend_schema_field(ImportProgressSerializer)
+    def get_progress(self, job) -> dict:
+        return import_job_progress(job)
+
+    @extend_schema_field(serializers.URLField())
+    def get_url(self, job) -> str:
+        return reverse("analytics-api:preference-import-job", args=[job.pk])
+
+    @extend_schema_field(PreferenceImportOutcomeSerializer(allow_null=True))
+    def get_result(self, job) -> dict | None:
+        return job.result if job.status == JobStatus.SUCCEEDED and job.result else None
+
+
+class PreferenceImportApi(APIView):
+    """Start an import of one file of preference labels (multipart: `file`, optional
+    `dataset` for rows without a dataset column, `format` csv|jsonl, default from the file's
+    name). 202 with the job (pending): the file is read by a worker, and GET on the job's
+    `url` tells its status, its problems (rejected: nothing written) or the preference
+    import (succeeded; `result.already_imported` when these bytes were imported into the
+    project before). 400 for a request that cannot be run at all (no file, a file over the
+    limit)."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer):
+        file = serializers.FileField()
+        dataset = serializers.CharField(
+            max_length=200, required=False, default="", allow_blank=True
+        )
+        format = serializers.ChoiceField(
+            choices=["", "csv", "jsonl"], required=False, default="", allow_blank=True
+        )
+
+        class Meta:
+            ref_name = "AnalyticsPreferenceImportInput"
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={202: PreferenceImportJobSerializer, 400: ProblemsErrorSerializer},
+    )
+    def post(self, request, slug: str):
+        # who may import comes before what was sent: a non-member learns nothing (404)
+        project = project_get_for_staff(request.user, slug)
+        data = {"file": request.FILES.get("file")}
+        for key in ("dataset", "format"):
+            if key in request.data:
+                data[key] = request.data[key]
+        serializer = self.InputSerializer(data=data)
+        if not serializer.is_valid():
+            return problems_response(
+                "the request is not valid", "invalid", field_problems(serializer.errors)
+            )
+        v = serializer.validated_data
+        too_large = _too_large([v["file"]], preference_upload_limit(), "split the file")
+        if too_large is not None:
+            return too_large
+        job = preference_import_job_create(
+            project=project,
+            file=v["file"],
+            dataset_name=v["dataset"],
+            fmt=v["format"],
+            created_by=request.user,
+        )
+        body = PreferenceImportJobSerializer(job).data
+        return ApiResponse(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+class PreferenceImportJobApi(APIView):
+    """A preference import job: status (pending, running, succeeded, rejected, failed),
+    progress, problems (rejected), the preference import (succeeded) or the error
+    (failed)."""
+
+    @extend_schema(responses=PreferenceImportJobSerializer)
+    def get(self, request, pk: int):
+        job = get_object_or_404(
+            PreferenceImportJob.objects.select_related("project", "batch__created_by"), pk=pk
+        )
+        project_get_for_staff(request.user, job.project.slug)
+        return ApiResponse(PreferenceImportJobSerializer(job).data)

@@ -1,20 +1,25 @@
-"""Score imports as background jobs (ScoreImportJob): the page and the API store the
-uploads and create a pending job; analytics.tasks.score_import_task runs it from the stored
-files on the `imports` queue. The import itself is analytics.imports.services (the command
-calls it in process). Docs: docs/IMPORT_FORMATS.md, "Long-format scores (analytics)"."""
+"""Analytics imports as background jobs: long-format scores (ScoreImportJob) and preference
+labels (PreferenceImportJob). The page and the API store the uploads and create a pending
+job; analytics.tasks.score_import_task / preference_import_task run it from the stored files
+on the `imports` queue, through flaskweb.jobs.job_execute (claim, run, record the outcome,
+delete the files). The imports themselves are analytics.imports.services and
+analytics.imports.preferences (the commands call them in process). Docs:
+docs/IMPORT_FORMATS.md, "Long-format scores (analytics)" and "Preference labels"."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import IO
+from collections.abc import Callable, Sequence
+from typing import IO, Any
 
 from django.db import transaction
 
+from analytics.imports.preferences import PreferenceImportRejected, preferences_import
 from analytics.imports.services import ScoreImportRejected, scores_import
-from analytics.models import ScoreImportJob
-from analytics.tasks import score_import_task
+from analytics.models import PreferenceImportJob, ScoreImportJob
+from analytics.tasks import preference_import_task, score_import_task
 from annotation.models import Project
 from flaskweb.jobs import (
+    ImportJob,
     Progress,
     files_store,
     job_execute,
@@ -22,13 +27,49 @@ from flaskweb.jobs import (
     progress_get,
 )
 
+#: The kind of each job model: its progress key's prefix and its folder of stored uploads.
+KINDS: dict[type[ImportJob], str] = {ScoreImportJob: "score", PreferenceImportJob: "preference"}
 
-def progress_key(job_id: int) -> str:
-    return f"score-import-progress:{job_id}"
+
+#: How far a preference import is when it enters each phase (its progress bar).
+_PHASE_SHARE = {"reading": 0.0, "checking": 0.5, "writing": 0.9}
+
+
+def progress_key(job_id: int, kind: str = "score") -> str:
+    return f"{kind}-import-progress:{job_id}"
+
+
+def import_job_progress(job: ImportJob) -> dict:
+    """{"phase", "done", "total"} of a job of either kind (empty phase before a worker
+    reports)."""
+    return {
+        "phase": "",
+        "done": 0,
+        "total": 1,
+        **progress_get(progress_key(job.pk, KINDS[type(job)])),
+    }
 
 
 def score_import_progress_get(job_id: int) -> dict:
     return progress_get(progress_key(job_id))
+
+
+def _import_job_create(
+    model: type[ImportJob],
+    *,
+    files: Sequence,
+    options: dict[str, Any],
+    enqueue: Callable[[int], Any],
+    **fields: Any,
+) -> Any:
+    """Store the uploaded files and create the pending job of `model`; `enqueue(job id)`
+    runs on commit. Nothing is read from the files here."""
+    stored = files_store(files, folder=f"{KINDS[model]}-imports")
+    job = model._default_manager.create(
+        options=options, files=stored, bytes_total=sum(f["bytes"] for f in stored), **fields
+    )
+    transaction.on_commit(lambda: enqueue(job.pk))
+    return job
 
 
 @transaction.atomic
@@ -47,9 +88,9 @@ def score_import_job_create(
     commit. Nothing is read from the files here. `project` is None when a site admin asks
     for the project to be created (`create_project`): the job then makes it, and the job
     row is attached to it when it succeeds."""
-    stored = files_store(files, folder="score-imports")
-    job = ScoreImportJob.objects.create(
-        project=project,
+    return _import_job_create(
+        ScoreImportJob,
+        files=files,
         options={
             "project": project_slug,
             "dataset": dataset_name,
@@ -57,12 +98,26 @@ def score_import_job_create(
             "judge_scale": "raw" if judge_scale_raw else "skill",
             "create_project": create_project,
         },
-        files=stored,
-        bytes_total=sum(f["bytes"] for f in stored),
+        enqueue=score_import_task.delay,
+        project=project,
         created_by=created_by,
     )
-    transaction.on_commit(lambda: score_import_task.delay(job.pk))
-    return job
+
+
+@transaction.atomic
+def preference_import_job_create(
+    *, project: Project, file, dataset_name: str = "", fmt: str = "", created_by=None
+) -> PreferenceImportJob:
+    """Store the uploaded file of preference labels and create the pending job; the import
+    is enqueued on commit. Nothing is read from the file here."""
+    return _import_job_create(
+        PreferenceImportJob,
+        files=[file],
+        options={"project": project.slug, "dataset": dataset_name, "format": fmt},
+        enqueue=preference_import_task.delay,
+        project=project,
+        created_by=created_by,
+    )
 
 
 def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
@@ -103,5 +158,48 @@ def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
     )
 
 
-def score_import_jobs_fail_stale(*, older_than_seconds: int) -> int:
-    return jobs_fail_stale(ScoreImportJob, older_than_seconds=older_than_seconds)
+def preference_import_job_run(*, job_id: int) -> PreferenceImportJob | None:
+    """Run preference import job `job_id` to its end state (flaskweb.jobs.job_execute):
+    succeeded with its PreferenceImport (`result.already_imported` when these bytes were
+    imported into the project before), rejected with every problem (nothing written) or
+    failed with the error. None when it is gone or another worker claimed it."""
+
+    def run(
+        job: PreferenceImportJob, streams: list[tuple[str, IO[bytes]]], progress: Progress
+    ) -> dict:
+        (name, stream), *_ = streams
+        options = job.options
+
+        def say(phase: str) -> None:
+            # the file is read at once, then checked and written: a share per phase
+            progress.done = int(progress.total * _PHASE_SHARE.get(phase, 0.0))
+            progress.set(phase, force=True)
+
+        result = preferences_import(
+            project=job.project,
+            data=stream,
+            name=name,
+            fmt=options.get("format", ""),
+            dataset=options.get("dataset", ""),
+            created_by=job.created_by,
+            progress=say,
+        )
+        return {
+            "batch": result.batch,
+            "result": {"already_imported": result.already_imported, **result.summary},
+        }
+
+    return job_execute(
+        PreferenceImportJob,
+        job_id,
+        label="preference import job",
+        progress_key=progress_key(job_id, "preference"),
+        rejected=PreferenceImportRejected,
+        run=run,
+    )
+
+
+def import_jobs_fail_stale(*, older_than_seconds: int) -> int:
+    """Fail score and preference import jobs stuck in running (their worker died). Returns
+    how many."""
+    return sum(jobs_fail_stale(model, older_than_seconds=older_than_seconds) for model in KINDS)

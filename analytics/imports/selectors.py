@@ -1,10 +1,10 @@
-"""Reads of the score imports: the project's imports and import jobs."""
+"""Reads of the score and preference imports: the project's imports and import jobs."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from analytics.models import ScoreImport, ScoreImportJob
+from analytics.models import PreferenceImport, PreferenceImportJob, ScoreImport, ScoreImportJob
 from annotation.models import Project
 
 
@@ -18,3 +18,15 @@ def score_import_list(*, project: Project, limit: int = 50) -> QuerySet[ScoreImp
 def score_import_job_list(*, project: Project, limit: int = 10) -> QuerySet[ScoreImportJob]:
     """The project's latest score import jobs, newest first."""
     return ScoreImportJob.objects.filter(project=project).order_by("-created_at")[:limit]
+
+
+def preference_import_list(*, project: Project, limit: int = 50) -> QuerySet[PreferenceImport]:
+    """The project's latest preference-label imports, newest first, with who made them."""
+    return PreferenceImport.objects.filter(project=project).select_related("created_by")[:limit]
+
+
+def preference_import_job_list(
+    *, project: Project, limit: int = 10
+) -> QuerySet[PreferenceImportJob]:
+    """The project's latest preference import jobs, newest first."""
+    return PreferenceImportJob.objects.filter(project=project).order_by("-created_at")[:limit]

@@ -1,4 +1,4 @@
-"""Long-format score import URLs (mounted by analytics/urls.py)."""
+"""Score and preference import URLs (mounted by analytics/urls.py)."""
 
 from django.urls import path
 
@@ -14,6 +14,16 @@ urlpatterns = [
         "projects/<slug:slug>/analytics/scores/import/<int:pk>/",
         views.score_import_job,
         name="score-import-job",
+    ),
+    path(
+        "projects/<slug:slug>/analytics/preferences/import/",
+        views.preference_import,
+        name="preference-import",
+    ),
+    path(
+        "projects/<slug:slug>/analytics/preferences/import/<int:pk>/",
+        views.preference_import_job,
+        name="preference-import-job",
     ),
 ]
 api_urlpatterns = [
@@ -31,5 +41,20 @@ api_urlpatterns = [
         "score-import-jobs/<int:pk>/",
         apis.ScoreImportJobApi.as_view(),
         name="score-import-job",
+    ),
+    path(
+        "projects/<slug:slug>/preferences/import/",
+        apis.PreferenceImportApi.as_view(),
+        name="preference-import",
+    ),
+    path(
+        "projects/<slug:slug>/preferences/imports/",
+        apis.PreferenceImportListApi.as_view(),
+        name="preference-import-list",
+    ),
+    path(
+        "preference-import-jobs/<int:pk>/",
+        apis.PreferenceImportJobApi.as_view(),
+        name="preference-import-job",
     ),
 ]

@@ -140,7 +140,7 @@ def test_bad_rows_are_refused_with_their_line_and_nothing_is_written(labelled, t
     )
     with pytest.raises(PreferenceImportRejected) as caught:
         preferences_import(project=other, data=data, name="bad.csv")
-    problems = caught.value.problems
+    problems = caught.value.lines
     assert "line 2: strength '3' is not 1 (slightly) or 2 (much)" in problems
     assert "line 3: choice 'maybe' is not one of a, b, tie, both_bad" in problems
     assert "line 3: model_a and model_b are the same system" in problems
@@ -154,7 +154,7 @@ def test_bad_rows_are_refused_with_their_line_and_nothing_is_written(labelled, t
     missing = b"dataset,item,model_a,model_b,rater,choice\nD,i9,m1,m2,x,a\n"
     with pytest.raises(PreferenceImportRejected) as caught:
         preferences_import(project=other, data=missing, name="m.csv")
-    assert caught.value.problems == [
+    assert caught.value.lines == [
         "line 2: no response of 'm1' to item 'i9' in dataset 'D' of the project",
         "line 2: no response of 'm2' to item 'i9' in dataset 'D' of the project",
     ]
@@ -162,7 +162,7 @@ def test_bad_rows_are_refused_with_their_line_and_nothing_is_written(labelled, t
         preferences_import(project=other, data=b"item,model_a\n", name="h.csv")
     with pytest.raises(PreferenceImportRejected) as caught:
         preferences_import(project=other, data=b'{"item": 1\n', name="j.jsonl")
-    assert caught.value.problems[0].startswith("line 1: not JSON")
+    assert caught.value.lines[0].startswith("line 1: not valid JSON")
 
 
 def test_a_label_stored_before_is_unchanged_or_refused_never_overwritten(labelled, tmp_path):

@@ -283,7 +283,7 @@ def test_annotators_and_outsiders_cannot_import(annotator, outsider, project):
 
 
 def test_a_job_stuck_running_is_failed_by_the_health_check(researcher, project):
-    from analytics.tasks import score_import_jobs_health_check_task
+    from analytics.tasks import import_jobs_health_check_task
     from judging.models import JudgeOutputImportJob
     from judging.tasks import judge_output_import_jobs_health_check_task
 
@@ -296,7 +296,7 @@ def test_a_job_stuck_running_is_failed_by_the_health_check(researcher, project):
     judged = JudgeOutputImportJob.objects.create(
         project=project, dataset=dataset, status="running", started_at=old
     )
-    assert score_import_jobs_health_check_task() == 1
+    assert import_jobs_health_check_task() == 1
     assert judge_output_import_jobs_health_check_task() == 1
     stuck.refresh_from_db(), fresh.refresh_from_db(), judged.refresh_from_db()
     assert (stuck.status, fresh.status, judged.status) == ("failed", "running", "failed")

@@ -38,16 +38,17 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f"no project {opts['project']!r}")
         try:
-            result = preferences_import(
-                project=project,
-                data=path.read_bytes(),
-                name=path.name,
-                fmt=opts["format"],
-                dataset=opts["dataset"],
-            )
+            with path.open("rb") as stream:
+                result = preferences_import(
+                    project=project,
+                    data=stream,
+                    name=path.name,
+                    fmt=opts["format"],
+                    dataset=opts["dataset"],
+                )
         except PreferenceImportRejected as exc:
-            for problem in exc.problems:
-                self.stderr.write(problem)
+            for line in exc.lines:
+                self.stderr.write(line)
             self.stderr.write(f"rejected: {exc}; nothing was written")
             sys.exit(2)
         batch = result.batch
