@@ -140,7 +140,7 @@ class ScoreImportJobSerializer(serializers.ModelSerializer):
     def get_progress(self, job) -> dict:
         return import_job_progress(job)
 
-    @extend_schema_field(serializers.URLField())
+    @extend_schema_field(serializers.CharField(help_text="The job's path on this site."))
     def get_url(self, job) -> str:
         return reverse("analytics-api:score-import-job", args=[job.pk])
 
@@ -326,7 +326,7 @@ class PreferenceImportJobSerializer(serializers.ModelSerializer):
     def get_progress(self, job) -> dict:
         return import_job_progress(job)
 
-    @extend_schema_field(serializers.URLField())
+    @extend_schema_field(serializers.CharField(help_text="The job's path on this site."))
     def get_url(self, job) -> str:
         return reverse("analytics-api:preference-import-job", args=[job.pk])
 

@@ -109,7 +109,7 @@ class JudgeOutputImportJobSerializer(serializers.ModelSerializer):
     def get_progress(self, job) -> dict:
         return {"phase": "", "done": 0, "total": 1, **output_import_progress_get(job.pk)}
 
-    @extend_schema_field(serializers.URLField())
+    @extend_schema_field(serializers.CharField(help_text="The job's path on this site."))
     def get_url(self, job) -> str:
         return reverse("judging-api:judge-output-import-job", args=[job.pk])
 
