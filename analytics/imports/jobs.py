@@ -35,7 +35,7 @@ KINDS: dict[type[ImportJob], str] = {ScoreImportJob: "score", PreferenceImportJo
 _PHASE_SHARE = {"reading": 0.0, "checking": 0.5, "writing": 0.9}
 
 
-def progress_key(job_id: int, kind: str = "score") -> str:
+def progress_key(job_id: int, kind: str) -> str:
     return f"{kind}-import-progress:{job_id}"
 
 
@@ -48,10 +48,6 @@ def import_job_progress(job: ImportJob) -> dict:
         "total": 1,
         **progress_get(progress_key(job.pk, KINDS[type(job)])),
     }
-
-
-def score_import_progress_get(job_id: int) -> dict:
-    return progress_get(progress_key(job_id))
 
 
 def _import_job_create(
@@ -152,7 +148,7 @@ def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
         ScoreImportJob,
         job_id,
         label="score import job",
-        progress_key=progress_key(job_id),
+        progress_key=progress_key(job_id, KINDS[ScoreImportJob]),
         rejected=ScoreImportRejected,
         run=run,
     )
@@ -193,7 +189,7 @@ def preference_import_job_run(*, job_id: int) -> PreferenceImportJob | None:
         PreferenceImportJob,
         job_id,
         label="preference import job",
-        progress_key=progress_key(job_id, "preference"),
+        progress_key=progress_key(job_id, KINDS[PreferenceImportJob]),
         rejected=PreferenceImportRejected,
         run=run,
     )

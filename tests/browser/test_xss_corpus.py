@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 from urllib.parse import urlencode
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -34,7 +36,7 @@ from analytics.exports.services import (
     export_options_clean,
     export_write,
 )
-from analytics.imports.preferences import preferences_import
+from analytics.imports.jobs import preference_import_job_create, preference_import_job_run
 from analytics.imports.services import ScoreImportRejected, scores_import
 from analytics.report import snapshots
 from analytics.report.views import SECTIONS, ReportFilterForm
@@ -191,6 +193,7 @@ NAMES = {
     "rater-human-2": f'"><img src=x onerror={run("rater-human-2")}>',
     "rater-judge": f"</script><script>{run('rater-judge')}</script>",
     "score-file": f"<img src=x onerror={run('score-file')}>.csv",
+    "preference-file": f"<svg onload={run('preference-file')}>.csv",
     "new-item": f"@SUM(2+2)*cmd|' /C calc'!A0 <img src=x onerror={run('new-item')}>",
     "flag": f"</textarea><img src=x onerror={run('flag')}>",
 }
@@ -263,6 +266,7 @@ class Corpus:
     rubric_id: int
     domain_id: int
     project_id: int
+    preference_job_ids: list[int]
 
 
 def _user(django_user_model, username: str, **extra):
@@ -401,9 +405,13 @@ def _judge_outputs(project, dataset, skills: list[str], items: list[Item]) -> li
     return [r.run for r in runs]
 
 
-def _imported_preferences(project, dataset, items: list[Item], skills: list[str]) -> None:
-    """Pairwise preference labels from elsewhere (import_preferences): payload raters on
-    pairs of payload systems, per skill and overall, with payload rationales."""
+def _imported_preferences(
+    project, dataset, items: list[Item], skills: list[str], rita
+) -> list[int]:
+    """Pairwise preference labels from elsewhere, uploaded as the page does (a job the worker
+    runs): payload raters on pairs of payload systems, per skill and overall, with payload
+    rationales, in a file with a payload name; then a file whose rows name payload items, which
+    is rejected with every problem. Returns the two jobs' ids."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(
@@ -419,7 +427,23 @@ def _imported_preferences(project, dataset, items: list[Item], skills: list[str]
                     [dataset.name, item.external_id, NAMES["model-a"], NAMES["model-b"], rater,
                      skill, choice, rationale]
                 )  # fmt: skip
-    preferences_import(project=project, data=buffer.getvalue().encode(), name="prefs.csv")
+    bad = io.StringIO()
+    csv.writer(bad).writerows(
+        [["dataset", "item", "model_a", "model_b", "rater", "choice"]]
+        + [[dataset.name, text[:200], NAMES["model-a"], "x", rater, "a"] for (_, text), rater
+           in zip(CORPUS[:20], raters * 7, strict=False)]
+    )  # fmt: skip
+    ids = []
+    with mock.patch("analytics.tasks.preference_import_task.delay"):
+        for name, data in (
+            (NAMES["preference-file"], buffer.getvalue()),
+            ("bad-" + NAMES["preference-file"], bad.getvalue()),
+        ):
+            job = preference_import_job_create(
+                project=project, file=SimpleUploadedFile(name, data.encode()), created_by=rita
+            )
+            ids.append(preference_import_job_run(job_id=job.pk).pk)
+    return ids
 
 
 def _imported_scores(project, items: list[Item], skills: list[str], domain: str, researcher):
@@ -566,7 +590,7 @@ def corpus(live_server, django_user_model, tmp_path) -> Corpus:
         created_by=rita,
     )
     _imported_scores(project, items, skill_names, domains[1].name, rita)
-    _imported_preferences(project, dataset, items, skill_names)
+    preference_job_ids = _imported_preferences(project, dataset, items, skill_names, rita)
     job = export_job_create(
         project=project,
         kind="long",
@@ -597,6 +621,7 @@ def corpus(live_server, django_user_model, tmp_path) -> Corpus:
         rubric_id=Rubric.objects.filter(skill=skills[0]).get().pk,
         domain_id=domains[0].pk,
         project_id=project.pk,
+        preference_job_ids=preference_job_ids,
     )
 
 
@@ -894,6 +919,12 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
         )
         rita.visit(url("analytics:exports", slug), expect=(NAMES["model-a"],))
         rita.visit(url("analytics:score-import", slug), expect=(NAMES["score-file"],))
+        rita.visit(url("analytics:preference-import", slug), expect=(NAMES["preference-file"],))
+        for job_id in c.preference_job_ids:
+            rita.visit(
+                url("analytics:preference-import-job", slug, job_id),
+                expect=(NAMES["preference-file"],),
+            )
         # the browsable API, as a researcher opening the JSON endpoints in the browser
         apis = [
             url("annotation-api:api-project-list"),
@@ -905,6 +936,8 @@ def test_every_payload_stays_inert_text_on_every_page(chromium, live_server, cor
             url("analytics-report", slug),
             url("analytics-api:disagreements", slug),
             url("analytics-api:score-import-list", slug),
+            url("analytics-api:preference-import-list", slug),
+            *[url("analytics-api:preference-import-job", j) for j in c.preference_job_ids],
             url("analytics-api:export-list", slug),
         ]
         for api in apis:
