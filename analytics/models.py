@@ -218,6 +218,7 @@ class ExportKind(models.TextChoices):
     FLASK_REVIEW = "flask_review", "FLASK review file (one judge)"
     WIDE = "wide", "Wide table (one column per rater)"
     PREFERENCES = "preferences", "Preferences (one row per pairwise label)"
+    JUDGE_TRAINING = "judge_training", "Judge-training tasks (people's judgments)"
 
 
 class ExportFormat(models.TextChoices):

@@ -15,13 +15,13 @@ from rest_framework.views import APIView
 
 from analytics.exports.selectors import export_get_for_staff, export_list_for_project
 from analytics.exports.services import ExportOptionsError, export_job_create
-from analytics.exports.training import TRAINING_KIND, training_job
+from analytics.exports.training import TRAINING_KIND
 from analytics.exports.views import export_file_response
 from analytics.models import ExportFormat, ExportJob, ExportKind, ExportStatus, RaterKind
 from annotation.access import project_get_for_staff
 from flaskweb.api_errors import ApiPagination, state_conflict
 
-KIND_HELP = f"One of {', '.join([*ExportKind.values, TRAINING_KIND])}."
+KIND_HELP = f"One of {', '.join(ExportKind.values)}."
 FORMAT_HELP = (
     f"One of {', '.join(ExportFormat.values)}. long: csv (default) or jsonl; wide: csv; "
     "flask_review, judge_training: jsonl."
@@ -53,8 +53,7 @@ class ExportOutputSerializer(serializers.Serializer):
         ref_name = "AnalyticsExportJob"
 
     def get_kind(self, job: ExportJob) -> str:
-        # a judge-training job is stored as a long JSONL job with its options in the filters
-        return TRAINING_KIND if training_job(job.filters) else job.kind
+        return job.kind
 
     @extend_schema_field(
         {

@@ -55,7 +55,6 @@ from analytics.exports.training import (
     TRAINING_KIND,
     TrainingExport,
     TrainingOptions,
-    training_job,
     training_options_clean,
     training_options_stored,
 )
@@ -195,7 +194,7 @@ def download_name(*, project_slug: str, kind: str, fmt: str, filters: Mapping[st
     """The file name a download is offered under. A FLASK review file of one system is
     named as the FLASK scripts name theirs, `<system>_review.jsonl`: the judge-output
     import reads the judged model from that name."""
-    if kind == TRAINING_KIND or training_job(filters):
+    if kind == TRAINING_KIND:
         name = f"{project_slug}-judge-training.jsonl"
     elif kind == ExportKind.FLASK_REVIEW:
         systems, judges = filters.get("system") or [], filters.get("judge") or ["judge"]
@@ -231,7 +230,7 @@ def export_options_clean(
 ) -> ExportOptions:
     """Check an export's kind, format and filters against the project and resolve them.
     Raises ExportOptionsError with every problem, per field."""
-    if kind == TRAINING_KIND or (kind == ExportKind.LONG and training_job(filters)):
+    if kind == TRAINING_KIND:
         return _training_options_clean(project=project, fmt=fmt, filters=filters)
     errors: dict[str, list[str]] = {}
 
@@ -715,9 +714,7 @@ def export_job_create(
     job = ExportJob(
         project=project,
         requested_by=requested_by,
-        # a judge-training job is stored as a long JSONL job with its options in the filters
-        # (the kinds are a database check constraint): training_job() tells it apart
-        kind=ExportKind.LONG if options.training is not None else options.kind,
+        kind=options.kind,
         format=options.fmt,
         filters=options.stored,
     )

@@ -16,9 +16,8 @@ Contract
   not training text) always does.
 - Memory: pass 1 keeps a few small integers per (response, skill); texts are read per chunk
   of items, and lines are written in chunks.
-- The job is an ExportJob like the others: stored as kind `long`, format `jsonl`, with the
-  options under `filters["training"]` (the kind list is a database check constraint, and a
-  new kind would be a migration). `training_job` tells such a job apart.
+- The job is an ExportJob like the others: kind `judge_training`, format `jsonl`, with the
+  options under `filters["training"]`.
 """
 
 from __future__ import annotations
@@ -30,12 +29,12 @@ from itertools import combinations
 from typing import Any
 
 from analytics.exports.selectors import FETCH_CHUNK, ExportFilters, imported_scores_for_export
-from analytics.models import RaterKind
+from analytics.models import ExportKind, RaterKind
 from annotation import selectors as annotation_selectors
 from annotation.models import Project, Rubric, rubric_label
 
 #: The kind asked for on the page, the API and the command.
-TRAINING_KIND = "judge_training"
+TRAINING_KIND = ExportKind.JUDGE_TRAINING.value
 NA = "N/A"
 #: The rubric's levels: imported scores on another scale are left out.
 LEVELS = (1, 2, 3, 4, 5)
@@ -122,11 +121,6 @@ def training_options_clean(raw: Any) -> tuple[TrainingOptions, dict[str, list[st
     if errors:
         return TrainingOptions(), {"training": errors}
     return TrainingOptions(**values), {}
-
-
-def training_job(filters: Mapping[str, Any] | None) -> bool:
-    """Whether an export job's stored filters are a judge-training export's."""
-    return isinstance(filters, Mapping) and "training" in filters
 
 
 # --- consensus (pure) -----------------------------------------------------------------------------

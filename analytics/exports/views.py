@@ -37,7 +37,7 @@ EXPORTS_PAGE = "analytics/exports.html"
 
 class ExportRequestForm(forms.Form):
     kind = forms.ChoiceField(
-        choices=[*ExportKind.choices, (TRAINING_KIND, "Judge-training tasks (people's judgments)")],
+        choices=ExportKind.choices,
         initial=ExportKind.LONG,
     )
     format = forms.ChoiceField(

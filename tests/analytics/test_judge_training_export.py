@@ -11,6 +11,8 @@ import json
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from rest_framework.test import APIClient
 
 from analytics.exports.services import (
@@ -304,7 +306,7 @@ def test_a_training_job_runs_in_the_background_and_is_downloaded(scored, researc
         requested_by=researcher,
         enqueue=False,
     )
-    assert (job.kind, job.format) == (ExportKind.LONG, "jsonl")
+    assert (job.kind, job.format) == (ExportKind.JUDGE_TRAINING, "jsonl")
     assert job.filters["training"]["unit"] == "item"
     job = export_job_run(job_id=job.pk)
     assert job.status == ExportStatus.DONE and job.rows == 2
@@ -404,3 +406,25 @@ def test_the_writer_streams_chunks_of_lines_and_reads_texts_per_chunk_of_items(s
     chunks = list(export.chunks())
     assert [chunk.count("\n") for chunk in chunks] == [2, 2, 2, 2, 1]
     assert "".join(chunks) == whole and export.rows == 9
+
+
+@pytest.mark.django_db(transaction=True)
+def test_training_jobs_stored_as_long_get_their_own_kind_by_the_migration():
+    # given the schema before the kind existed, with a judge-training job stored the old way
+    executor = MigrationExecutor(connection)
+    executor.migrate([("analytics", "0006_preferenceimportjob")])
+    apps = executor.loader.project_state([("analytics", "0006_preferenceimportjob")]).apps
+    Project = apps.get_model("annotation", "Project")
+    Job = apps.get_model("analytics", "ExportJob")
+    project = Project.objects.create(slug="legacy", name="Legacy")
+    training = Job.objects.create(
+        project=project, kind="long", format="jsonl", filters={"training": {"unit": "skill"}}
+    )
+    plain = Job.objects.create(project=project, kind="long", format="csv", filters={})
+    # when
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    # then
+    kinds = dict(ExportJob.objects.values_list("pk", "kind"))
+    assert kinds == {training.pk: "judge_training", plain.pk: "long"}

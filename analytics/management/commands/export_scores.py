@@ -24,7 +24,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--project", required=True, help="project slug")
-        parser.add_argument("--kind", required=True, choices=[*ExportKind.values, TRAINING_KIND])
+        parser.add_argument("--kind", required=True, choices=ExportKind.values)
         parser.add_argument(
             "--format",
             choices=ExportFormat.values,
