@@ -318,9 +318,10 @@ def test_the_campaign_page_costs_a_fixed_number_of_queries(
         },
     )
     big = page_queries()
-    # then the count does not grow with the data, and stays small
+    # then the count does not grow with the data, and stays small (SQLite reads the
+    # annotators' active times for their medians in one more query: _median_active_ms)
     assert big == small
-    assert big <= 30
+    assert big <= 30 + (connection.vendor == "sqlite")
 
 
 # --- lifecycle buttons ----------------------------------------------------------------------------
