@@ -102,39 +102,40 @@ class ImportOutcomeSerializer(serializers.Serializer):
         ref_name = "AnalyticsScoreImportOutcome"
 
 
-class ScoreImportJobSerializer(serializers.ModelSerializer):
-    project = serializers.CharField(source="options.project")
-    dataset = serializers.CharField(source="options.dataset")
+def _job_fields(*own: str) -> list[str]:
+    """An import job's fields in the API's order; `own` come after "project"."""
+    return [
+        "id",
+        "url",
+        "project",
+        *own,
+        "status",
+        "options",
+        "files",
+        "bytes_total",
+        "progress",
+        "problem_count",
+        "problems",
+        "error",
+        "result",
+        "batch",
+        "created_at",
+        "started_at",
+        "finished_at",
+    ]
+
+
+# What a score and a preference import job share; a subclass names its job's detail route
+# (`job_route`) and declares `project`, `batch` and the schema of `result`. (A comment, not a
+# docstring: the schema would show a docstring as both jobs' description.)
+class _ImportJobSerializer(serializers.ModelSerializer):
+    job_route = ""
     status = serializers.ChoiceField(choices=JobStatus.choices)
     files = ImportFileSerializer(many=True)
     problems = ProblemSerializer(many=True, help_text="The first 1,000, in file order.")
     progress = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
     result = serializers.SerializerMethodField()
-    batch = ScoreImportSerializer(allow_null=True, help_text="Succeeded: the score import.")
-
-    class Meta:
-        model = ScoreImportJob
-        fields = [
-            "id",
-            "url",
-            "project",
-            "dataset",
-            "status",
-            "options",
-            "files",
-            "bytes_total",
-            "progress",
-            "problem_count",
-            "problems",
-            "error",
-            "result",
-            "batch",
-            "created_at",
-            "started_at",
-            "finished_at",
-        ]
-        ref_name = "AnalyticsScoreImportJob"
 
     @extend_schema_field(ImportProgressSerializer)
     def get_progress(self, job) -> dict:
@@ -142,11 +143,26 @@ class ScoreImportJobSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.CharField(help_text="The job's path on this site."))
     def get_url(self, job) -> str:
-        return reverse("analytics-api:score-import-job", args=[job.pk])
+        return reverse(self.job_route, args=[job.pk])
+
+    def get_result(self, job) -> dict | None:
+        return job.result if job.status == JobStatus.SUCCEEDED and job.result else None
+
+
+class ScoreImportJobSerializer(_ImportJobSerializer):
+    job_route = "analytics-api:score-import-job"
+    project = serializers.CharField(source="options.project")
+    dataset = serializers.CharField(source="options.dataset")
+    batch = ScoreImportSerializer(allow_null=True, help_text="Succeeded: the score import.")
+
+    class Meta:
+        model = ScoreImportJob
+        fields = _job_fields("dataset")
+        ref_name = "AnalyticsScoreImportJob"
 
     @extend_schema_field(ImportOutcomeSerializer(allow_null=True))
     def get_result(self, job) -> dict | None:
-        return job.result if job.status == JobStatus.SUCCEEDED and job.result else None
+        return super().get_result(job)
 
 
 class ScoreImportApi(APIView):
@@ -288,51 +304,21 @@ class PreferenceImportOutcomeSerializer(serializers.Serializer):
         ref_name = "AnalyticsPreferenceImportOutcome"
 
 
-class PreferenceImportJobSerializer(serializers.ModelSerializer):
+class PreferenceImportJobSerializer(_ImportJobSerializer):
+    job_route = "analytics-api:preference-import-job"
     project = serializers.CharField(source="project.slug")
-    status = serializers.ChoiceField(choices=JobStatus.choices)
-    files = ImportFileSerializer(many=True)
-    problems = ProblemSerializer(many=True, help_text="The first 1,000, in file order.")
-    progress = serializers.SerializerMethodField()
-    url = serializers.SerializerMethodField()
-    result = serializers.SerializerMethodField()
     batch = PreferenceImportSerializer(
         allow_null=True, help_text="Succeeded: the preference import."
     )
 
     class Meta:
         model = PreferenceImportJob
-        fields = [
-            "id",
-            "url",
-            "project",
-            "status",
-            "options",
-            "files",
-            "bytes_total",
-            "progress",
-            "problem_count",
-            "problems",
-            "error",
-            "result",
-            "batch",
-            "created_at",
-            "started_at",
-            "finished_at",
-        ]
+        fields = _job_fields()
         ref_name = "AnalyticsPreferenceImportJob"
-
-    @extend_schema_field(ImportProgressSerializer)
-    def get_progress(self, job) -> dict:
-        return import_job_progress(job)
-
-    @extend_schema_field(serializers.CharField(help_text="The job's path on this site."))
-    def get_url(self, job) -> str:
-        return reverse("analytics-api:preference-import-job", args=[job.pk])
 
     @extend_schema_field(PreferenceImportOutcomeSerializer(allow_null=True))
     def get_result(self, job) -> dict | None:
-        return job.result if job.status == JobStatus.SUCCEEDED and job.result else None
+        return super().get_result(job)
 
 
 class PreferenceImportApi(APIView):
