@@ -1,13 +1,15 @@
 # The two commands a newcomer needs:
 #   make demo   — set up and run the app on embedded defaults (SQLite, no Redis), demo data + logins
 #   make serve  — serve the embedded default for real use on one machine (docs/SERVING.md)
-#   make test   — format, lint, types, architecture and the whole test suite on PostgreSQL + Redis + Chromium
+#   make test   — format, lint, types, architecture and the whole test suite on PostgreSQL + Redis + Chromium,
+#                 in groups on every core (scripts/test_suite.py prints each group's count and time)
+#   make test-fast — while working: the quick tests only (no browser, slow or timing groups), parallel
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo serve test install lint fmt services bench-import
+.PHONY: demo serve test test-fast install lint fmt services bench-import
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +38,16 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: lint services
+# checks, then the PostgreSQL, SQLite and timing-sensitive groups (tests/README.md);
+# pytest options for every group: make test PYTEST_ARGS="-x"
+test: install services
 	scripts/ensure-chromium
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python scripts/test_suite.py $(PYTEST_ARGS)
+
+# the inner loop: make test-fast, or make test-fast TESTS=tests/annotation
+TESTS ?= tests
+test-fast: install services
+	$(BIN)/pytest -n auto --dist worksteal -m "not slow and not browser and not alone" $(PYTEST_ARGS) $(TESTS)
 
 fmt: install
 	$(BIN)/ruff format .

@@ -14,6 +14,13 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_FLASK = REPO.parent / "shared" / "data" / "flask"
 
 
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first (a stable sort: the same order in every xdist worker, as xdist
+    requires). With `--dist worksteal` a worker starts on them at once and the others take
+    the many short tests, so no 30-second test is left to run alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def flask_data() -> Path:
     """The real FLASK release next to the repository; tests using it skip without it."""

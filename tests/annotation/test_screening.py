@@ -1,7 +1,7 @@
 """Screening: training, then a qualification test, before any real task (annotation/screening/).
 
-Runs on PostgreSQL and, through tests/test_sqlite_workflow.py, on SQLite too (the claim gate
-is in both hot-path backends)."""
+Runs on PostgreSQL and, in the suite's sqlite group (scripts/test_suite.py), on SQLite too (the
+claim gate is in both hot-path backends)."""
 
 from __future__ import annotations
 

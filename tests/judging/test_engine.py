@@ -98,6 +98,7 @@ def test_batches_from_many_threads_share_one_engine(engine):
         assert srv.stats()["max_concurrent"] >= 50
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 @pytest.mark.parametrize("shared", [False, True], ids=["in-process", "redis"])
 def test_a_rate_limit_paces_the_calls_so_the_provider_never_refuses(engine, shared):
     # given a provider that refuses more than 6 calls in any second (room for arrivals that
@@ -175,6 +176,7 @@ def test_a_permanent_error_is_not_retried(engine):
     assert outcome.error is not None and outcome.error.status == 400 and outcome.attempts == 1
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_stop_ends_a_batch_within_its_grace_and_names_what_did_not_finish(engine):
     # given a batch of slow calls, paced so that most have not left yet
     spec = LimitSpec(name=f"test-engine:{uuid.uuid4().hex}", rpm=600, tpm=None, burst=5)
@@ -194,6 +196,7 @@ def test_stop_ends_a_batch_within_its_grace_and_names_what_did_not_finish(engine
     assert 5 <= requests < 50
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_a_stopped_batch_leaves_the_limiters_queue_at_once(engine):
     # given two batches sharing a limiter of one call a second; the first queued ahead
     spec = LimitSpec(name=f"test-engine:{uuid.uuid4().hex}", rpm=60, tpm=None, burst=1)

@@ -495,6 +495,7 @@ def test_rpm_limit_gives_429_with_retry_after():
         assert server.stats()["rate_limited"] == 7
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_rate_window_expires():
     with FakeOpenAIServer(rpm=2, rate_window=0.5) as server:
         assert [chat(server)[0] for _ in range(3)] == [200, 200, 429]
@@ -514,6 +515,7 @@ def test_tpm_limit():
         assert server.stats()["total_tokens"] == 2 * chat_tokens
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_latency_fixed_and_range():
     with FakeOpenAIServer(latency=0.3) as server:
         started = time.monotonic()
@@ -530,6 +532,7 @@ def test_latency_fixed_and_range():
         assert status == 400 and time.monotonic() - started < 1.0
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_concurrent_requests_are_served_in_parallel():
     with FakeOpenAIServer(latency=0.2) as server:
         started = time.monotonic()

@@ -99,6 +99,7 @@ def _hammer(limiter, client, tokens, deadline, grants):
 # -- concurrency -------------------------------------------------------------------------------
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_eight_threads_with_own_connections_never_exceed_the_request_rate(prefix):
     rpm, burst, seconds = 120, 4, 3.0  # 2 requests/s after a burst of 4
     grants: list[tuple[float, float]] = []
@@ -133,6 +134,7 @@ def _process_worker(url, name, prefix, tpm, tokens, deadline, queue):
     queue.put(grants)
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_four_processes_share_the_token_limit_when_it_binds(prefix, make, client):
     try:
         ctx = multiprocessing.get_context("fork")
@@ -239,6 +241,7 @@ def test_penalize_applies_even_without_configured_limits(make):
     assert 4 <= limiter.try_acquire() <= 5.001
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_acquire_gives_up_at_once_when_the_wait_is_past_its_timeout(make):
     limiter = make(rpm=60)
     limiter.penalize(30)
@@ -251,6 +254,7 @@ def test_acquire_gives_up_at_once_when_the_wait_is_past_its_timeout(make):
     assert "judge:test:abc" in str(info.value)
 
 
+@pytest.mark.alone  # timing-sensitive: run with the machine to itself
 def test_acquire_sleeps_until_granted(make):
     limiter = make(rpm=120, burst=1)  # one request per 0.5 s
     assert limiter.acquire() < 0.1

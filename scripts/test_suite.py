@@ -1,0 +1,182 @@
+"""Run the whole suite in its groups, on every core, and print what each group took.
+
+`make test` runs this with the checkout's venv (`.venv/bin/python scripts/test_suite.py`).
+The groups, in order (tests/README.md says why each exists):
+
+- checks    ruff format, ruff lint, mypy and the import layers;
+- postgres  every test not marked `alone`, on PostgreSQL and Redis, one pytest-xdist worker
+            per core (`-n <cores> --dist worksteal`): a test database, cache/broker key prefix,
+            Chromium and free ports per worker;
+- sqlite    the annotation workflow's tests again on SQLite (the embedded default of
+            `make demo`), in parallel too; none may be skipped;
+- alone     tests marked `alone` (timing-sensitive: they assert how long something takes),
+            one at a time with the machine to themselves.
+
+Arguments after the options go to every pytest group (`make test PYTEST_ARGS="-x"`); a
+selection (`-k`, `-m`, test paths) leaves the SQLite group out unless it is asked for with
+`--groups`. The process exits non-zero when any group failed; every group runs regardless,
+so one run tells all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+GROUPS = ("checks", "postgres", "sqlite", "alone")
+
+#: The workflow that runs fixed SQL on its hot path (flaskweb/db.py), written for PostgreSQL
+#: and SQLite alike: its tests run on both.
+SQLITE_TESTS = [
+    "tests/annotation/test_assignments.py",
+    "tests/annotation/test_annotate_api.py",
+    "tests/annotation/test_annotate_views.py",
+    "tests/annotation/test_campaign_views.py",
+    "tests/annotation/test_screening.py",
+    "tests/annotation/test_pairwise_campaigns.py",
+    "tests/annotation/test_pairwise_submit.py",
+    "tests/annotation/test_pairwise_pages.py",
+]
+#: Fewer passing SQLite tests than this means the group lost its tests (a bad selection).
+SQLITE_MINIMUM = 100
+
+CHECKS = [
+    ["ruff", "format", "--check", "."],
+    ["ruff", "check", "."],
+    ["mypy"],
+    ["lint-imports", "--no-cache"],
+]
+
+
+@dataclass
+class Outcome:
+    group: str
+    seconds: float
+    ok: bool
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    note: str = ""
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def junit_counts(path: Path) -> tuple[int, int, int]:
+    """(passed, failed, skipped) from pytest's JUnit XML; errors count as failures."""
+    if not path.is_file():
+        return 0, 0, 0
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    total = failed = skipped = 0
+    for suite in suites:
+        total += int(suite.get("tests", 0))
+        failed += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        skipped += int(suite.get("skipped", 0))
+    return total - failed - skipped, failed, skipped
+
+
+def is_selection(args: list[str]) -> bool:
+    """Does the caller pick tests (-k, -m, paths or node ids) rather than set options?"""
+    taking_value = {"-k", "-m", "-p", "-n", "--dist", "--ds", "--durations", "--maxfail", "-c"}
+    previous = ""
+    for arg in args:
+        if arg in ("-k", "-m") or arg.startswith(("-k", "-m")) and len(arg) > 2:
+            return True
+        if not arg.startswith("-") and previous not in taking_value:
+            return True
+        previous = arg
+    return False
+
+
+def run_pytest(group: str, argv: list[str], env: dict[str, str], junit: Path) -> Outcome:
+    command = [str(BIN / "python"), "-m", "pytest", *argv, f"--junitxml={junit}"]
+    print(f"\n=== {group}: {shlex.join(command[1:])}", flush=True)
+    started = time.monotonic()
+    code = subprocess.call(command, cwd=REPO, env=env)
+    seconds = time.monotonic() - started
+    passed, failed, skipped = junit_counts(junit)
+    # 5: nothing was collected (a selection that leaves the group empty)
+    return Outcome(group, seconds, code in (0, 5), passed, failed, skipped)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--groups",
+        default="",
+        help=f"comma-separated groups to run, of {', '.join(GROUPS)} (default: all)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=cores(), help="pytest-xdist workers (default: cores)"
+    )
+    options, pytest_args = parser.parse_known_args()
+    asked = [g for g in options.groups.split(",") if g]
+    unknown = set(asked) - set(GROUPS)
+    if unknown:
+        parser.error(f"unknown group(s): {', '.join(sorted(unknown))}")
+    selecting = is_selection(pytest_args)
+    groups = asked or [g for g in GROUPS if not (g == "sqlite" and selecting)]
+    workers = max(1, options.workers)
+    parallel = ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else []
+
+    outcomes: list[Outcome] = []
+    scratch = Path(tempfile.mkdtemp(prefix="flaskweb-tests-"))
+    env = dict(os.environ)
+    args = list(pytest_args)
+    for group in groups:
+        if group == "checks":
+            started = time.monotonic()
+            print("\n=== checks: ruff format, ruff check, mypy, lint-imports", flush=True)
+            ok = all(subprocess.call([str(BIN / c[0]), *c[1:]], cwd=REPO) == 0 for c in CHECKS)
+            outcomes.append(Outcome(group, time.monotonic() - started, ok, note="4 checks"))
+        elif group == "postgres":
+            argv = [*parallel, "-m", "not alone", *args]
+            outcomes.append(run_pytest(group, argv, env, scratch / f"{group}.xml"))
+            # the run made fresh databases for its workers: later groups reuse them
+            args = [a for a in args if a != "--create-db"]
+        elif group == "sqlite":
+            sqlite_env = {
+                k: v for k, v in env.items() if not k.startswith(("DATABASE_", "PYTEST_"))
+            }
+            sqlite_env["TEST_DATABASE_URL"] = f"sqlite:///{scratch / 'workflow.sqlite3'}"
+            paths = [] if selecting else SQLITE_TESTS
+            argv = [*parallel, "-m", "not postgres_only and not alone", *args, *paths]
+            outcome = run_pytest(group, argv, sqlite_env, scratch / f"{group}.xml")
+            if outcome.skipped:
+                outcome.ok, outcome.note = False, "no test may be skipped on SQLite"
+            elif not selecting and outcome.passed < SQLITE_MINIMUM:
+                outcome.ok, outcome.note = False, f"fewer than {SQLITE_MINIMUM} passed"
+            outcomes.append(outcome)
+        elif group == "alone":
+            # one worker: the database the postgres group made for its first worker is reused
+            argv = ["-n", "1", "-m", "alone", *args]
+            outcomes.append(run_pytest(group, argv, env, scratch / f"{group}.xml"))
+
+    print("\n=== test suite: groups", flush=True)
+    print(f"{'group':<10}{'result':<8}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>9}")
+    for o in outcomes:
+        result = "ok" if o.ok else "FAILED"
+        counts = f"{o.passed:>8}{o.failed:>8}{o.skipped:>9}"
+        print(f"{o.group:<10}{result:<8}{counts}{o.seconds:>9.1f}  {o.note}".rstrip())
+    total = sum(o.seconds for o in outcomes)
+    print(f"{'total':<10}{'':<8}{sum(o.passed for o in outcomes):>8}{'':>17}{total:>9.1f}")
+    return 0 if outcomes and all(o.ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
