@@ -90,6 +90,15 @@ def junit_counts(path: Path) -> tuple[int, int, int]:
     return total - failed - skipped, failed, skipped
 
 
+def alone_modules() -> list[str]:
+    """The test modules that mark any test `alone` (a decorator or a module's pytestmark)."""
+    return sorted(
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "tests").rglob("test_*.py")
+        if "mark.alone" in path.read_text()
+    )
+
+
 def is_selection(args: list[str]) -> bool:
     """Does the caller pick tests (-k, -m, paths or node ids) rather than set options?"""
     taking_value = {"-k", "-m", "-p", "-n", "--dist", "--ds", "--durations", "--maxfail", "-c"}
@@ -163,8 +172,11 @@ def main() -> int:
                 outcome.ok, outcome.note = False, f"fewer than {SQLITE_MINIMUM} passed"
             outcomes.append(outcome)
         elif group == "alone":
-            # one worker: the database the postgres group made for its first worker is reused
-            argv = ["-n", "1", "-m", "alone", *args]
+            # one worker: the database the postgres group made for its first worker is reused;
+            # only the modules that mark tests `alone` are collected (the whole suite's
+            # collection would cost more than these tests)
+            paths = [] if selecting else alone_modules()
+            argv = ["-n", "1", "-m", "alone", *args, *paths]
             outcomes.append(run_pytest(group, argv, env, scratch / f"{group}.xml"))
 
     print("\n=== test suite: groups", flush=True)

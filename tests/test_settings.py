@@ -43,6 +43,7 @@ def test_secrets_come_from_files_and_are_required_in_production(monkeypatch, tmp
         env_secret("X_SECRET", required=True)
 
 
+@pytest.mark.slow
 def test_production_settings_pass_the_deploy_check(tmp_path):
     import os
     import subprocess
@@ -92,6 +93,7 @@ def test_production_refuses_to_boot_without_a_secret_key(tmp_path):
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_embedded_default_runs_commands_with_debug_off_on_a_key_of_its_own(tmp_path):
     # given a fresh embedded install: no DATABASE_URL, no DJANGO_DEBUG, no DJANGO_SECRET_KEY
     import os

@@ -325,6 +325,7 @@ def _scores_csv(items: int) -> bytes:
     return ("\n".join(rows) + "\n").encode()
 
 
+@pytest.mark.slow
 def test_the_score_import_holds_no_row_in_memory(project):
     # the Python heap at the peak of an import of 4x the rows is about the same: rows are
     # staged in batches and checked in the database (before: every row, item and text was

@@ -329,6 +329,7 @@ def test_the_command_declares_lists_and_approves_providers(project):
 # --- the migration --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_existing_judges_get_one_unapproved_provider_per_url_and_key_variable():
     executor = MigrationExecutor(connection)

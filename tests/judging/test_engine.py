@@ -68,6 +68,7 @@ def drain(batch: Batch, timeout: float = 60) -> list[Outcome]:
     return outcomes
 
 
+@pytest.mark.slow
 def test_one_process_keeps_hundreds_of_calls_on_the_wire(engine):
     # given a provider answering in 1 s and no limit
     with FakeOpenAIServer(style="json", latency=1.0) as srv:
@@ -121,6 +122,7 @@ def test_a_rate_limit_paces_the_calls_so_the_provider_never_refuses(engine, shar
     assert all(o.result is not None and o.attempts == 1 for o in outcomes)
 
 
+@pytest.mark.slow
 def test_a_provider_that_refuses_shrinks_the_window_and_every_call_still_ends_ok(engine):
     # given a provider with an unknown limit (5 calls in any second) and no limit on our side
     with FakeOpenAIServer(style="json", latency=0.05, rpm=5, rate_window=1.0) as srv:
@@ -133,6 +135,7 @@ def test_a_provider_that_refuses_shrinks_the_window_and_every_call_still_ends_ok
     assert window.size < engine.max_in_flight
 
 
+@pytest.mark.slow
 def test_with_declared_limits_a_429_penalises_the_limiter_and_no_window_is_kept(engine):
     # given a judge limit far above what the provider really takes (5 calls in any second)
     spec = LimitSpec(name=f"test-engine:{uuid.uuid4().hex}", rpm=6000, tpm=None, burst=100)

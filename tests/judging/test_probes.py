@@ -406,6 +406,7 @@ def test_families_are_declared_on_their_page_and_through_the_api(
     )
 
 
+@pytest.mark.slow
 def test_a_probe_run_completes_through_a_real_worker(celery_worker_process, project, tmp_path):
     # a probe run is started like any run: dispatched after commit, judged in batches by a
     # worker, with injected faults retried, and finished
