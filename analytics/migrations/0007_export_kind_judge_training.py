@@ -36,7 +36,11 @@ class Migration(migrations.Migration):
             name='kind',
             field=models.CharField(choices=[('long', 'Long table (one row per score)'), ('flask_review', 'FLASK review file (one judge)'), ('wide', 'Wide table (one column per rater)'), ('preferences', 'Preferences (one row per pairwise label)'), ('judge_training', "Judge-training tasks (people's judgments)")], max_length=20),
         ),
-        migrations.RunPython(training_jobs_to_their_kind, training_jobs_back_to_long),
+        # elidable: it only relabels jobs that exist before it; a fresh database has none, so
+        # the squashed migration (analytics 0001_squashed_0007) leaves it out.
+        migrations.RunPython(
+            training_jobs_to_their_kind, training_jobs_back_to_long, elidable=True
+        ),
         migrations.AddConstraint(
             model_name='exportjob',
             constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['long', 'flask_review', 'wide', 'preferences', 'judge_training'])), name='exportjob_kind_valid'),

@@ -98,7 +98,9 @@ class Migration(migrations.Migration):
             name='provider',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='judging.provider'),
         ),
-        migrations.RunPython(judges_to_providers, providers_to_judges),
+        # elidable: it only moves the settings of judges that exist before it; a fresh database
+        # has none, so the squashed migration (judging 0001_squashed_0008) leaves it out.
+        migrations.RunPython(judges_to_providers, providers_to_judges, elidable=True),
         migrations.RemoveField(
             model_name='judgeconfig',
             name='api_key_env',
