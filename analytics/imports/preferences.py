@@ -138,7 +138,8 @@ def _records(data: bytes, fmt: str) -> Iterator[tuple[int, dict[str, Any] | Prob
     text = data.decode("utf-8-sig")
     # the limit is process-wide: every CSV reader of the project sets its own before reading
     csv.field_size_limit(longest)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    # strict: a quote left open at the end of the file is an error, not a cell running to the end
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     try:
         fieldnames = reader.fieldnames or []
         missing = [c for c in REQUIRED if c not in fieldnames]

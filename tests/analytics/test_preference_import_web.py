@@ -152,6 +152,12 @@ def _zip() -> bytes:
         ("prefs.csv", HEADER + b"D,i0,m1,m2,nul\x00here,Overall,a,\n", "invalid_type"),
         ("prefs.csv", HEADER + b'D,i0,m1,m2,x,Overall,a,"' + b"y" * 5_000 + b'"\n', "invalid_csv"),
         ("prefs.csv", HEADER + b"D,i0,m1,m2,x,Overall,a,,extra\n", "invalid_csv"),
+        # a quote left open in the file's last cell (the fuzzing found it read as a cell)
+        (
+            "prefs.csv",
+            HEADER + b'D,i0,m1,m2,x,Overall,a,1\nD,i1,m2,m1,x,Factuality,b,"\n',
+            "invalid_csv",
+        ),
         ("prefs.jsonl", b'{"item": "' + b"y" * 5_000 + b'"}\n', "line_too_long"),
         ("prefs.jsonl", b'{"item": ' + b"[" * 200 + b"]" * 200 + b"}\n", "invalid_json"),
         ("prefs.jsonl", b'{"item": "i0", "item": "i1"}\n', "invalid_json"),
