@@ -154,7 +154,8 @@ def main() -> int:
             ok = all(subprocess.call([str(BIN / c[0]), *c[1:]], cwd=REPO) == 0 for c in CHECKS)
             outcomes.append(Outcome(group, time.monotonic() - started, ok, note="4 checks"))
         elif group == "postgres":
-            argv = [*parallel, "-m", "not alone", *args]
+            # the slowest tests listed each run: where the time goes, and what grew
+            argv = [*parallel, "-m", "not alone", "--durations=15", *args]
             outcomes.append(run_pytest(group, argv, env, scratch / f"{group}.xml"))
             # the run made fresh databases for its workers: later groups reuse them
             args = [a for a in args if a != "--create-db"]
