@@ -145,7 +145,9 @@ def main() -> int:
 
     outcomes: list[Outcome] = []
     scratch = Path(tempfile.mkdtemp(prefix="flaskweb-tests-"))
-    env = dict(os.environ)
+    # Byte-code caches on: each xdist worker and each process a test starts (manage.py
+    # commands, Celery workers, servers) would otherwise compile the project again (2-3 s)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     args = list(pytest_args)
     for group in groups:
         if group == "checks":

@@ -9,11 +9,17 @@ time for the others, so operations get past their 404.
 Each request runs in a savepoint that is rolled back, so every request sees the same seeded
 state, and nothing is ever committed: the on-commit task dispatch (imports, judge runs,
 exports) never fires, and no broker is needed (docs/API.md).
+Each persona's operations are split by path into a few test items (SHARDS), so that
+pytest-xdist runs them on different workers.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import gc
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -51,7 +57,7 @@ from annotation.services.assignments import (
 )
 from devtools.openai_server import FakeOpenAIServer
 from judging.models import RunStatus
-from judging.services import judge_response, judge_run_create
+from judging.services import judge_batch, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
 from tests.judging.test_runs import llm_judge, response_ids, running
@@ -181,14 +187,12 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
     leased = assignment_claim_next(campaign=campaign, annotator=annotator)
     with FakeOpenAIServer(style="json") as server:
         judge = llm_judge(project, server, name="gpt")
+        # each run's responses in one batch: one engine round trip per run
         done = running(judge_run_create(judge=judge, dataset=dataset))
-        for rid in response_ids(done):
-            judge_response(run_id=done.pk, response_id=rid)
+        judge_batch(run_id=done.pk, response_ids=response_ids(done))
         pairwise = running(judge_run_create(judge=judge, dataset=dataset, pairwise_against="m1"))
-        for rid in Response.objects.filter(item__dataset=dataset, model_name="m2").values_list(
-            "pk", flat=True
-        ):
-            judge_response(run_id=pairwise.pk, response_id=rid)
+        m2 = Response.objects.filter(item__dataset=dataset, model_name="m2")
+        judge_batch(run_id=pairwise.pk, response_ids=list(m2.values_list("pk", flat=True)))
     scores_import(
         project_slug=project.slug, files=[("ext.csv", IMPORTED.encode())], dataset_name="D"
     )
@@ -228,22 +232,62 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
     )
 
 
-@pytest.fixture(params=["admin", "researcher", "annotator"])
+#: Each persona's paths in shards of similar cost, separate test items that pytest-xdist runs
+#: on different workers. A path goes to the first shard whose pattern matches its start, with
+#: all its methods (the coverage phase sends its unexpected DELETE per path); the last pattern
+#: matches every path, so a path added to the API is tested without being listed here.
+SHARDS = {
+    "admin": {
+        "projects": r"/api/v1/annotation/projects/",
+        "campaign": r"/api/v1/annotation/campaigns/\{id\}/$",
+        "campaigns": r"/api/v1/annotation/campaigns/",
+        "judging-runs": r"/api/v1/judging/runs/",
+        "judging": r"/api/v1/judging/",
+        "analytics": r"/api/v1/projects/\{slug\}/analytics/",
+        "rest": r"",  # the rest of annotation, exports, imports, and any new path
+    },
+    "researcher": {"annotation": r"/api/v1/annotation/", "rest": r""},
+    "annotator": {"annotation": r"/api/v1/annotation/", "rest": r""},
+}
+
+
+def shard_of(persona: str, path: str) -> str | None:
+    """The first of the persona's shards whose pattern matches the start of the path."""
+    return next((shard for shard, start in SHARDS[persona].items() if re.match(start, path)), None)
+
+
+@functools.cache
+def served_schema() -> dict:
+    """The schema /api/schema/ serves: the same for every persona and shard, so it is fetched
+    once per process; each test item builds its schema from a copy."""
+    return schemathesis.openapi.from_wsgi("/api/schema/", InProcessApp()).raw_schema
+
+
+@pytest.fixture(
+    params=[(persona, shard) for persona in SHARDS for shard in SHARDS[persona]],
+    ids=lambda param: "-".join(param),
+)
 def api_schema(request, seeded, admin_user, researcher, annotator):
-    """The schema the app serves, set up to call the app in-process as one persona.
+    """One shard of the schema the app serves, set up to call the app in-process as one
+    persona.
 
     The site admin gets the coverage phase too (boundary values, each field missing or of
     the wrong type, a DELETE to every operation), always on the seeded objects, so that
     every body and query reaches the view's validation. The others get fuzzed requests
     whose path parameters are mostly the seeded objects and sometimes generated (404s)."""
-    persona = request.param
+    persona, shard = request.param
     user = {"admin": admin_user, "researcher": researcher, "annotator": annotator}[persona]
-    app = InProcessApp()
-    paths = schemathesis.openapi.from_wsgi("/api/schema/", app).raw_schema["paths"]
+    raw = copy.deepcopy(served_schema())
+    raw["paths"] = {p: item for p, item in raw["paths"].items() if shard_of(persona, p) == shard}
+    # one entry per set of seeded objects, not per path: schemathesis matches each entry
+    # against the operation again for every case it generates and checks
+    fixed_paths: dict[tuple, list[str]] = {}
+    for path in raw["paths"]:
+        if (real := seeded.path_parameters(path)) is not None:
+            fixed_paths.setdefault(tuple(real.items()), []).append(path)
     fixed = [
-        {"include-path": path, "parameters": {f"path.{k}": v for k, v in real.items()}}
-        for path in paths
-        if (real := seeded.path_parameters(path)) is not None
+        {"include-path": paths, "parameters": {f"path.{k}": v for k, v in real}}
+        for real, paths in fixed_paths.items()
     ]
     coverage = {
         "enabled": persona == "admin",
@@ -261,7 +305,8 @@ def api_schema(request, seeded, admin_user, researcher, annotator):
             "operations": fixed if persona == "admin" else [],
         }
     )
-    schema = schemathesis.openapi.from_wsgi("/api/schema/", app, config=config)
+    schema = schemathesis.openapi.from_dict(raw, config=config)
+    schema.app, schema.location = InProcessApp(), "/api/schema/"
 
     @schema.hook("before_generate_path_parameters")
     def real_objects(context, strategy):
@@ -269,12 +314,18 @@ def api_schema(request, seeded, admin_user, researcher, annotator):
         # mostly the seeded objects; sometimes whatever was generated (the 404s)
         return strategy if real is None else st.one_of(st.just(real), st.just(real), strategy)
 
-    return schema
+    # What exists now (Django, the schema, the seeded objects) lives through the whole test:
+    # frozen, the cyclic GC no longer walks it again in each of the dozens of full
+    # collections that thousands of requests (and their big error bodies) set off.
+    gc.freeze()
+    yield schema
+    gc.unfreeze()
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_no_operation_answers_a_server_error_or_off_its_schema(case):
@@ -284,6 +335,14 @@ def test_no_operation_answers_a_server_error_or_off_its_schema(case):
         case.validate_response(response, checks=_checks_for(response))
     finally:
         transaction.savepoint_rollback(savepoint)
+
+
+def test_every_path_of_the_schema_falls_into_one_shard_of_each_persona(db):
+    paths = served_schema()["paths"]
+    for persona, shards in SHARDS.items():
+        shard_by_path = {path: shard_of(persona, path) for path in paths}
+        assert None not in shard_by_path.values(), (persona, shard_by_path)
+        assert set(shard_by_path.values()) == set(shards), persona  # and no shard is empty
 
 
 def _checks_for(response) -> list:
