@@ -546,7 +546,14 @@ class Campaign(TimestampedModel):
     # Recruiting platforms (annotation/study/): what a worker sees at the end.
     consent_text = models.TextField(blank=True)  # empty: no consent page
     completion_code = models.CharField(max_length=100, blank=True)
-    screenout_code = models.CharField(max_length=100, blank=True)  # empty: the completion code
+    # shown to a participant screened out (by the qualification or the quality rules); empty:
+    # no code, a "return the study" page (never the completion code)
+    screenout_code = models.CharField(max_length=100, blank=True)
+    # Annotator quality before payment (annotation/study/quality.py): the researcher's rules
+    # (keys of QUALITY_RULE_DEFAULTS; missing keys take the defaults), and whether a working
+    # participant whose figures break a rule is screened out by itself.
+    quality_rules = models.JSONField(default=dict, blank=True)
+    quality_screen_out = models.BooleanField(default=False)
     # Pace: a break suggested after every N submitted tasks (null: none)
     break_every = models.PositiveIntegerField(null=True, blank=True)
     break_minutes = models.PositiveSmallIntegerField(default=5)
@@ -1186,6 +1193,7 @@ class ParticipantState(models.TextChoices):
     WORKING = "working", "Working"
     COMPLETED = "completed", "Completed"
     SCREENED_OUT = "screened_out", "Screened out"
+    LEFT = "left", "Left before the required work (no code)"
     DECLINED = "declined", "Declined consent"
 
 
@@ -1212,6 +1220,13 @@ class Participant(models.Model):
     )
     consented_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Why the study ended for them (annotation/study/services.py END_REASONS): the quota met,
+    # no task left, the qualification or quality rules failed, left early.
+    end_reason = models.CharField(max_length=20, blank=True)
+    # A keyed hash of the resume code the participant was shown (continuing on another
+    # device needs it, not only the platform id); empty for participants admitted before
+    # resume codes existed.
+    resume_code_hash = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -16,10 +16,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.db.models.functions import Substr
+from django.db.models.functions import Coalesce, Substr
 
 from annotation.models import (
     AdjudicatedScore,
+    AnnotatorExpertise,
     Assignment,
     AssignmentKind,
     Campaign,
@@ -39,11 +40,13 @@ from annotation.models import (
     PairChoice,
     Participant,
     Project,
+    ProjectMembership,
     ProposalStatus,
     Response,
     Rubric,
     Skill,
     SkillMode,
+    StudyLink,
     Task,
     TaskKind,
     assignment_is_accepted,
@@ -902,6 +905,110 @@ def participant_ids_for_project(*, project: Project) -> dict[str, tuple[str, str
     return {username: (platform, worker) for username, platform, worker in rows}
 
 
+#: The `participants` filter of the staff's member and annotator lists: everyone (the APIs'
+#: default), everyone but the accounts study links made, or only those accounts.
+PARTICIPANTS_INCLUDE = "include"
+PARTICIPANTS_EXCLUDE = "exclude"
+PARTICIPANTS_ONLY = "only"
+PARTICIPANT_FILTERS = (PARTICIPANTS_INCLUDE, PARTICIPANTS_EXCLUDE, PARTICIPANTS_ONLY)
+
+
+def study_participant_exists(
+    *, project: Project, user_field: str = "pk", study_id: int | None = None
+) -> Exists:
+    """True for rows whose user (`user_field`, an outer user id) came in through a study
+    link of one of the project's campaigns (of campaign `study_id` only, if given). A
+    correlated EXISTS on Participant's unique user index: cheap per row, and a staff list
+    of a project with thousands of participants stays one query."""
+    rows = Participant.objects.filter(user_id=OuterRef(user_field), campaign__project_id=project.pk)
+    if study_id is not None:
+        rows = rows.filter(campaign_id=study_id)
+    return Exists(rows)
+
+
+def participants_narrowed(
+    rows: QuerySet,
+    *,
+    project: Project,
+    participants: str = PARTICIPANTS_INCLUDE,
+    user_field: str = "pk",
+    study_id: int | None = None,
+) -> QuerySet:
+    """`rows` (users, or rows with a user in `user_field`) as the participants filter
+    asks: all of them, none of the project's study participants, or only those (of one
+    study: campaign `study_id`, which implies "only")."""
+    if participants not in PARTICIPANT_FILTERS:
+        raise ValueError(f"participants is one of {', '.join(PARTICIPANT_FILTERS)}")
+    if study_id is not None:
+        participants = PARTICIPANTS_ONLY
+    if participants == PARTICIPANTS_INCLUDE:
+        return rows
+    found = study_participant_exists(project=project, user_field=user_field, study_id=study_id)
+    return rows.filter(found) if participants == PARTICIPANTS_ONLY else rows.filter(~found)
+
+
+def study_id_from(value: str | None) -> int | None:
+    """The campaign id a page's `?study=` names (a positive 64-bit integer), or None."""
+    try:
+        study_id = int(value or "")
+    except ValueError:
+        return None
+    return study_id if 0 < study_id < 2**63 else None
+
+
+def study_get_for_project(*, project: Project, study_id: int) -> Campaign | None:
+    """The campaign of the project whose study participants a staff list asks for (its id
+    and name), or None."""
+    return Campaign.objects.filter(project=project, pk=study_id).only("pk", "name").first()
+
+
+@dataclass(frozen=True)
+class StudyGroup:
+    """A campaign's study participants, as one line of a staff list."""
+
+    campaign_id: int
+    campaign_name: str
+    links: int  # the campaign's study links (one per platform link), open or closed
+    participants: int  # its participants counted by study_group_list's rules
+
+
+def study_group_list(
+    *,
+    project: Project,
+    roles: Sequence[str] = (),
+    in_pool_of: Campaign | None = None,
+) -> list[StudyGroup]:
+    """One line per campaign of the project whose study links brought in members (with
+    one of `roles`, if given; in the direct pool of campaign `in_pool_of`, if given), by
+    campaign name: the staff pages show a study's thousands of accounts as this line.
+    One query whatever the number of participants."""
+    member = ProjectMembership.objects.filter(project_id=project.pk, user_id=OuterRef("user_id"))
+    if roles:
+        member = member.filter(role__in=list(roles))
+    people = Participant.objects.filter(campaign_id=OuterRef("pk")).filter(Exists(member))
+    if in_pool_of is not None:
+        pool = Campaign.annotators.through.objects.filter(
+            campaign_id=in_pool_of.pk, user_id=OuterRef("user_id")
+        )
+        people = people.filter(Exists(pool))
+    counted = people.order_by().values("campaign_id").annotate(n=Count("pk")).values("n")
+    links = (
+        StudyLink.objects.filter(campaign_id=OuterRef("pk"))
+        .order_by()
+        .values("campaign_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    rows = (
+        Campaign.objects.filter(project_id=project.pk)
+        .annotate(people=Coalesce(Subquery(counted), 0), link_count=Coalesce(Subquery(links), 0))
+        .filter(people__gt=0)
+        .order_by("name", "pk")
+        .values_list("pk", "name", "link_count", "people")
+    )
+    return [StudyGroup(*row) for row in rows]
+
+
 # --- analytics: adjudicated scores (annotation/review/), kept apart from the raw ones ----------
 
 
@@ -1131,3 +1238,28 @@ def pair_responses_for_import(
         item__external_id__in=items,
     ).values_list("item__dataset__name", "item__external_id", "model_name", "pk", "item_id")
     return {(d, i, m): (pk, item) for d, i, m, pk, item in rows if (d, i, m) in wanted}
+
+
+def open_normal_tasks(*, user) -> QuerySet:
+    """The campaign's (OuterRef "pk") normal tasks with a free slot that `user` never had,
+    routed by domain as the claim routes them (the annotate page's progress, the study's
+    "no task left for you")."""
+    never_mine = ~Exists(
+        Assignment.objects.filter(
+            task_id=OuterRef("pk"), annotator=user, kind=AssignmentKind.NORMAL
+        )
+    )
+    mine = AnnotatorExpertise.objects.filter(user=user)
+    routed = (
+        Q(campaign__route_by_domain=False)
+        | ~Exists(mine)
+        | Exists(
+            ItemDomain.objects.filter(
+                item_id=OuterRef("response__item_id"),
+                domain_id__in=mine.values("domain_id"),
+            )
+        )
+    )
+    return Task.objects.filter(
+        campaign_id=OuterRef("pk"), kind=TaskKind.NORMAL, assigned__lt=F("overlap")
+    ).filter(never_mine, routed)

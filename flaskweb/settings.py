@@ -423,6 +423,12 @@ FLASKWEB_TRUSTED_PROXIES = env_list("FLASKWEB_TRUSTED_PROXIES", [])
 FLASKWEB_STUDY_ENTRIES_PER_ADDRESS = env_int("FLASKWEB_STUDY_ENTRIES_PER_ADDRESS", 20)
 FLASKWEB_STUDY_ENTRIES_PER_LINK = env_int("FLASKWEB_STUDY_ENTRIES_PER_LINK", 300)
 FLASKWEB_STUDY_ENTRY_WINDOW = env_int("FLASKWEB_STUDY_ENTRY_WINDOW", 60)
+# A participant's browser is bound to them by a signed cookie (days it lasts); continuing
+# on another device needs their resume code, tried at most this often per participant and
+# per client address within the window (seconds).
+FLASKWEB_STUDY_COOKIE_DAYS = env_int("FLASKWEB_STUDY_COOKIE_DAYS", 120)
+FLASKWEB_STUDY_RESUME_ATTEMPTS = env_int("FLASKWEB_STUDY_RESUME_ATTEMPTS", 10)
+FLASKWEB_STUDY_RESUME_WINDOW = env_int("FLASKWEB_STUDY_RESUME_WINDOW", 3600)
 FLASKWEB_MTURK_SUBMIT_HOSTS = env_list(
     "FLASKWEB_MTURK_SUBMIT_HOSTS", ["https://www.mturk.com", "https://workersandbox.mturk.com"]
 )

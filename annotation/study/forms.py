@@ -57,3 +57,24 @@ class StudyLinkStatusForm(forms.Form):
 
 class ConsentForm(forms.Form):
     answer = forms.ChoiceField(choices=[("agree", "I agree"), ("decline", "I do not agree")])
+
+
+class FinishForm(forms.Form):
+    action = forms.ChoiceField(
+        choices=[("finish", "Finish and get my code"), ("leave", "Leave without a code")],
+        required=False,
+    )
+
+    def clean_action(self) -> str:
+        return self.cleaned_data.get("action") or "finish"
+
+
+class ResumeForm(forms.Form):
+    code = forms.CharField(
+        max_length=40,
+        label="Resume code",
+        help_text="The code you were shown when you started, e.g. ABCD-EFGH-JKMN.",
+        widget=forms.TextInput(
+            attrs={"autocomplete": "off", "autocapitalize": "characters", "spellcheck": "false"}
+        ),
+    )

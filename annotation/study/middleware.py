@@ -15,6 +15,10 @@ from django.urls import Resolver404, resolve
 
 SESSION_PARTICIPANT = "study_participant"
 SESSION_CAMPAIGN = "study_campaign"
+#: a visit of a known worker id waiting for the resume code (the link and its parameters)
+SESSION_PENDING = "study_pending"
+#: the participant's resume code, shown on their pages (they typed it or were given it)
+SESSION_RESUME_CODE = "study_resume_code"
 
 #: URL names a study session may open (namespace:name), besides its campaign's annotate page.
 ALLOWED = {

@@ -87,6 +87,13 @@ def is_mturk_preview(platform: str, params: Mapping[str, str]) -> bool:
     return platform == MTURK and _one(params, "assignmentId") == MTURK_PREVIEW
 
 
+def entry_params(platform: str, params: Mapping[str, str]) -> dict[str, str]:
+    """Only the query parameters the platform's entry reads (to keep between two pages)."""
+    spec = PARAMS.get(platform)
+    names = (spec.worker, spec.study, spec.session, spec.submit_to) if spec else ()
+    return {name: _one(params, name) for name in names if name and name in params}
+
+
 def entry_parse(platform: str, params: Mapping[str, str]) -> Entry:
     """The validated ids of a visit; raises BadEntry with a message for the worker."""
     spec = PARAMS.get(platform)

@@ -7,16 +7,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, Exists, F, Q, QuerySet
 
 from annotation.models import (
     Assignment,
+    AssignmentKind,
     AssignmentStatus,
     Campaign,
+    CampaignStatus,
     Participant,
     ParticipantState,
+    Screening,
+    ScreeningPhase,
     StudyLink,
+    TaskKind,
 )
+from annotation.selectors import open_normal_tasks
 from annotation.study import platforms
 
 
@@ -148,3 +154,78 @@ def participant_done_count(*, participant: Participant) -> int:
         annotator_id=participant.user_id,
         status=AssignmentStatus.SUBMITTED,
     ).count()
+
+
+# --- what a working participant must still do before the completion code -----------------------
+
+
+@dataclass(frozen=True)
+class WorkStatus:
+    """Whether a working participant has done the study's required work (`due`: the
+    completion code is theirs), and why or why not.
+
+    `reason` is one of: "quota" (their quota is met), "no_task" (no task is left for them
+    and they submitted at least one), "screening" (training or qualification not passed
+    yet), "screened_out" (failed the qualification), "paused" (the campaign is paused, come
+    back later), "working" (tasks are left and the quota, if any, is not met), "nothing"
+    (no task was ever left for them: nothing to pay for, they return the study)."""
+
+    due: bool
+    reason: str
+    done: int  # normal tasks submitted (what the quota counts: accepted assignments)
+    quota: int | None
+
+    @property
+    def message(self) -> str:
+        return WORK_MESSAGES[self.reason].format(done=self.done, quota=self.quota)
+
+
+WORK_MESSAGES = {
+    "quota": "You have done the {quota} tasks this study asks for.",
+    "no_task": "There are no tasks left for you. You submitted {done}.",
+    "screening": "Finish the training and the qualification test first.",
+    "screened_out": "Your qualification test did not reach the mark this study needs.",
+    "paused": "The study is paused for now; please come back to it later.",
+    "working": "You have done {done} of the {quota} tasks this study asks for.",
+    "working_no_quota": "There are still tasks for you. You have done {done} so far.",
+    "nothing": "There were no tasks left for you in this study.",
+}
+
+
+def participant_work_status(*, participant: Participant) -> WorkStatus:
+    """What the participant of a working study session has done of the required work: the
+    screening passed (when the campaign screens), then their quota met or no task left for
+    them (the campaign finished, or nothing open and nothing held). Three to four queries."""
+    campaign = Campaign.objects.only(
+        "pk", "status", "screening", "quota_per_annotator", "route_by_domain"
+    ).get(pk=participant.campaign_id)
+    user_id = participant.user_id
+    mine = Assignment.objects.filter(campaign_id=campaign.pk, annotator_id=user_id)
+    counted = mine.accepted().count()  # what the quota counts (no_task_reason)
+    quota = campaign.quota_per_annotator
+    phase = (
+        Screening.objects.filter(campaign_id=campaign.pk, annotator_id=user_id)
+        .values_list("phase", flat=True)
+        .first()
+    )
+    if phase == ScreeningPhase.FAILED:  # even if the campaign stopped screening since
+        return WorkStatus(False, "screened_out", counted, quota)
+    if campaign.screening and phase != ScreeningPhase.PASSED:
+        return WorkStatus(False, "screening", counted, quota)
+    if quota is not None and counted >= quota:
+        return WorkStatus(True, "quota", counted, quota)
+    if campaign.status == CampaignStatus.FINISHED:
+        return WorkStatus(counted > 0, "no_task" if counted else "nothing", counted, quota)
+    if campaign.status != CampaignStatus.ACTIVE:
+        return WorkStatus(False, "paused", counted, quota)
+    holding = mine.filter(
+        status=AssignmentStatus.ACTIVE, kind=AssignmentKind.NORMAL, task__kind=TaskKind.NORMAL
+    ).exists()
+    left = holding or (
+        Campaign.objects.filter(pk=campaign.pk)
+        .filter(Exists(open_normal_tasks(user=participant.user)))
+        .exists()
+    )
+    if left:
+        return WorkStatus(False, "working" if quota else "working_no_quota", counted, quota)
+    return WorkStatus(counted > 0, "no_task" if counted else "nothing", counted, quota)

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.crypto import salted_hmac
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from annotation.models import (
     Campaign,
@@ -29,12 +29,11 @@ from annotation.models import (
     ParticipantState,
     Platform,
     ProjectRole,
-    Screening,
-    ScreeningPhase,
     StudyLink,
 )
 from annotation.services.projects import membership_set
 from annotation.study import platforms
+from annotation.study import selectors as ss
 from flaskweb.security import rate_limit_exceeded
 
 #: Campaign states in which a link lets workers in (a paused campaign resumes later).
@@ -45,8 +44,8 @@ MAX_CONSENT = 20_000
 
 class StudyError(Exception):
     """A study link that cannot be used now. `code` names the case (bad_params, closed,
-    full, not_found, rate_limited, conflict, state); `status` is the HTTP status of the page
-    that explains it."""
+    full, not_found, rate_limited, conflict, state, resume_needed, bad_code, not_due);
+    `status` is the HTTP status of the page that explains it."""
 
     STATUS = {
         "bad_params": 400,
@@ -56,6 +55,9 @@ class StudyError(Exception):
         "full": 410,
         "rate_limited": 429,
         "state": 409,
+        "resume_needed": 403,
+        "bad_code": 400,
+        "not_due": 409,
     }
 
     def __init__(self, message: str, *, code: str) -> None:
@@ -212,17 +214,62 @@ def _new_account(campaign: Campaign, platform: str, worker_id: str):
     return user
 
 
-def participant_enter(*, link: StudyLink, params: Mapping[str, str]) -> Participant:
+RESUME_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud, typed back
+RESUME_LENGTH = 12  # 31**12: about 59 bits, with attempts throttled per participant
+
+
+def resume_code_new() -> str:
+    """A fresh resume code, shown grouped by four (ABCD-EFGH-JKMN)."""
+    raw = "".join(secrets.choice(RESUME_ALPHABET) for _ in range(RESUME_LENGTH))
+    return "-".join(raw[i : i + 4] for i in range(0, RESUME_LENGTH, 4))
+
+
+def resume_code_format(code: str) -> str:
+    """A typed resume code as shown: capitals, grouped by four."""
+    raw = "".join(ch for ch in code.upper() if ch.isalnum())
+    return "-".join(raw[i : i + 4] for i in range(0, len(raw), 4))
+
+
+def _resume_hash(*, campaign_id: int, platform: str, worker_id: str, code: str) -> str:
+    normal = "".join(ch for ch in code.upper() if ch.isalnum())
+    return salted_hmac(
+        "annotation.study.resume",
+        f"{campaign_id}:{platform}:{worker_id}:{normal}",
+        algorithm="sha256",
+    ).hexdigest()
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The outcome of a visit to a study link: the participant, and their resume code when
+    it was drawn in this visit (a new participant; shown to them, stored only hashed)."""
+
+    participant: Participant
+    resume_code: str = ""
+
+
+def participant_enter(
+    *, link: StudyLink, params: Mapping[str, str], proven_ids: frozenset[int] = frozenset()
+) -> Admission:
     """Create or resume the participant of a visit to `link` with the platform's query
     parameters `params`.
 
     A new worker id gets a password-less annotator account (an unusable password: only
     the link signs it in), a project membership as annotator, a place in the campaign's
-    pool and a Participant row (state "consent" when the campaign has a consent text,
-    "working" otherwise). A known worker id resumes its account, even after the link
-    closed (to finish, or fetch the code); the session ids (study, session, turkSubmitTo)
-    of the latest visit are kept. Raises StudyError: bad_params; for new workers only,
-    closed (link closed, campaign not running) and full (max_participants reached)."""
+    pool, a Participant row (state "consent" when the campaign has a consent text,
+    "working" otherwise) and a resume code (returned once, kept as a keyed hash).
+
+    A known worker id is only resumed when the visit is proven to be theirs: its id is in
+    `proven_ids` (the browser that started holds the signed study cookie, or the session is
+    already theirs): then
+    even after the link closed, and the visit's session ids (study, session, turkSubmitTo)
+    replace the saved ones. An unproven visit of a known worker id raises StudyError
+    (resume_needed): it must give the resume code (participant_resume_with_code), and it
+    changes nothing. Participants admitted before resume codes existed (no hash) resume
+    unproven, but such a visit never changes their saved ids.
+
+    Raises StudyError: bad_params; resume_needed; for new workers only, closed (link
+    closed, campaign not running) and full (max_participants reached)."""
     try:
         entry = platforms.entry_parse(link.platform, params)
     except platforms.BadEntry as exc:
@@ -239,7 +286,15 @@ def participant_enter(*, link: StudyLink, params: Mapping[str, str]) -> Particip
             .first()
         )
         if participant is not None:  # admitted before: resumes even once the link closed
-            return _resume(participant, entry)
+            if participant.pk in proven_ids:
+                return Admission(_resume(participant, entry))
+            if participant.resume_code_hash:
+                raise StudyError(
+                    "This study was started in another browser. To continue here, enter "
+                    "the resume code you were shown when you started.",
+                    code="resume_needed",
+                )
+            return Admission(participant)  # admitted before resume codes: ids unchanged
         _check_open(link)
         full = link.max_participants is not None
         if full and link.participants.count() >= (link.max_participants or 0):
@@ -251,6 +306,7 @@ def participant_enter(*, link: StudyLink, params: Mapping[str, str]) -> Particip
         user = _new_account(campaign, link.platform, entry.worker_id)
         membership_set(project=campaign.project, user=user, role=ProjectRole.ANNOTATOR)
         campaign.annotators.add(user)
+        code = resume_code_new()
         participant = Participant(
             link=link,
             campaign=campaign,
@@ -261,13 +317,71 @@ def participant_enter(*, link: StudyLink, params: Mapping[str, str]) -> Particip
             session_id=entry.session_id,
             submit_to=entry.submit_to,
             state=ParticipantState.CONSENT if campaign.consent_text else ParticipantState.WORKING,
+            resume_code_hash=_resume_hash(
+                campaign_id=campaign.pk,
+                platform=link.platform,
+                worker_id=entry.worker_id,
+                code=code,
+            ),
         )
         participant.full_clean(validate_unique=False)
         participant.save()
-        return participant
+        return Admission(participant, resume_code=code)
+
+
+def participant_resume_with_code(
+    *, link: StudyLink, params: Mapping[str, str], code: str, address: str
+) -> Participant:
+    """Resume a known worker id on a new device with the resume code they were shown: the
+    code proves the visit is theirs, so the visit's session ids replace the saved ones (an
+    MTurk worker who accepted the HIT again). Attempts are throttled per participant and
+    per client address (FLASKWEB_STUDY_RESUME_ATTEMPTS per FLASKWEB_STUDY_RESUME_WINDOW
+    seconds; a refused attempt stays counted). Raises StudyError: bad_params, not_found
+    (no such worker in this study), rate_limited, bad_code."""
+    try:
+        entry = platforms.entry_parse(link.platform, params)
+    except platforms.BadEntry as exc:
+        raise StudyError(str(exc), code="bad_params") from None
+    participant = (
+        Participant.objects.select_related("user", "campaign")
+        .filter(campaign_id=link.campaign_id, platform=link.platform, worker_id=entry.worker_id)
+        .first()
+    )
+    limit = settings.FLASKWEB_STUDY_RESUME_ATTEMPTS
+    window = settings.FLASKWEB_STUDY_RESUME_WINDOW
+    keys = [f"study-resume:addr:{address or 'unknown'}"]
+    if participant is not None:
+        keys.append(f"study-resume:participant:{participant.pk}")
+    if any(rate_limit_exceeded(key, limit=limit, window=window) for key in keys):
+        raise StudyError(
+            "Too many resume codes were tried. Please wait an hour and try again, or "
+            "contact the researcher through your platform.",
+            code="rate_limited",
+        )
+    if participant is None:
+        raise StudyError("There is no study in progress for this id.", code="not_found")
+    given = _resume_hash(
+        campaign_id=participant.campaign_id,
+        platform=participant.platform,
+        worker_id=participant.worker_id,
+        code=code,
+    )
+    if not participant.resume_code_hash or not constant_time_compare(
+        given, participant.resume_code_hash
+    ):
+        raise StudyError(
+            "That is not the resume code of this study. Check it and try again.",
+            code="bad_code",
+        )
+    with transaction.atomic():
+        locked = (
+            Participant.objects.select_for_update().select_related("user").get(pk=participant.pk)
+        )
+        return _resume(locked, entry)
 
 
 def _resume(participant: Participant, entry: platforms.Entry) -> Participant:
+    """A proven visit's session ids (study, session, turkSubmitTo) replace the saved ones."""
     changes = {
         name: value
         for name in ("study_id", "session_id", "submit_to")
@@ -291,7 +405,7 @@ def participant_consent(*, participant: Participant, agree: bool) -> Participant
         )
     else:
         Participant.objects.filter(pk=participant.pk, state=ParticipantState.CONSENT).update(
-            state=ParticipantState.DECLINED, finished_at=now, updated_at=now
+            state=ParticipantState.DECLINED, end_reason="declined", finished_at=now, updated_at=now
         )
         if participant.state == ParticipantState.CONSENT:
             participant.campaign.annotators.remove(participant.user_id)
@@ -299,32 +413,70 @@ def participant_consent(*, participant: Participant, agree: bool) -> Participant
     return participant
 
 
-def participant_screened_out(*, participant: Participant) -> bool:
-    """Whether the participant failed the campaign's qualification (annotation/screening/)."""
-    return Screening.objects.filter(
-        campaign_id=participant.campaign_id,
-        annotator_id=participant.user_id,
-        phase=ScreeningPhase.FAILED,
-    ).exists()
+#: Why a study ended for a participant (Participant.end_reason).
+END_REASONS = {
+    "quota": "quota met",
+    "no_task": "no task left",
+    "qualification": "failed the qualification",
+    "quality": "quality rules",
+    "left": "left early",
+    "declined": "declined consent",
+}
 
 
-def participant_finish(*, participant: Participant) -> Participant:
-    """End a working participant's study: screened out if they failed the campaign's
-    qualification, completed otherwise; their open leases are given back by expiry as
-    usual. A participant who already finished keeps their state (idempotent). Raises
-    StudyError (state) for one who has not consented or declined."""
-    if participant.state in (ParticipantState.COMPLETED, ParticipantState.SCREENED_OUT):
+def participant_finish(*, participant: Participant, leave: bool = False) -> Participant:
+    """End a working participant's study.
+
+    Completed (the completion code) only when the required work is done
+    (selectors.participant_work_status: screening passed where the campaign screens, and
+    the quota met or no task left for them) — unless the campaign screens out by its
+    quality rules and the participant's figures break one (annotation/study/quality.py):
+    then screened out, as after a failed qualification. A participant who has not done the
+    work is refused (StudyError not_due, nothing changes) unless `leave` says they stop
+    anyway: then "left", with no completion code. A participant who already finished keeps
+    their state (idempotent). Raises StudyError (state) for one who has not consented or
+    declined."""
+    if participant.state in FINISHED:
         return participant
     if participant.state != ParticipantState.WORKING:
         raise StudyError("There is nothing to finish: you have not started.", code="state")
-    screened_out = participant_screened_out(participant=participant)
-    state = ParticipantState.SCREENED_OUT if screened_out else ParticipantState.COMPLETED
+    status = ss.participant_work_status(participant=participant)
+    if status.reason == "screened_out":
+        state, reason = ParticipantState.SCREENED_OUT, "qualification"
+    elif status.due:
+        state, reason = ParticipantState.COMPLETED, status.reason
+        if _quality_breaks_rules(participant):
+            state, reason = ParticipantState.SCREENED_OUT, "quality"
+    elif leave:
+        state, reason = ParticipantState.LEFT, "left"
+    else:
+        raise StudyError(status.message, code="not_due")
     now = timezone.now()
     Participant.objects.filter(pk=participant.pk, state=ParticipantState.WORKING).update(
-        state=state, finished_at=now, updated_at=now
+        state=state, end_reason=reason, finished_at=now, updated_at=now
     )
-    participant.refresh_from_db(fields=["state", "finished_at", "updated_at"])
+    participant.refresh_from_db(fields=["state", "end_reason", "finished_at", "updated_at"])
     return participant
+
+
+#: The states in which a participant's study is over.
+FINISHED = (
+    ParticipantState.COMPLETED,
+    ParticipantState.SCREENED_OUT,
+    ParticipantState.LEFT,
+    ParticipantState.DECLINED,
+)
+
+
+def _quality_breaks_rules(participant: Participant) -> bool:
+    campaign = participant.campaign
+    if not campaign.quality_screen_out:
+        return False
+    from annotation.study import quality
+
+    figures = quality.campaign_quality(campaign=campaign, rules=campaign.quality_rules)
+    mine = figures.get(participant.user_id)
+    return bool(mine and mine.flags)
 
 
 # --- the completion page ------------------------------------------------------------------------
@@ -334,20 +486,39 @@ def participant_finish(*, participant: Participant) -> Participant:
 class Completion:
     """What the completion page shows and where it sends the worker: `redirect_url` (meta
     refresh and a button) or an MTurk form posting to `submit_url`; neither when the link
-    names no destination (the worker copies the code)."""
+    names no destination (the worker copies the code). `returned`: no code at all (left
+    early, or screened out in a campaign without a screen-out code): the page asks the
+    participant to return the study on their platform."""
 
     code: str
     screened_out: bool
     redirect_url: str = ""
     submit_url: str = ""
     assignment_id: str = ""
+    returned: bool = False
+    left: bool = False
 
 
 def participant_completion(*, participant: Participant, link: StudyLink) -> Completion:
-    """The code and destination of a finished participant (completed or screened out)."""
+    """The code and destination of a finished participant: the completion code only when
+    completed; the screen-out code when screened out; no code (return the study) when they
+    left early or the campaign has no screen-out code. The completion code never stands in
+    for another."""
     campaign = participant.campaign
     screened_out = participant.state == ParticipantState.SCREENED_OUT
-    code = (campaign.screenout_code if screened_out else "") or campaign.completion_code
+    if participant.state == ParticipantState.COMPLETED:
+        code = campaign.completion_code
+    elif screened_out:
+        code = campaign.screenout_code
+    else:
+        code = ""
+    if not code and participant.state != ParticipantState.COMPLETED:
+        return Completion(
+            code="",
+            screened_out=screened_out,
+            returned=True,
+            left=participant.state == ParticipantState.LEFT,
+        )
     if link.platform == Platform.MTURK and not link.completion_url:
         submit = platforms.mturk_submit_url(
             participant.submit_to, allowed=settings.FLASKWEB_MTURK_SUBMIT_HOSTS

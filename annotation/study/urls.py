@@ -23,6 +23,7 @@ urlpatterns = [
     path("study/consent/", views.study_consent, name="study-consent"),
     path("study/instructions/", views.study_instructions, name="study-instructions"),
     path("study/finish/", views.study_finish, name="study-finish"),
+    path("study/continue/", views.study_continue, name="study-continue"),
     path("study/<slug:token>/", views.study_entry, name="study-entry"),
 ]
 

@@ -11,8 +11,10 @@ out by merely opening a link: a link cannot take over another person's session."
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -28,11 +30,18 @@ from annotation.study import platforms, services
 from annotation.study import selectors as ss
 from annotation.study.forms import (
     ConsentForm,
+    FinishForm,
+    ResumeForm,
     StudyLinkForm,
     StudyLinkStatusForm,
     StudySettingsForm,
 )
-from annotation.study.middleware import SESSION_CAMPAIGN, SESSION_PARTICIPANT
+from annotation.study.middleware import (
+    SESSION_CAMPAIGN,
+    SESSION_PARTICIPANT,
+    SESSION_PENDING,
+    SESSION_RESUME_CODE,
+)
 from flaskweb.htmx import HtmxHttpRequest
 from flaskweb.security import CONTENT_SECURITY_POLICY
 
@@ -199,18 +208,123 @@ def study_entry(request: HtmxHttpRequest, token: str) -> HttpResponse:
             status=409,
             signout_next=request.get_full_path(),
         )
+    bound = _browser_participants(request)
+    session_participant = request.session.get(SESSION_PARTICIPANT)
+    proven = set(bound) | ({session_participant} if request.user.is_authenticated else set())
     try:
-        participant = services.participant_enter(link=link, params=params)
+        admission = services.participant_enter(
+            link=link, params=params, proven_ids=frozenset(proven)
+        )
     except services.StudyError as exc:
+        if exc.code == "resume_needed":
+            # nothing changed: the visit must prove it is theirs with the resume code
+            request.session[SESSION_PENDING] = {
+                "link": link.pk,
+                "params": platforms.entry_params(link.platform, params),
+            }
+            return redirect("annotation:study-continue")
         return _refusal(request, exc)
+    return _admit(
+        request,
+        admission.participant,
+        resume_code=admission.resume_code or bound.get(admission.participant.pk, ""),
+    )
+
+
+def _admit(request: HtmxHttpRequest, participant: Participant, *, resume_code: str) -> HttpResponse:
+    """Sign the participant in to a study session, bind this browser to them (the signed
+    study cookie) and send them to their current step."""
     if not participant.user.is_active:
+        request.session.flush()  # whatever study session this browser had ends here
         return _message(
             request, "Thank you", "You can no longer take part in this study.", status=403
         )
     if not request.user.is_authenticated:
         login(request, participant.user, backend=BACKEND)
     _session_bind(request, participant)
-    return redirect("annotation:study-resume")
+    request.session.pop(SESSION_PENDING, None)
+    if resume_code:
+        request.session[SESSION_RESUME_CODE] = resume_code
+    response = redirect("annotation:study-resume")
+    bound = _browser_participants(request)
+    bound[participant.pk] = request.session.get(SESSION_RESUME_CODE, "")
+    _browser_bind(response, bound)
+    return response
+
+
+#: The signed cookie that binds a browser to the participants who started there: a JSON
+#: map of participant id -> their resume code (shown on their pages). Signed with the
+#: site's key, so it cannot be made up; long-lived, so the same browser comes back to the
+#: study from the platform days later without a code.
+STUDY_COOKIE = "flaskweb_study"
+STUDY_COOKIE_SALT = "annotation.study.browser"
+MAX_BOUND = 20
+
+
+def _browser_participants(request: HtmxHttpRequest) -> dict[int, str]:
+    raw = request.get_signed_cookie(
+        STUDY_COOKIE,
+        default="",
+        salt=STUDY_COOKIE_SALT,
+        max_age=settings.FLASKWEB_STUDY_COOKIE_DAYS * 86400,
+    )
+    try:
+        data = json.loads(raw) if raw else {}
+        return {int(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (ValueError, TypeError):
+        return {}
+
+
+def _browser_bind(response: HttpResponse, bound: dict[int, str]) -> None:
+    newest = dict(list(bound.items())[-MAX_BOUND:])
+    response.set_signed_cookie(
+        STUDY_COOKIE,
+        json.dumps({str(k): v for k, v in newest.items()}, separators=(",", ":")),
+        salt=STUDY_COOKIE_SALT,
+        max_age=settings.FLASKWEB_STUDY_COOKIE_DAYS * 86400,
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Lax",
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def study_continue(request: HtmxHttpRequest) -> HttpResponse:
+    """Continue a study on another browser: the visit gave a known worker id without the
+    browser that started, so it needs the resume code the participant was shown."""
+    pending = request.session.get(SESSION_PENDING)
+    link = (
+        StudyLink.objects.select_related("campaign").filter(pk=(pending or {}).get("link")).first()
+    )
+    if link is None:
+        return _message(
+            request,
+            "Open the study link again",
+            "Please open the study link again from your recruiting platform.",
+            status=400,
+        )
+    form = ResumeForm(request.POST or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        try:
+            participant = services.participant_resume_with_code(
+                link=link,
+                params=pending["params"],
+                code=form.cleaned_data["code"],
+                address=request.META.get("REMOTE_ADDR", ""),
+            )
+        except services.StudyError as exc:
+            form.add_error("code", str(exc))
+            status = exc.status
+        else:
+            request.session[SESSION_RESUME_CODE] = services.resume_code_format(
+                form.cleaned_data["code"]
+            )
+            return _admit(request, participant, resume_code=request.session[SESSION_RESUME_CODE])
+    elif request.method == "POST":
+        status = 400
+    context = {"campaign": link.campaign, "form": form}
+    return render(request, "annotation/study/continue.html", context, status=status)
 
 
 def _session_bind(request: HtmxHttpRequest, participant: Participant) -> None:
@@ -317,27 +431,39 @@ def study_instructions(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def study_finish(request: HtmxHttpRequest) -> HttpResponse:
-    """GET: the code and the way back to the platform once finished, a confirmation before;
-    POST: finish (completed, or screened out after a failed qualification)."""
+    """GET: the code and the way back to the platform once finished; before that, whether
+    the required work is done (then *Finish and get my completion code* is the main
+    action) or what is left (then *Back to the tasks*, and leaving without a code).
+    POST finish: completed only when the work is done (else the page says what is left,
+    409, nothing changes); POST leave: the study ends without a code."""
     participant = _participant(request)
     if isinstance(participant, HttpResponse):
         return participant
+    refusal = ""
     if request.method == "POST":
+        form = FinishForm(request.POST)
+        leave = form.is_valid() and form.cleaned_data["action"] == "leave"
         try:
-            participant = services.participant_finish(participant=participant)
-        except services.StudyError:
-            pass
-        _session_bind(request, participant)
-        return redirect("annotation:study-finish")
+            participant = services.participant_finish(participant=participant, leave=leave)
+        except services.StudyError as exc:
+            refusal = str(exc)
+        else:
+            _session_bind(request, participant)
+            return redirect("annotation:study-finish")
     if participant.state in (ParticipantState.CONSENT, ParticipantState.DECLINED):
         return redirect("annotation:study-resume")
     context: dict[str, Any] = {
         "campaign": participant.campaign,
         "participant": participant,
         "done": ss.participant_done_count(participant=participant),
+        "resume_code": request.session.get(SESSION_RESUME_CODE, ""),
     }
     if participant.state == ParticipantState.WORKING:
-        return render(request, "annotation/study/finish.html", context)
+        context["work"] = ss.participant_work_status(participant=participant)
+        context["refusal"] = refusal
+        return render(
+            request, "annotation/study/finish.html", context, status=409 if refusal else 200
+        )
     completion = services.participant_completion(participant=participant, link=participant.link)
     context["completion"] = completion
     response = render(request, "annotation/study/finish.html", context)

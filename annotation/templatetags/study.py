@@ -26,6 +26,19 @@ def study_participant(context):
         return None
 
 
+@register.simple_tag(takes_context=True)
+def study_work_status(context, participant):
+    """Whether the participant has done the study's required work (selectors.
+    participant_work_status), once per request: the bar and the card both ask."""
+    request = context.get("request")
+    cache = getattr(request, "_study_work_status", None)
+    if cache is None or cache[0] != participant.pk:
+        cache = (participant.pk, selectors.participant_work_status(participant=participant))
+        if request is not None:
+            request._study_work_status = cache
+    return cache[1]
+
+
 @register.simple_tag
 def study_summary(campaign):
     """Links and participants by state of a campaign (two queries)."""

@@ -57,6 +57,33 @@ def entry_url(link, **params) -> str:
     return f"{url}?{query}" if query else url
 
 
+def enter(link, params) -> Participant:
+    """A visit of the browser that started (it holds the study cookie): a known worker id
+    resumes; a new one is admitted."""
+    known = Participant.objects.filter(
+        campaign_id=link.campaign_id, platform=link.platform
+    ).values_list("pk", flat=True)
+    admission = services.participant_enter(link=link, params=params, proven_ids=frozenset(known))
+    return admission.participant
+
+
+def work_done(participant: Participant) -> int:
+    """Submit every task the campaign has for the participant (the study's work)."""
+    from annotation.services.assignments import (
+        ScoreInput,
+        assignment_claim_next,
+        human_score_submit,
+        task_skills,
+    )
+
+    n = 0
+    while a := assignment_claim_next(campaign=participant.campaign, annotator=participant.user):
+        scores = [ScoreInput(s.skill_id, 4) for s in task_skills(assignment=a)]
+        human_score_submit(assignment_id=a.pk, annotator=participant.user, scores=scores)
+        n += 1
+    return n
+
+
 # --- the platform rules (pure) ------------------------------------------------------------------
 
 
@@ -139,7 +166,7 @@ def test_turk_submit_to_must_be_an_mturk_origin_exactly(submit_to, expected):
 
 def test_a_new_worker_gets_a_password_less_annotator_account(link, campaign):
     # when
-    participant = services.participant_enter(link=link, params=PROLIFIC)
+    participant = enter(link, PROLIFIC)
     # then
     user = participant.user
     assert not user.has_usable_password()
@@ -156,17 +183,17 @@ def test_a_new_worker_gets_a_password_less_annotator_account(link, campaign):
 
 
 def test_the_same_worker_resumes_the_same_account(link):
-    first = services.participant_enter(link=link, params=PROLIFIC)
-    again = services.participant_enter(link=link, params={**PROLIFIC, "SESSION_ID": "sess2"})
+    first = enter(link, PROLIFIC)
+    again = enter(link, {**PROLIFIC, "SESSION_ID": "sess2"})
     assert again.pk == first.pk and again.user_id == first.user_id
     assert again.session_id == "sess2"
     assert Participant.objects.count() == 1
 
 
 def test_one_worker_id_never_maps_to_two_accounts(link, campaign):
-    services.participant_enter(link=link, params=PROLIFIC)
+    enter(link, PROLIFIC)
     second_link = services.study_link_create(campaign=campaign, platform="prolific")
-    again = services.participant_enter(link=second_link, params=PROLIFIC)
+    again = enter(second_link, PROLIFIC)
     assert Participant.objects.filter(worker_id=PID).count() == 1
     assert again.link_id == link.pk
 
@@ -176,41 +203,41 @@ def test_a_consent_text_starts_workers_on_the_consent_page(link, campaign):
         campaign=campaign, consent_text="You agree.", completion_code="C1", screenout_code=""
     )
     link.refresh_from_db()
-    participant = services.participant_enter(link=link, params=PROLIFIC)
+    participant = enter(link, PROLIFIC)
     assert participant.state == ParticipantState.CONSENT
     participant = services.participant_consent(participant=participant, agree=True)
     assert participant.state == ParticipantState.WORKING and participant.consented_at
 
 
 def test_a_closed_link_takes_no_new_worker_but_lets_one_back(link):
-    services.participant_enter(link=link, params=PROLIFIC)
+    enter(link, PROLIFIC)
     services.study_link_set_open(link=link, is_open=False)
     with pytest.raises(services.StudyError) as exc:
-        services.participant_enter(link=link, params={"PROLIFIC_PID": "other"})
+        enter(link, {"PROLIFIC_PID": "other"})
     assert (exc.value.code, exc.value.status) == ("closed", 410)
-    assert services.participant_enter(link=link, params=PROLIFIC).worker_id == PID
+    assert enter(link, PROLIFIC).worker_id == PID
 
 
 def test_a_draft_campaign_takes_nobody(link, campaign):
     Campaign.objects.filter(pk=campaign.pk).update(status=CampaignStatus.FINISHED)
     link.refresh_from_db()
     with pytest.raises(services.StudyError, match="closed"):
-        services.participant_enter(link=link, params=PROLIFIC)
+        enter(link, PROLIFIC)
 
 
 def test_max_participants_refuses_new_workers_only(campaign):
     link = services.study_link_create(campaign=campaign, platform="generic", max_participants=1)
-    services.participant_enter(link=link, params={"worker": "w1"})
+    enter(link, {"worker": "w1"})
     with pytest.raises(services.StudyError) as exc:
-        services.participant_enter(link=link, params={"worker": "w2"})
+        enter(link, {"worker": "w2"})
     assert exc.value.code == "full"
-    assert services.participant_enter(link=link, params={"worker": "w1"})
+    assert enter(link, {"worker": "w1"})
     assert Participant.objects.count() == 1
 
 
 def test_bad_parameters_change_nothing(link):
     with pytest.raises(services.StudyError) as exc:
-        services.participant_enter(link=link, params={"PROLIFIC_PID": "{{%PROLIFIC_PID%}}"})
+        enter(link, {"PROLIFIC_PID": "{{%PROLIFIC_PID%}}"})
     assert (exc.value.code, exc.value.status) == ("bad_params", 400)
     assert not Participant.objects.exists()
 
@@ -226,7 +253,8 @@ def test_finishing_gives_the_completion_code_and_prolifics_url(link, campaign):
     services.study_settings_update(
         campaign=campaign, consent_text="", completion_code="C0DE", screenout_code="OUT"
     )
-    participant = services.participant_enter(link=link, params=PROLIFIC)
+    participant = enter(link, PROLIFIC)
+    work_done(participant)
     participant = services.participant_finish(participant=participant)
     done = services.participant_completion(participant=participant, link=link)
     assert participant.state == ParticipantState.COMPLETED
@@ -238,7 +266,7 @@ def test_a_failed_qualification_finishes_screened_out_with_its_code(link, campai
     services.study_settings_update(
         campaign=campaign, consent_text="", completion_code="C0DE", screenout_code="OUT"
     )
-    participant = services.participant_enter(link=link, params=PROLIFIC)
+    participant = enter(link, PROLIFIC)
     Screening.objects.create(
         campaign=campaign, annotator=participant.user, phase=ScreeningPhase.FAILED
     )
@@ -250,13 +278,13 @@ def test_a_failed_qualification_finishes_screened_out_with_its_code(link, campai
 def test_an_mturk_completion_posts_only_to_mturk(campaign):
     link = services.study_link_create(campaign=campaign, platform="mturk")
     params = {"workerId": "W1", "assignmentId": "A1", "turkSubmitTo": "https://evil.org"}
-    participant = services.participant_finish(
-        participant=services.participant_enter(link=link, params=params)
-    )
+    participant = enter(link, params)
+    work_done(participant)
+    participant = services.participant_finish(participant=participant)
     hostile = services.participant_completion(participant=participant, link=link)
     assert hostile.submit_url == "" and hostile.assignment_id == ""
     params["turkSubmitTo"] = "https://workersandbox.mturk.com"
-    participant = services.participant_enter(link=link, params=params)
+    participant = enter(link, params)
     done = services.participant_completion(participant=participant, link=link)
     assert done.submit_url == "https://workersandbox.mturk.com/mturk/externalSubmit"
     assert done.assignment_id == "A1"
@@ -382,8 +410,14 @@ def test_consent_agree_then_finish_shows_the_code_and_redirects(link, campaign):
     )
     client.post(reverse("annotation:study-consent"), {"answer": "agree"})
     assert Participant.objects.get().consented_at is not None
+    # the finish action appears only once the work is done, as the main action
     bar = client.get(reverse("annotation:annotate", args=[campaign.pk]))
-    assert b"Finish and get my completion code" in bar.content
+    assert b"Finish and get my completion code" not in bar.content
+    assert b"data-study-stop" in bar.content
+    work_done(Participant.objects.get())
+    page = client.get(reverse("annotation:annotate", args=[campaign.pk])).content.decode()
+    assert "Finish and get my completion code" in page
+    assert re.search(r"<button[^>]*data-next-task[^>]*data-study-finish-button", page)
     response = client.post(reverse("annotation:study-finish"))
     assert response["Location"] == reverse("annotation:study-finish")
     page = client.get(reverse("annotation:study-finish"))
@@ -421,6 +455,7 @@ def test_the_mturk_completion_page_allows_its_form_target_only(campaign, setting
         "turkSubmitTo": "http://127.0.0.1:9999",
     }
     assert client.get(entry_url(link, **params)).status_code == 302
+    work_done(Participant.objects.get())
     client.post(reverse("annotation:study-finish"))
     page = client.get(reverse("annotation:study-finish"))
     assert 'action="http://127.0.0.1:9999/mturk/externalSubmit"' in page.content.decode()
@@ -451,10 +486,11 @@ def test_an_accepted_mturk_hit_in_its_frame_opens_the_study_in_a_tab(campaign):
 
 
 def test_a_deactivated_participant_is_kept_out(link):
-    participant = services.participant_enter(link=link, params=PROLIFIC)
+    client = Client()
+    client.get(entry_url(link, **PROLIFIC))
+    participant = Participant.objects.get()
     participant.user.is_active = False
     participant.user.save()
-    client = Client()
     assert client.get(entry_url(link, **PROLIFIC)).status_code == 403
     assert SESSION_PARTICIPANT not in client.session
 
@@ -551,7 +587,7 @@ def test_the_long_export_carries_participants_platform_ids_last(link, campaign, 
         task_skills,
     )
 
-    participant = services.participant_enter(link=link, params=PROLIFIC)
+    participant = enter(link, PROLIFIC)
     campaign.annotators.add(annotator)
     for user in (participant.user, annotator):
         assignment = assignment_claim_next(campaign=campaign, annotator=user)
@@ -578,7 +614,7 @@ def test_the_study_page_reads_a_fixed_number_of_queries(
     with django_assert_max_num_queries(12) as few:
         researcher_client.get(url)
     for i in range(5):
-        services.participant_enter(link=link, params={"PROLIFIC_PID": f"w{i}"})
+        enter(link, {"PROLIFIC_PID": f"w{i}"})
     with django_assert_max_num_queries(len(few.captured_queries)):
         page = researcher_client.get(url)
     assert page.content.count(b"<code>w") == 5
@@ -597,23 +633,26 @@ def test_two_first_visits_of_one_worker_at_once_make_one_account(project, tmp_pa
     results: list = []
     barrier = threading.Barrier(2)
 
-    def enter():
+    def visit():
         try:
             barrier.wait()
-            results.append(services.participant_enter(link=link, params={"worker": "same"}).pk)
-        except Exception as exc:  # noqa: BLE001 (reported below)
-            results.append(exc)
+            admitted = services.participant_enter(link=link, params={"worker": "same"})
+            results.append(admitted.participant.pk)
+        except services.StudyError as exc:
+            results.append(exc.code)
         finally:
             connection.close()
 
     # when
-    threads = [threading.Thread(target=enter) for _ in range(2)]
+    threads = [threading.Thread(target=visit) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    # then both got the same participant, and there is one account
-    assert len(results) == 2 and results[0] == results[1], results
+    # then one made the account; the other, a second browser, must give the resume code
+    assert sorted(results, key=str) == sorted(
+        [Participant.objects.get().pk, "resume_needed"], key=str
+    ), results
     assert Participant.objects.filter(worker_id="same").count() == 1
 
 
@@ -633,10 +672,10 @@ def test_signing_out_from_the_refusal_page_starts_the_study(link, annotator_clie
 def test_the_api_lists_participants_with_their_platform_ids(link, campaign, researcher):
     from tests.clients import token_client
 
-    services.participant_enter(link=link, params=PROLIFIC)
-    services.participant_finish(
-        participant=services.participant_enter(link=link, params={"PROLIFIC_PID": "w2"})
-    )
+    enter(link, PROLIFIC)
+    w2 = enter(link, {"PROLIFIC_PID": "w2"})
+    work_done(w2)
+    services.participant_finish(participant=w2)
     client = token_client(researcher)
     url = f"/api/v1/annotation/campaigns/{campaign.pk}/participants/"
     body = client.get(url).json()
@@ -669,6 +708,7 @@ def test_the_tasks_open_only_between_consent_and_finish(link, campaign):
     client.post(reverse("annotation:study-consent"), {"answer": "agree"})
     assert client.get(annotate).status_code == 200
     # after finishing: no more tasks, back to the code
+    work_done(Participant.objects.get())
     client.post(reverse("annotation:study-finish"))
     assert client.get(annotate)["Location"] == reverse("annotation:study-resume")
     assert client.get(reverse("annotation:study-resume"))["Location"] == reverse(
