@@ -67,6 +67,16 @@ class BadEntry(ValueError):
     """A study link opened with parameters that cannot be used; the message says why."""
 
 
+class Preview(BadEntry):
+    """A study link opened with the platform's placeholder still in place of the worker id
+    (the researcher trying the link, or the platform's own preview): no account is made."""
+
+
+#: A placeholder a platform replaces with the worker's id: {{%PROLIFIC_PID%}}, %SURVEY_CODE%,
+#: ${...}; seen unreplaced when the link is previewed or pasted as it is.
+PLACEHOLDER = re.compile(r"\{\{%[^%]*%\}\}|%[A-Za-z_]+%|\$\{[^}]*\}")
+
+
 @dataclass(frozen=True)
 class Entry:
     """The platform ids of one visit to a study link, validated."""
@@ -100,6 +110,13 @@ def entry_parse(platform: str, params: Mapping[str, str]) -> Entry:
     if spec is None:
         raise BadEntry("This study link is of an unknown kind.")
     worker = _one(params, spec.worker).strip()
+    if PLACEHOLDER.fullmatch(worker):
+        raise Preview(
+            f"This is a preview of the study link: the “{spec.worker}” parameter still holds "
+            f"the platform's placeholder {worker}. A participant who opens the study from "
+            "the platform gets their own id there and starts the study here. No account was "
+            "made."
+        )
     if not worker:
         raise BadEntry(
             f"The link was opened without the “{spec.worker}” parameter that identifies you. "

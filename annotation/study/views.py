@@ -197,6 +197,8 @@ def study_entry(request: HtmxHttpRequest, token: str) -> HttpResponse:
             )
     try:
         worker_id = platforms.entry_parse(link.platform, params).worker_id
+    except platforms.Preview as exc:
+        return _message(request, "A preview of this study link", str(exc))
     except platforms.BadEntry as exc:
         return _message(request, "This link cannot be used", str(exc), status=400)
     if request.user.is_authenticated and not _same_worker(request, link, worker_id):

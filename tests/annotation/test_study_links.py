@@ -307,11 +307,29 @@ def test_the_link_signs_the_worker_in_and_sends_them_to_their_tasks(link, campai
     assert client.session[SESSION_PARTICIPANT] == Participant.objects.get().pk
 
 
-@pytest.mark.parametrize(("query", "status"), [("", 400), ("PROLIFIC_PID={{%PROLIFIC_PID%}}", 400)])
+@pytest.mark.parametrize(("query", "status"), [("", 400), ("PROLIFIC_PID=a%20b", 400)])
 def test_bad_link_parameters_get_a_clear_400_page(link, query, status):
     response = Client().get(reverse("annotation:study-entry", args=[link.token]) + "?" + query)
     assert response.status_code == status
     assert b"PROLIFIC_PID" in response.content
+    assert not Participant.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("platform", "query"),
+    [
+        ("prolific", "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"),
+        ("sona", "id=%25SURVEY_CODE%25"),
+    ],
+)
+def test_a_link_with_its_placeholders_unreplaced_shows_a_preview(campaign, platform, query):
+    # what docs/CROWD.md tells researchers they will see when they try their link
+    link = services.study_link_create(campaign=campaign, platform=platform)
+    url = reverse("annotation:study-entry", args=[link.token]) + "?" + query
+    response = Client().get(url)
+    assert response.status_code == 200
+    assert b"A preview of this study link" in response.content
+    assert b"No account was made" in response.content
     assert not Participant.objects.exists()
 
 
