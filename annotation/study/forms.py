@@ -78,3 +78,36 @@ class ResumeForm(forms.Form):
             attrs={"autocomplete": "off", "autocapitalize": "characters", "spellcheck": "false"}
         ),
     )
+
+
+#: The quality rules' labels on the approval page (annotation/study/quality.py defines them).
+QUALITY_RULE_LABELS = {
+    "min_gold_accuracy": "Gold accuracy at least (share, 0–1)",
+    "min_gold_tasks": "…counted after this many gold tasks",
+    "max_attention_failed": "Failed attention checks at most",
+    "min_speed_ratio": "Median time per task at least this share of everyone's median (0–1)",
+    "min_median_seconds": "Median time per task at least (seconds)",
+    "min_tasks_for_flags": "…time rules counted after this many timed tasks",
+    "max_straightline_share": "Share of one same score below (0–1)",
+    "min_agreement": "Agreement with the others at least (share within one point, 0–1)",
+    "min_competence": "Dawid–Skene accuracy at least (0–1)",
+    "min_scores_for_flags": "…score rules counted after this many scores",
+}
+
+
+class QualityRulesForm(forms.Form):
+    """The campaign's quality rules: an empty field turns a rule off (the "…after this
+    many" counts cannot be off: empty keeps their default). The service checks ranges."""
+
+    screen_out = forms.BooleanField(
+        required=False,
+        label="Screen out, at finishing, participants whose figures break a rule "
+        "(they get the screen-out code instead of the completion code)",
+    )
+
+    def __init__(self, *args, rules: dict, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, label in QUALITY_RULE_LABELS.items():
+            self.fields[name] = forms.FloatField(required=False, label=label)
+            if not self.is_bound:
+                self.fields[name].initial = rules.get(name)

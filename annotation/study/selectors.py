@@ -63,12 +63,14 @@ class ParticipantRow:
 
 #: The columns of a participant row, as participant_rows gives them.
 PARTICIPANT_COLUMNS = (
+    "user_id",
     "username",
     "platform",
     "worker_id",
     "study_id",
     "session_id",
     "state",
+    "end_reason",
     "link_id",
     "tasks_done",
     "consented_at",
@@ -229,3 +231,227 @@ def participant_work_status(*, participant: Participant) -> WorkStatus:
     if left:
         return WorkStatus(False, "working" if quota else "working_no_quota", counted, quota)
     return WorkStatus(counted > 0, "no_task" if counted else "nothing", counted, quota)
+
+
+# --- approving participants on their platform ------------------------------------------------
+
+#: What the approval page suggests per participant (the researcher decides on the platform).
+DECISIONS = {
+    "approve": "Approve",
+    "review": "Review before approving",
+    "screened_out": "Screened out (screen-out code)",
+    "return": "No code: should return the study",
+    "working": "Still working",
+}
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    """One participant as the researcher approves them: their platform ids and state, the
+    work done and its quality figures (annotation/study/quality.py, None with too few), and
+    the suggested decision with its reason."""
+
+    worker_id: str
+    platform: str
+    study_id: str
+    session_id: str
+    username: str
+    state: str
+    state_label: str
+    end_reason: str
+    decision: str
+    decision_reason: str
+    tasks_done: int
+    active_seconds: float
+    median_seconds: float | None
+    speed_ratio: float | None
+    gold_correct: int
+    gold_n: int
+    attention_failed: int
+    attention_n: int
+    agreement: float | None
+    agreement_n: int
+    competence: float | None
+    straightline_share: float | None
+    scores_n: int
+    flags: tuple[tuple[str, str], ...]
+    consented_at: object
+    finished_at: object
+
+    @property
+    def decision_label(self) -> str:
+        return DECISIONS[self.decision]
+
+
+def _decision(state: str, flags) -> tuple[str, str]:
+    if state == ParticipantState.COMPLETED:
+        if flags:
+            return "review", "; ".join(reason for _, reason in flags)
+        return "approve", "completed the required work; no quality flag"
+    if state == ParticipantState.SCREENED_OUT:
+        return "screened_out", "screened out (qualification or quality rules)"
+    if state == ParticipantState.WORKING:
+        return "working", "has not finished"
+    return "return", "left before the required work, or declined consent: no code was shown"
+
+
+def participant_approval_rows(*, campaign: Campaign, decision: str = "") -> list[ApprovalRow]:
+    """Every participant of the campaign, oldest first, with their quality figures and the
+    suggested decision (DECISIONS); of one decision if given. A handful of queries at any
+    size (the participants, then campaign_quality's)."""
+    from annotation.study import quality
+
+    figures = quality.campaign_quality(campaign=campaign, rules=campaign.quality_rules)
+    labels = dict(ParticipantState.choices)
+    rows = []
+    participants = (
+        Participant.objects.filter(campaign=campaign)
+        .order_by("created_at", "pk")
+        .values_list(
+            "user_id",
+            "user__username",
+            "worker_id",
+            "platform",
+            "study_id",
+            "session_id",
+            "state",
+            "end_reason",
+            "consented_at",
+            "finished_at",
+        )
+    )
+    for user_id, username, worker, platform, study, session, state, end, consented, done in (
+        participants
+    ):
+        q = figures.get(user_id)
+        flags = q.flags if q else ()
+        verdict, why = _decision(state, flags)
+        if decision and verdict != decision:
+            continue
+        rows.append(
+            ApprovalRow(
+                worker_id=worker,
+                platform=platform,
+                study_id=study,
+                session_id=session,
+                username=username,
+                state=state,
+                state_label=labels.get(state, state),
+                end_reason=end,
+                decision=verdict,
+                decision_reason=why,
+                tasks_done=q.tasks_done if q else 0,
+                active_seconds=q.active_seconds if q else 0.0,
+                median_seconds=q.median_seconds if q else None,
+                speed_ratio=q.speed_ratio if q else None,
+                gold_correct=q.gold_correct if q else 0,
+                gold_n=q.gold_n if q else 0,
+                attention_failed=q.attention_failed if q else 0,
+                attention_n=q.attention_n if q else 0,
+                agreement=q.agreement if q else None,
+                agreement_n=q.agreement_n if q else 0,
+                competence=q.competence if q else None,
+                straightline_share=q.straightline_share if q else None,
+                scores_n=q.scores_n if q else 0,
+                flags=flags,
+                consented_at=consented,
+                finished_at=done,
+            )
+        )
+    return rows
+
+
+#: The approval CSV's columns: the platform's id first, so a column pastes into the
+#: platform's bulk approve (Prolific: participant ids; MTurk: see APPROVAL_MTURK_COLUMNS).
+APPROVAL_COLUMNS = (
+    "worker_id",
+    "platform",
+    "study_id",
+    "session_id",
+    "state",
+    "end_reason",
+    "decision",
+    "decision_reason",
+    "tasks_done",
+    "active_minutes",
+    "median_seconds",
+    "speed_ratio",
+    "gold_correct",
+    "gold_n",
+    "attention_failed",
+    "attention_n",
+    "agreement",
+    "agreement_n",
+    "competence",
+    "straightline_share",
+    "scores_n",
+    "flags",
+    "consented_at",
+    "finished_at",
+)
+#: MTurk's batch-results upload: approve with an "x", reject with a reason (left empty for
+#: the researcher to decide on flagged assignments).
+APPROVAL_MTURK_COLUMNS = ("AssignmentId", "WorkerId", "Approve", "Reject")
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def approval_csv_rows(rows: list[ApprovalRow], *, mturk: bool = False):
+    """The rows of the approval CSV (a header first): APPROVAL_COLUMNS, or MTurk's upload
+    format (approved assignments marked, the rest left for the researcher)."""
+    if mturk:
+        yield APPROVAL_MTURK_COLUMNS
+        for r in rows:
+            if r.session_id:
+                yield (r.session_id, r.worker_id, "x" if r.decision == "approve" else "", "")
+        return
+    yield APPROVAL_COLUMNS
+    for r in rows:
+        values = {
+            **{name: getattr(r, name, None) for name in APPROVAL_COLUMNS},
+            "active_minutes": round(r.active_seconds / 60, 2),
+            "flags": " | ".join(code for code, _ in r.flags),
+        }
+        yield tuple(_fmt(values[name]) for name in APPROVAL_COLUMNS)
+
+
+def participant_rows_with_quality(*, campaign: Campaign, rows: list[dict]) -> list[dict]:
+    """`rows` (of participant_rows) with each participant's quality figures, flags and the
+    suggested decision added (the API's page of participants)."""
+    from annotation.study import quality
+
+    figures = quality.campaign_quality(campaign=campaign, rules=campaign.quality_rules)
+    out = []
+    for row in rows:
+        q = figures.get(row["user_id"])
+        flags = q.flags if q else ()
+        decision, reason = _decision(row["state"], flags)
+        out.append(
+            {
+                **row,
+                "decision": decision,
+                "decision_reason": reason,
+                "active_seconds": q.active_seconds if q else 0.0,
+                "median_seconds": q.median_seconds if q else None,
+                "speed_ratio": q.speed_ratio if q else None,
+                "gold_correct": q.gold_correct if q else 0,
+                "gold_n": q.gold_n if q else 0,
+                "attention_failed": q.attention_failed if q else 0,
+                "attention_n": q.attention_n if q else 0,
+                "agreement": q.agreement if q else None,
+                "agreement_n": q.agreement_n if q else 0,
+                "competence": q.competence if q else None,
+                "straightline_share": q.straightline_share if q else None,
+                "scores_n": q.scores_n if q else 0,
+                "flags": [{"code": code, "reason": why} for code, why in flags],
+            }
+        )
+    return out

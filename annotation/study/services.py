@@ -141,6 +141,21 @@ def study_settings_update(
     return campaign
 
 
+def quality_rules_update(*, campaign: Campaign, rules: Mapping, screen_out: bool) -> Campaign:
+    """Set the campaign's quality rules (annotation/study/quality.py: checked, merged over
+    the defaults; None turns a rule off) and whether breaking one screens a participant out
+    when they finish. Raises ValidationError keyed by the rule's name."""
+    from annotation.study import quality
+
+    cleaned = quality.quality_rules_clean(rules)
+    Campaign.objects.filter(pk=campaign.pk).update(
+        quality_rules=cleaned, quality_screen_out=screen_out, updated_at=timezone.now()
+    )
+    campaign.quality_rules = cleaned
+    campaign.quality_screen_out = screen_out
+    return campaign
+
+
 # --- workers: entering, consent, finishing ------------------------------------------------
 
 

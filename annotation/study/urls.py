@@ -18,6 +18,11 @@ urlpatterns = [
         views.campaign_study_link_status,
         name="campaign-study-link-status",
     ),
+    path(
+        "campaigns/<int:pk>/study/participants/",
+        views.campaign_study_participants,
+        name="campaign-study-participants",
+    ),
     # the fixed study pages before the token route (tokens never spell these words)
     path("study/", views.study_resume, name="study-resume"),
     path("study/consent/", views.study_consent, name="study-consent"),

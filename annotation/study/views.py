@@ -11,6 +11,8 @@ out by merely opening a link: a link cannot take over another person's session."
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from typing import Any
 
@@ -31,6 +33,7 @@ from annotation.study import selectors as ss
 from annotation.study.forms import (
     ConsentForm,
     FinishForm,
+    QualityRulesForm,
     ResumeForm,
     StudyLinkForm,
     StudyLinkStatusForm,
@@ -141,6 +144,83 @@ def campaign_study_link_status(request: HtmxHttpRequest, pk: int, link_id: int) 
         services.study_link_set_open(link=link, is_open=form.cleaned_data["is_open"])
         messages.success(request, f"Link {'opened' if link.is_open else 'closed'}.")
     return redirect(_study_url(campaign, "study-links"))
+
+
+APPROVAL_PAGE_SIZE = 200
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def campaign_study_participants(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Approving participants: per participant the work done, its quality figures, flags
+    and the suggested decision, with the ids to paste into the platform's bulk approve and
+    a CSV (?format=csv, or ?format=mturk for MTurk's batch upload); ?decision= filters.
+    POST saves the campaign's quality rules."""
+    from annotation.study import quality
+
+    campaign = access.campaign_get_for_staff(request.user, pk)
+    rules = quality.quality_rules_clean(campaign.quality_rules)
+    form = QualityRulesForm(request.POST or None, rules=rules)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            values = {k: v for k, v in form.cleaned_data.items() if k != "screen_out"}
+            for name, value in values.items():
+                if value is None and name in quality.REQUIRED_RULES:  # cannot be off
+                    values[name] = quality.QUALITY_RULE_DEFAULTS[name]
+            try:
+                services.quality_rules_update(
+                    campaign=campaign, rules=values, screen_out=form.cleaned_data["screen_out"]
+                )
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field if field in form.fields else None, errors)
+            else:
+                messages.success(request, "Quality rules saved; the figures below use them.")
+                return redirect(reverse("annotation:campaign-study-participants", args=[pk]))
+        status = 400
+    elif not form.is_bound:
+        form.fields["screen_out"].initial = campaign.quality_screen_out
+    decision = request.GET.get("decision", "")
+    if decision and decision not in ss.DECISIONS:
+        decision = ""
+    rows = ss.participant_approval_rows(campaign=campaign, decision=decision)
+    fmt = request.GET.get("format", "")
+    if fmt in ("csv", "mturk"):
+        return _approval_csv(campaign, rows, decision=decision, mturk=fmt == "mturk")
+    counts = {key: 0 for key in ss.DECISIONS}
+    for row in ss.participant_approval_rows(campaign=campaign) if decision else rows:
+        counts[row.decision] += 1
+    try:
+        page = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        page = 1
+    pages = max(1, -(-len(rows) // APPROVAL_PAGE_SIZE))
+    page = min(page, pages)
+    context = {
+        "campaign": campaign,
+        "project": campaign.project,
+        "rows": rows[(page - 1) * APPROVAL_PAGE_SIZE : page * APPROVAL_PAGE_SIZE],
+        "total": len(rows),
+        "page": page,
+        "pages": pages,
+        "decision": decision,
+        "decisions": [(k, label, counts[k]) for k, label in ss.DECISIONS.items()],
+        "approve_ids": "\n".join(r.worker_id for r in rows if r.decision == "approve"),
+        "form": form,
+    }
+    return render(request, "annotation/study/participants.html", context, status=status)
+
+
+def _approval_csv(campaign: Campaign, rows, *, decision: str, mturk: bool) -> HttpResponse:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerows(ss.approval_csv_rows(rows, mturk=mturk))
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    name = f"campaign-{campaign.pk}-participants{'-' + decision if decision else ''}"
+    name += "-mturk" if mturk else ""
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
 
 
 # --- workers: the entry link -------------------------------------------------------------------
