@@ -179,16 +179,22 @@ class WorkStatus:
 
     @property
     def message(self) -> str:
-        return WORK_MESSAGES[self.reason].format(done=self.done, quota=self.quota)
+        return WORK_MESSAGES[self.reason].format(
+            done=_tasks(self.done), quota=_tasks(self.quota or 0)
+        )
+
+
+def _tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
 
 
 WORK_MESSAGES = {
-    "quota": "You have done the {quota} tasks this study asks for.",
-    "no_task": "There are no tasks left for you. You submitted {done}.",
+    "quota": "You have done the {quota} this study asks for.",
+    "no_task": "There are no tasks left for you; you did {done}.",
     "screening": "Finish the training and the qualification test first.",
     "screened_out": "Your qualification test did not reach the mark this study needs.",
     "paused": "The study is paused for now; please come back to it later.",
-    "working": "You have done {done} of the {quota} tasks this study asks for.",
+    "working": "You have done {done} of the {quota} this study asks for.",
     "working_no_quota": "There are still tasks for you. You have done {done} so far.",
     "nothing": "There were no tasks left for you in this study.",
 }

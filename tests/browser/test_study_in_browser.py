@@ -5,8 +5,10 @@ to a local server standing in for MTurk."""
 
 from __future__ import annotations
 
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
@@ -21,6 +23,8 @@ from tests.browser.layout import check_pages
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PID = "5f1a2b3c4d5e6f708192a3b4"
+#: Where the walk's screenshots go to be looked at (FLASKWEB_TEST_SHOTS; else a temp dir).
+SHOTS = Path(os.environ["FLASKWEB_TEST_SHOTS"]) if os.environ.get("FLASKWEB_TEST_SHOTS") else None
 KNOWN = {"Factuality": "2", "Comprehension": "4", "Readability": "3"}
 
 
@@ -100,13 +104,17 @@ def test_a_prolific_worker_goes_from_the_link_to_the_completion_url(
     # when the worker opens the link: the consent page
     page.goto(f"{live_server.url}/study/{link.token}/?{query}")
     assert "my scores are kept" in page.inner_text("[data-study-consent]")
-    check_pages(page, {"study consent": page.url}, shots=tmp_path / "shots")
+    check_pages(page, {"study consent": page.url}, shots=SHOTS or tmp_path / "shots")
     page.click("button[value=agree]")
     # the instructions, then the tasks
     page.wait_for_selector("[data-study-instructions]")
     page.click("text=Start")
     page.wait_for_selector("[data-annotate-form]")
     assert page.is_visible("[data-study-bar]")
+    # before the work is done there is no finish action: the bar says what is left
+    assert not page.query_selector("[data-study-finish-button]")
+    assert "Finish the training" in page.inner_text("[data-study-status]")
+    assert page.is_visible("[data-study-stop]")
     phases = []
     for _ in range(6):  # 2 training (with feedback), 2 qualification, 1 real task
         phase = page.query_selector("[data-screening-phase]")
@@ -118,7 +126,11 @@ def test_a_prolific_worker_goes_from_the_link_to_the_completion_url(
         if not page.query_selector("[data-annotate-form]"):
             break
     assert phases == ["training", "training", "qualification", "qualification", "real"]
-    # the quota is met: the worker finishes
+    # the quota is met: finishing is the main action of the "All done" card, focused
+    page.wait_for_selector("[data-study-finish-due]")
+    focused = page.evaluate("document.activeElement.hasAttribute('data-study-finish-button')")
+    assert focused
+    # the worker finishes
     site = live_server.url
     study_pages = {
         "study instructions": f"{site}/study/instructions/",
@@ -126,7 +138,7 @@ def test_a_prolific_worker_goes_from_the_link_to_the_completion_url(
         "study my tasks": f"{site}/tasks/",
         "study annotate": f"{site}/campaigns/{campaign.pk}/annotate/",  # last: it has the bar
     }
-    check_pages(page, study_pages, shots=tmp_path / "shots")
+    check_pages(page, study_pages, shots=SHOTS or tmp_path / "shots")
     page.click("[data-study-finish-button]")
     page.wait_for_selector("[data-completion-code]")
     assert page.inner_text("[data-completion-code]") == "CODE-42"
