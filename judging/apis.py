@@ -1,10 +1,13 @@
 """REST API of the judging app (machine clients, token or session auth): judges, run
 estimates, runs and their lifecycle, and a run's judgments with per-skill scores. The same
 services as the pages; the same access rules (non-members 404, annotators 403). API keys are
-never accepted nor shown: a judge names the environment variable that holds its key."""
+never accepted nor shown: a judge names a provider, and where the provider's key is kept is
+a site admin's decision. A judge's input refuses keys it does not declare (400)."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -34,10 +37,12 @@ from judging.forms import (
 )
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, JudgmentStatus, RunStatus
 
-#: Input keys that would carry a secret; refused outright rather than silently ignored.
+#: Input keys that would carry a secret (in any case): refused with a message of their own.
 SECRET_INPUT_KEYS = ("api_key", "key", "token", "authorization")
 #: Input keys that would say where a key is kept: a site admin's decision (providers).
-KEY_LOCATION_KEYS = ("api_key_env", "api_key_file", "key_env", "env")
+KEY_LOCATION_KEYS = ("api_key_env", "api_key_file", "key_env", "key_file", "env")
+#: Keys a browser's form adds to a session request; not a setting, so never refused.
+FORM_KEYS = frozenset({"csrfmiddlewaretoken"})
 #: A judgment's scores: skill name -> 1..5 or "N/A".
 SCORES_SCHEMA = {
     "type": "object",
@@ -166,6 +171,38 @@ def _run_data(run: JudgeRun) -> dict[str, Any]:
     return RunOutputSerializer(run, context={}).data
 
 
+class StrictInputSerializer(serializers.Serializer):
+    """An input serializer that refuses keys it does not declare (400, one message per key
+    under the key) instead of ignoring them: a client that sends `API_KEY_ENV`, `headers`
+    or `provider_id` learns that they did nothing, rather than getting a 201 for a judge
+    that does something else. The unknown keys are reported with the other fields'
+    errors, in one answer."""
+
+    def unknown_key_message(self, key: str) -> str:
+        writable = [name for name, field in self.fields.items() if not field.read_only]
+        close = difflib.get_close_matches(key.lower(), writable, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
+        return f"Unknown field {key!r}: it is not one of this request's fields{hint}"
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown: dict[str, list[str]] = {}
+        if isinstance(data, Mapping):
+            unknown = {
+                str(key): [self.unknown_key_message(str(key))]
+                for key in data
+                if key not in self.fields and key not in FORM_KEYS
+            }
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **unknown}) from None
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+
 # --- providers ------------------------------------------------------------------------------------
 
 
@@ -220,7 +257,7 @@ class JudgeCreateApi(APIView):
     """Create an LLM judge (a provider a site admin declared, by name; a model; optionally
     one of the provider's base URLs) or a baseline judge (baseline: token-f1 or rouge-l)."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         name = serializers.CharField(max_length=200)
         kind = serializers.ChoiceField(choices=[JudgeKind.LLM, JudgeKind.BASELINE])
         baseline = serializers.ChoiceField(choices=sorted(BASELINES), required=False)
@@ -256,26 +293,14 @@ class JudgeCreateApi(APIView):
         class Meta:
             ref_name = "JudgingJudgeCreate"
 
+        def unknown_key_message(self, key: str) -> str:
+            if key.lower() in SECRET_INPUT_KEYS:
+                return "Never send an API key: keys belong to providers, which site admins declare."
+            if key.lower() in KEY_LOCATION_KEYS:
+                return "Where a key is kept is a site admin's decision: choose a provider."
+            return super().unknown_key_message(key)
+
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-            sent = [k for k in SECRET_INPUT_KEYS if k in self.initial_data]
-            if sent:
-                raise serializers.ValidationError(
-                    {
-                        k: [
-                            "Never send an API key: keys belong to providers, which site admins "
-                            "declare."
-                        ]
-                        for k in sent
-                    }
-                )
-            sent = [k for k in KEY_LOCATION_KEYS if k in self.initial_data]
-            if sent:
-                raise serializers.ValidationError(
-                    {
-                        k: ["Where a key is kept is a site admin's decision: choose a provider."]
-                        for k in sent
-                    }
-                )
             project: Project = self.context["project"]
             name = attrs["name"].strip()
             if JudgeConfig.objects.filter(project=project, name=name).exists():

@@ -300,8 +300,16 @@ RULES: dict[str, Rule] = {
     "annotation:campaign-study-link-status":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    # the approval page; an empty rules form keeps every rule off (the counts at defaults)
+    "annotation:campaign-study-participants":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
     "annotation:study-entry":
         Rule(get=S(400, 400, 400, 400, 400, 400)),
+    # continuing on another device needs a visit of the link first: without one, 400
+    "annotation:study-continue":
+        Rule(get=S(400, 400, 400, 400, 400, 400),
+            post=S(400, 400, 400, 400, 400, 400)),
     "annotation:study-resume":
         Rule(get=S(403, 404, 404, 404, 404, 404)),
     "annotation:study-consent":

@@ -9,7 +9,11 @@ provider). Three rules hold on every call, whatever the URL says:
 - **Public addresses only, checked when the socket opens.** `GuardedBackend` resolves the
   host itself, refuses the connection if *any* address it resolves to is loopback, private,
   link-local (cloud metadata services live there: 169.254.169.254, fd00:ec2::254), shared
-  (100.64/10), multicast, reserved or unspecified, and connects to the address it checked.
+  (100.64/10), multicast, reserved, site-local (fec0::/10) or unspecified, and connects to
+  the address it checked. An IPv6 address that carries an IPv4 one (IPv4-mapped and
+  IPv4-compatible, 6to4, Teredo, NAT64) is judged as that IPv4 address, since that is where
+  its packets end up: `2002:7f00:1::` (6to4) is 127.0.0.1, `64:ff9b::a9fe:a9fe` (NAT64) is
+  the metadata service (`carried_ipv4`).
   Checking at connect time, not when the provider was saved, is what defeats DNS
   rebinding (a name that resolved to a public address yesterday and to 127.0.0.1 now).
   TLS still verifies the certificate against the host *name* (httpcore sends the origin's
@@ -38,6 +42,7 @@ __all__ = [
     "GuardedBackend",
     "GuardedTransport",
     "address_problem",
+    "carried_ipv4",
     "host_problem",
     "same_origin",
     "url_problem",
@@ -54,32 +59,80 @@ METADATA_ADDRESSES = frozenset(
 )
 
 
+#: NAT64 prefixes (RFC 6052 well-known, RFC 8215 local-use): the last 32 bits are the IPv4
+#: address a translator sends the packets on to.
+NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
+#: IPv4-compatible addresses (RFC 4291, deprecated): ::a.b.c.d; :: and ::1 are themselves.
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
 class AddressRefused(httpcore.ConnectError):
     """The host resolves to an address judge calls may not reach. A ConnectError, so
     httpx reports it as a failed connection; the message says which address and why."""
 
 
-def address_problem(address: str) -> str:
-    """Why judge calls may not connect to `address` (an IP literal), or "" when it is a
-    public address."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+def carried_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address, bool] | None:
+    """The IPv4 address that `ip` carries, if any: (the form's name, the IPv4 address,
+    whether the form may reach public addresses at all). For IPv4-mapped, 6to4 and
+    well-known NAT64 addresses the IPv4 address alone decides; Teredo, IPv4-compatible and
+    local-use NAT64 addresses are refused even when it is public (a tunnel to a client, a
+    deprecated form, a translator of the local network's own choosing)."""
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped is not None:
+        return "an IPv4-mapped", ip.ipv4_mapped, True
+    if ip.sixtofour is not None:
+        return "a 6to4", ip.sixtofour, True
+    if ip.teredo is not None:
+        return "a Teredo", ip.teredo[1], False  # the client: NOT of the last 32 bits
+    if ip in NAT64_WELL_KNOWN:
+        return "a NAT64", low32, True
+    if ip in NAT64_LOCAL_USE:
+        return "a local-use NAT64", low32, False
+    if ip in IPV4_COMPATIBLE and int(ip) > 1:
+        return "an IPv4-compatible", low32, False
+    return None
+
+
+def _kind_problem(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """What kind of address `ip` is, when judge calls may not reach it ("a loopback
+    address"), or "" for a public one. Says nothing of an IPv4 address it may carry."""
     if ip in METADATA_ADDRESSES:
-        return f"{ip} is a cloud metadata address"
+        return "a cloud metadata address"
     for attribute, what in (
         ("is_loopback", "a loopback"),
         ("is_unspecified", "an unspecified"),
         ("is_link_local", "a link-local"),
+        ("is_site_local", "a site-local"),  # fec0::/10: deprecated, but routed on some LANs
         ("is_multicast", "a multicast"),
         ("is_reserved", "a reserved"),
         ("is_private", "a private"),
     ):
-        if getattr(ip, attribute):
-            return f"{ip} is {what} address"
+        if getattr(ip, attribute, False):
+            return f"{what} address"
     if not ip.is_global:
-        return f"{ip} is not a public address"
+        return "not a public address"
     return ""
+
+
+def address_problem(address: str) -> str:
+    """Why judge calls may not connect to `address` (an IP literal), or "" when it is a
+    public address. An IPv6 address carrying an IPv4 one is refused whenever that IPv4
+    address would be, for the same reason ("2002:7f00:1:: is a 6to4 address of 127.0.0.1,
+    a loopback address")."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        carried = carried_ipv4(ip)
+        if carried is not None:
+            form, ipv4, may_be_public = carried
+            problem = _kind_problem(ipv4)
+            if problem:
+                return f"{ip} is {form} address of {ipv4}, {problem}"
+            if may_be_public:
+                return ""
+            return f"{ip} is {form} address (of {ipv4}), not a public address"
+    problem = _kind_problem(ip)
+    return f"{ip} is {problem}" if problem else ""
 
 
 def _resolve(host: str, port: int) -> list[str]:

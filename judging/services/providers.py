@@ -16,11 +16,81 @@ from judging.models import Provider
 
 ENV_VAR_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 #: Variables of the server itself that no provider may name, whoever declares it: a typo
-#: or a careless admin would otherwise send the site's own secrets as a bearer token.
-SERVER_VARIABLES = re.compile(
-    r"(DJANGO_|DATABASE_|REDIS_|CELERY_|POSTGRES|PG[A-Z]*$|AWS_|GOOGLE_APPLICATION"
-    r"|HOME$|PATH$|USER$|SHELL$|PWD$|HOSTNAME$)"
+#: or a careless admin would otherwise send the site's own secrets as a bearer token. Every
+#: name the settings, the test settings, gunicorn.conf.py and `serve` read from the
+#: environment is among them (tests/judging/test_credentials.py reads those files to check
+#: it), and so are the usual variables of the database client, the cloud SDKs and the shell.
+SERVER_VARIABLES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), why)
+    for pattern, why in (
+        (r"SECRET_KEY$", "Django's secret key"),
+        (r"DJANGO_", "DJANGO_* variables are refused"),
+        (r"FLASKWEB_", "FLASKWEB_* variables are refused"),
+        (r"DATABASE_", "DATABASE_* variables are refused"),
+        (r"REDIS_", "REDIS_* variables are refused"),
+        (r"CELERY_", "CELERY_* variables are refused"),
+        (r"TEST_", "TEST_* variables are refused"),
+        (r"PYTEST_", "PYTEST_* variables are refused"),
+        (r"GUNICORN_", "GUNICORN_* variables are refused"),
+        (r"WEB_CONCURRENCY$", "gunicorn's number of workers"),
+        (r"POSTGRES", "POSTGRES* variables are refused"),
+        (r"PG[A-Z]*$", "PG* variables are refused"),
+        (r"AWS_", "AWS_* variables are refused"),
+        (r"GOOGLE_APPLICATION", "GOOGLE_APPLICATION* variables are refused"),
+        (r"(HOME|PATH|USER|SHELL|PWD|HOSTNAME)$", "a variable of the shell"),
+    )
 )
+#: Where no key file may be, after `..` and symlinks are resolved: the kernel's views of
+#: processes and devices (/proc/self/environ is the worker's whole environment, /dev/stdin
+#: whatever it reads), none of which is a secret file of the provider's own.
+SYSTEM_DIRECTORIES = ("/proc", "/sys", "/dev")
+
+
+def server_variable(name: str) -> str:
+    """Why `name` is one of the server's own variables ("FLASKWEB_* variables are
+    refused"), or "" when it is not."""
+    for pattern, why in SERVER_VARIABLES:
+        if pattern.match(name):
+            return why
+    return ""
+
+
+def _server_setting_files() -> dict[str, str]:
+    """The files the server's own `*_FILE` settings name (DJANGO_SECRET_KEY_FILE…), resolved,
+    with the variable that names each."""
+    return {
+        os.path.realpath(value): name
+        for name, value in os.environ.items()
+        if name.endswith("_FILE")
+        and value.startswith("/")
+        and (server_variable(name) or server_variable(name.removesuffix("_FILE")))
+    }
+
+
+def key_file_problem(path: str) -> str:
+    """Why `path` cannot be a provider's key file, or "": an absolute path, neither under
+    /proc, /sys or /dev (as written with its `..` resolved, and with its symlinks
+    resolved as far as they exist on this machine) nor the file of one of the server's own
+    settings. Checked when a provider is saved and again when a worker reads the key."""
+    if not path.startswith("/"):
+        return "Give an absolute path, e.g. /run/secrets/openai_key."
+    if "\x00" in path:
+        return "The path holds a NUL character."
+    written = "/" + os.path.normpath(path).lstrip("/")
+    resolved = os.path.realpath(path)
+    for where in (written, resolved):
+        for root in SYSTEM_DIRECTORIES:
+            if where == root or where.startswith(root + "/"):
+                via = "" if where == path else f" (it leads to {where})"
+                return (
+                    f"{path} is under {root}{via}: a key file is a secret file of the "
+                    "provider's own, e.g. /run/secrets/openai_key, never the system's view "
+                    "of processes or devices."
+                )
+    setting = _server_setting_files().get(resolved)
+    if setting:
+        return f"{path} is the file of the server's own setting {setting}."
+    return ""
 
 
 def provider_problems(
@@ -62,10 +132,15 @@ def provider_problems(
                 f"Enter {api_key_env.removesuffix('_FILE')}: the workers read {api_key_env} "
                 "by themselves."
             )
-        elif SERVER_VARIABLES.match(api_key_env):
-            errors["api_key_env"] = f"{api_key_env} is one of the server's own settings."
-    if api_key_file and not api_key_file.startswith("/"):
-        errors["api_key_file"] = "Give an absolute path, e.g. /run/secrets/openai_key."
+        elif why := server_variable(api_key_env):
+            errors["api_key_env"] = (
+                f"{api_key_env} is one of the server's own settings ({why}): name the "
+                "variable that holds this provider's key, e.g. OPENAI_API_KEY."
+            )
+    if api_key_file and "api_key_file" not in errors:
+        problem = key_file_problem(api_key_file)
+        if problem:
+            errors["api_key_file"] = problem
     if not isinstance(prices, dict) or not all(
         isinstance(v, dict) and set(v) <= {"prompt", "completion"} for v in prices.values()
     ):
@@ -119,8 +194,17 @@ def provider_api_key(provider: Provider) -> str:
     if provider.api_key_env and not path:
         path = os.environ.get(f"{provider.api_key_env}_FILE", "")
     if path:
+        # checked again here: a symlink may have been pointed elsewhere since it was saved
+        if key_file_problem(path):
+            raise JudgeError(
+                f"the key file of provider {provider.name} is in a place no key may be read "
+                "from (a site admin must move it)",
+                retryable=False,
+                code="no_key",
+            )
         try:
-            value = Path(path).read_text().strip()
+            # a regular file only: reading a FIFO would block the worker
+            value = Path(path).read_text().strip() if Path(path).is_file() else ""
         except OSError:
             value = ""
     else:

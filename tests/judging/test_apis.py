@@ -176,6 +176,43 @@ def test_bad_judge_input_gets_json_field_errors_and_creates_nothing(
     assert not JudgeConfig.objects.filter(project=project).exists()
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"API_KEY_ENV": "DJANGO_SECRET_KEY"}, "a site admin's decision: choose a provider"),
+        ({"Authorization": "Bearer sk-abc"}, "Never send an API key"),
+        (
+            {"headers": {"X-Api-Key": "sk-abc"}},
+            "Unknown field 'headers': it is not one of this request's fields.",
+        ),
+        (
+            {"provider_id": 1},
+            "Unknown field 'provider_id': it is not one of this request's fields; "
+            "did you mean 'provider'?",
+        ),
+    ],
+)
+def test_a_judge_field_the_api_does_not_know_is_refused_by_name(api, project, extra, message):
+    # was: 201, the field silently ignored
+    response = api.post(
+        f"{API}/projects/{project.slug}/judges/create/", llm_body(**extra), format="json"
+    )
+    assert response.status_code == 400
+    [key] = extra
+    body = response.json()
+    assert message in body["fields"][key][0]
+    assert body["detail"].startswith(key) and body["code"] == "invalid"
+    assert not JudgeConfig.objects.filter(project=project).exists()
+
+
+def test_unknown_fields_are_reported_with_the_other_field_errors_in_one_answer(api, project):
+    body = {"name": "ROUGE", "kind": "imported", "metric": "rouge-l", "headers": {}}
+    response = api.post(f"{API}/projects/{project.slug}/judges/create/", body, format="json")
+    assert response.status_code == 400
+    assert set(response.json()["fields"]) == {"kind", "metric", "headers"}
+    assert "(and 2 more; see fields)" in response.json()["detail"]
+
+
 def test_a_duplicate_judge_name_is_a_field_error(api, project, judge):
     response = api.post(
         f"{API}/projects/{project.slug}/judges/create/", llm_body(name=judge.name), format="json"

@@ -4,17 +4,23 @@ credentials. Driven through the project's local OpenAI-compatible server on 127.
 
 from __future__ import annotations
 
+import re
 from io import StringIO
+from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from annotation.services.projects import project_create
 from devtools.openai_server import FakeOpenAIServer
+from flaskweb.management.commands.serve import ADMIN_VARIABLES
+from judging.llm.clients import JudgeError
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, Judgment, JudgmentStatus, Provider
 from judging.services import (
     judge_config_create,
@@ -23,6 +29,7 @@ from judging.services import (
     judge_run_start,
     provider_problems,
 )
+from judging.services.providers import provider_api_key
 from tests.annotation.test_assignments import make_dataset
 from tests.judging.providers import provider_for
 from tests.judging.test_runs import response_ids, running
@@ -209,6 +216,119 @@ def test_provider_settings_are_checked(fields, field, message):
     assert message in provider_problems(**settings)[field]
 
 
+#: Where the server reads its own environment: every name read there is its own setting.
+SERVER_SOURCES = (
+    "flaskweb/settings.py",
+    "flaskweb/settings_test.py",
+    "flaskweb/celery.py",
+    "flaskweb/management/commands/serve.py",
+    "gunicorn.conf.py",
+    "manage.py",
+)
+ENV_READ = re.compile(
+    r"""(?:\benv_[a-z]+\(|\benviron\.(?:get|setdefault)\(|\benviron\[|\bgetenv\(|\b_int\()"""
+    r'\s*"([A-Z][A-Z0-9_]+)"'
+)
+
+
+def server_variables() -> set[str]:
+    base = Path(django_settings.BASE_DIR)
+    names = set(ADMIN_VARIABLES)
+    for source in SERVER_SOURCES:
+        names |= set(ENV_READ.findall((base / source).read_text()))
+    example = (base / ".env.example").read_text()
+    return names | set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", example, re.MULTILINE))
+
+
+def key_variable_problem(name: str) -> str:
+    return provider_problems(
+        base_urls=["http://127.0.0.1:8000/v1"],
+        api_key_env=name,
+        api_key_file="",
+        is_local=True,
+        prices={},
+    ).get("api_key_env", "")
+
+
+def key_file_problem(path: str) -> str:
+    return provider_problems(
+        base_urls=["http://127.0.0.1:8000/v1"],
+        api_key_env="",
+        api_key_file=path,
+        is_local=True,
+        prices={},
+    ).get("api_key_file", "")
+
+
+def test_no_variable_the_server_reads_can_be_a_providers_key_variable():
+    # was: FLASKWEB_*, SECRET_KEY, TEST_*, GUNICORN_* … were accepted as a key's variable
+    names = server_variables() | {"SECRET_KEY", "FLASKWEB_PROBE_SECRET", "TEST_ANYTHING"}
+    assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "FLASKWEB_VAR_DIR"} <= names
+    accepted = sorted(
+        n for n in names if "the server's own settings" not in key_variable_problem(n)
+    )
+    assert accepted == []
+    # and the message says which rule it fell under
+    assert key_variable_problem("FLASKWEB_MAX_BODY_BYTES") == (
+        "FLASKWEB_MAX_BODY_BYTES is one of the server's own settings (FLASKWEB_* variables are "
+        "refused): name the variable that holds this provider's key, e.g. OPENAI_API_KEY."
+    )
+    assert key_variable_problem("OPENAI_API_KEY") == ""
+
+
+def test_a_key_file_in_proc_sys_or_dev_is_refused_however_its_path_is_written(tmp_path):
+    # was: --key-file /proc/self/environ made the worker's environment the bearer token
+    link = tmp_path / "innocent-key"
+    link.symlink_to("/proc/self/environ")
+    cases = {
+        "/proc/self/environ": "/proc/self/environ is under /proc: ",
+        "/sys/kernel/notes": "is under /sys",
+        "/dev/stdin": "/dev/stdin is under /dev: ",
+        "/run/secrets/../../proc/self/environ": "is under /proc (it leads to /proc/self/environ)",
+        "//proc/self/environ": "is under /proc",
+        str(link): f"{link} is under /proc (it leads to /proc/",
+    }
+    for path, problem in cases.items():
+        assert problem in key_file_problem(path), path
+    assert "a secret file of the provider's own" in key_file_problem("/dev/stdin")
+    # a file of its own, and a /procedures directory, are fine
+    assert key_file_problem("/run/secrets/openai_key") == ""
+    assert key_file_problem("/procedures/key") == ""
+
+
+def test_a_key_file_that_holds_one_of_the_servers_own_secrets_is_refused(tmp_path, monkeypatch):
+    secret = tmp_path / "django_secret_key"
+    secret.write_text("not-a-provider-key")
+    monkeypatch.setenv("DJANGO_SECRET_KEY_FILE", str(secret))
+    (tmp_path / "link").symlink_to(secret)
+    for path in (str(secret), str(tmp_path / "link"), f"{tmp_path}/x/../django_secret_key"):
+        assert key_file_problem(path) == (
+            f"{path} is the file of the server's own setting DJANGO_SECRET_KEY_FILE."
+        )
+
+
+def test_a_workers_key_file_is_checked_again_when_the_key_is_read(db, tmp_path, monkeypatch):
+    # given a provider saved with a key file that was a symlink to a real secret file
+    real = tmp_path / "real-key"
+    real.write_text("sk-provider-key\n")
+    link = tmp_path / "key"
+    link.symlink_to(real)
+    provider = provider_for("http://127.0.0.1:9/v1", api_key_file=str(link))
+    assert provider_api_key(provider) == "sk-provider-key"
+    # when the symlink is pointed at the worker's environment afterwards
+    link.unlink()
+    link.symlink_to("/proc/self/environ")
+    # then the worker reads nothing, and the error does not say where the key is kept
+    with pytest.raises(JudgeError) as caught:
+        provider_api_key(provider)
+    assert caught.value.code == "no_key" and not caught.value.retryable
+    assert str(link) not in str(caught.value) and "no key may be read" in str(caught.value)
+    # nor through the variable's NAME_FILE twin
+    monkeypatch.setenv("PROBE_PROVIDER_KEY_FILE", "/proc/self/environ")
+    with pytest.raises(JudgeError, match="no key may be read"):
+        provider_api_key(provider_for("http://127.0.0.1:9/v1", key_env="PROBE_PROVIDER_KEY"))
+
+
 def test_the_providers_price_table_sets_a_new_judges_prices(project):
     provider = provider_for(
         "http://127.0.0.1:9/v1", prices={"fake-judge": {"prompt": "0.5", "completion": "2"}}
@@ -320,10 +440,48 @@ def test_the_command_declares_lists_and_approves_providers(project):
     assert "local-vllm: http://127.0.0.1:8000/v1 (approved; local; no key; demo-project)" in (
         out.getvalue()
     )
-    from django.core.management.base import CommandError
-
     with pytest.raises(CommandError, match="loopback"):
         call_command("judge_provider", "public", "--url", "http://127.0.0.1:1/v1", stdout=out)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--key-env", "SECRET_KEY", "--key-env: SECRET_KEY is one of the server's own settings"),
+        ("--key-env", "FLASKWEB_VAR_DIR", "(FLASKWEB_* variables are refused)"),
+        ("--key-env", "DJANGO_SECRET_KEY", "(DJANGO_* variables are refused)"),
+        ("--key-env", "TEST_DATABASE_URL", "(TEST_* variables are refused)"),
+        ("--key-file", "/proc/self/environ", "--key-file: /proc/self/environ is under /proc"),
+        ("--key-file", "/dev/../proc/1/environ", "is under /proc (it leads to /proc/1/environ)"),
+    ],
+)
+def test_the_command_refuses_server_variables_and_system_files_as_the_key(
+    db, option, value, message
+):
+    url = ["--url", "http://127.0.0.1:8000/v1", "--local", "--approve"]
+    with pytest.raises(CommandError) as caught:
+        call_command("judge_provider", "probe", *url, option, value, stdout=StringIO())
+    assert message in str(caught.value)
+    assert not Provider.objects.filter(name="probe").exists()
+    # nor can an existing provider be changed to one
+    call_command("judge_provider", "probe", *url, "--key-env", "OPENAI_API_KEY", stdout=StringIO())
+    with pytest.raises(CommandError, match="the server.s own settings|is under"):
+        call_command("judge_provider", "probe", option, value, stdout=StringIO())
+    provider = Provider.objects.get(name="probe")
+    assert (provider.api_key_env, provider.api_key_file) == ("OPENAI_API_KEY", "")
+
+
+def test_the_admin_form_refuses_a_flaskweb_variable_and_a_proc_key_file(admin_client):
+    fields = {"name": "evil", "base_urls": '["http://127.0.0.1:8000/v1"]', "is_local": "on"}
+    for key, value, message in (
+        ("api_key_env", "FLASKWEB_PROBE_SECRET", "(FLASKWEB_* variables are refused)"),
+        ("api_key_file", "/proc/self/environ", "/proc/self/environ is under /proc"),
+    ):
+        response = admin_client.post(
+            "/admin/judging/provider/add/", {**fields, key: value, "prices": "{}"}
+        )
+        assert response.status_code == 200 and message in response.content.decode()
+    assert not Provider.objects.filter(name="evil").exists()
 
 
 # --- the migration --------------------------------------------------------------------------

@@ -92,6 +92,7 @@ def chat(url, *, local=True, key="sk-test"):
         ("0.0.0.0", "unspecified"),
         ("224.0.0.1", "multicast"),
         ("240.0.0.1", "reserved"),
+        ("fec0::1", "site-local"),
     ],
 )
 def test_addresses_that_are_not_public_are_refused_with_the_reason(address, why):
@@ -101,6 +102,61 @@ def test_addresses_that_are_not_public_are_refused_with_the_reason(address, why)
 @pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"])
 def test_public_addresses_pass(address):
     assert outbound.address_problem(address) == ""
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        # 6to4 (2002::/16): the IPv4 address is bits 16-47
+        ("2002:7f00:1::", "a 6to4 address of 127.0.0.1, a loopback address"),
+        ("2002:a9fe:a9fe::", "a 6to4 address of 169.254.169.254, a cloud metadata address"),
+        ("2002:a00:1::", "a 6to4 address of 10.0.0.1, a private address"),
+        ("2002:6440:1::", "a 6to4 address of 100.64.0.1, not a public address"),
+        ("2002:6464:64c8::", "a 6to4 address of 100.100.100.200, a cloud metadata address"),
+        # Teredo (2001::/32): the client is the bitwise NOT of the last 32 bits
+        (
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            "a Teredo address of 127.0.0.1, a loopback address",
+        ),
+        # NAT64, well-known (64:ff9b::/96) and local-use (64:ff9b:1::/48) prefixes
+        ("64:ff9b::7f00:1", "a NAT64 address of 127.0.0.1, a loopback address"),
+        ("64:ff9b::a9fe:a9fe", "a NAT64 address of 169.254.169.254, a cloud metadata address"),
+        ("64:ff9b::c0a8:10", "a NAT64 address of 192.168.0.16, a private address"),
+        (
+            "64:ff9b:1::a9fe:a9fe",
+            "a local-use NAT64 address of 169.254.169.254, a cloud metadata address",
+        ),
+        # IPv4-mapped and IPv4-compatible
+        ("::ffff:10.1.2.3", "an IPv4-mapped address of 10.1.2.3, a private address"),
+        ("::127.0.0.1", "an IPv4-compatible address of 127.0.0.1, a loopback address"),
+    ],
+)
+def test_an_ipv6_address_carrying_a_refused_ipv4_address_is_refused_as_that_address(address, why):
+    # was: 2002:7f00:1:: and 2002:a9fe:a9fe:: passed as public IPv6 addresses
+    assert outbound.address_problem(address).endswith(f" is {why}")
+
+
+def test_an_ipv6_address_carrying_a_public_ipv4_address_is_judged_by_its_form():
+    # 6to4, IPv4-mapped and well-known NAT64 (an IPv6-only network with DNS64 reaches a
+    # public API so) go where the IPv4 address is: public
+    for address in ("2002:808:808::", "::ffff:8.8.8.8", "64:ff9b::808:808"):
+        assert outbound.address_problem(address) == "", address
+    # Teredo tunnels, deprecated IPv4-compatible addresses and a local translator are not
+    # public, whatever IPv4 address they carry
+    for address in (
+        "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
+        "::8.8.8.8",
+        "64:ff9b:1::808:808",
+    ):
+        assert outbound.address_problem(address).endswith("(of 8.8.8.8), not a public address")
+
+
+def test_a_name_that_resolves_to_a_6to4_address_of_the_metadata_service_is_refused_at_connect_time(
+    monkeypatch,
+):
+    monkeypatch.setattr(outbound, "_resolve", lambda host, port: ["2002:a9fe:a9fe::"])
+    with pytest.raises(outbound.AddressRefused, match="169.254.169.254, a cloud metadata"):
+        outbound.GuardedBackend().connect_tcp("wrapped.example", 80, timeout=1)
 
 
 def test_the_guarded_client_does_not_connect_to_loopback(http_server):
@@ -148,6 +204,16 @@ def test_a_non_local_provider_on_a_private_address_cannot_be_declared():
         is_local=True,
         prices={},
     )
+
+
+def test_a_provider_at_a_6to4_address_of_loopback_is_treated_as_loopback():
+    url = "http://[2002:7f00:1::]:8000/v1"
+    settings = {"base_urls": [url], "api_key_env": "", "api_key_file": "", "prices": {}}
+    # not local: refused like http://127.0.0.1:8000/v1, with the address it stands for
+    problem = provider_problems(**settings, is_local=False)["base_urls"]
+    assert "127.0.0.1, a loopback address" in problem and "mark the provider as local" in problem
+    # local: allowed like http://127.0.0.1:8000/v1 (the admin's decision)
+    assert not provider_problems(**settings, is_local=True)
 
 
 @pytest.mark.parametrize(

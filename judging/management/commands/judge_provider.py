@@ -19,6 +19,27 @@ from annotation.models import Project
 from judging.models import Provider
 from judging.services import provider_save
 
+#: The option that sets each field provider_save checks, to name it in the error.
+OPTIONS = {
+    "base_urls": "--url",
+    "api_key_env": "--key-env",
+    "api_key_file": "--key-file",
+    "prices": "--price",
+    "requests_per_minute": "--rpm",
+    "tokens_per_minute": "--tpm",
+}
+
+
+def _messages(exc: ValidationError) -> str:
+    """The service's errors, each after the option it is about ("--key-env: …")."""
+    if not hasattr(exc, "error_dict"):
+        return "; ".join(exc.messages)
+    return "; ".join(
+        f"{OPTIONS.get(field, field)}: {message}" if field != "__all__" else message
+        for field, messages in exc.message_dict.items()
+        for message in messages
+    )
+
 
 class Command(BaseCommand):
     help = "Declare or update a judge provider (site admins' decision); --list shows them."
@@ -61,7 +82,7 @@ class Command(BaseCommand):
             with transaction.atomic():
                 provider = self._save(options)
         except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from None
+            raise CommandError(_messages(exc)) from None
         state = "approved" if provider.approved else "not approved: no call goes out yet"
         self.stdout.write(f"provider {provider.name}: {', '.join(provider.base_urls)} ({state})")
 
