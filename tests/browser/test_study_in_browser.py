@@ -179,3 +179,50 @@ def test_an_mturk_worker_submits_the_external_question_form(
     assert path == "/mturk/externalSubmit"
     assert fields == {"assignmentId": ["ASG9"], "completion_code": ["MT-7"]}
     assert Participant.objects.get().state == ParticipantState.COMPLETED
+
+
+def test_the_study_works_without_javascript(chromium, live_server, project, tmp_path):
+    """A participant whose browser runs no script: link, a task scored with plain form
+    posts, the finish page, the code; a second browser is asked for the resume code."""
+    dataset = build_dataset(project, tmp_path, texts=["Only answer."])
+    campaign = build_campaign(project, dataset, overlap=1, instructions="")
+    services.study_settings_update(
+        campaign=campaign, consent_text="Agree?", completion_code="NOJS-1", screenout_code=""
+    )
+    link = services.study_link_create(campaign=campaign, platform="generic")
+    context = chromium.new_context(
+        java_script_enabled=False, viewport={"width": 390, "height": 844}
+    )
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/study/{link.token}/?worker=nojs-7")
+        page.click("button[value=agree]")
+        page.wait_for_selector("[data-annotate-form]")
+        # no finish action yet; the finish page says what is left
+        assert not page.query_selector("[data-study-finish-button]")
+        resume_code = page.inner_text("[data-resume-code]")
+        for row in page.query_selector_all("[data-skill-row]"):
+            row.query_selector("input[value='3']").check(force=True)
+        page.click("[data-submit]")
+        page.wait_for_selector("[data-study-finish-button]")
+        page.click("[data-study-finish-due] [data-study-finish-button]")
+        page.wait_for_selector("[data-completion-code]")
+        assert page.inner_text("[data-completion-code]") == "NOJS-1"
+    finally:
+        context.close()
+    # another browser with the same id: asked for the code, which lets it in
+    other = chromium.new_context(java_script_enabled=False)
+    page = other.new_page()
+    try:
+        cache.delete("study-entry:addr:127.0.0.1")
+        page.goto(f"{live_server.url}/study/{link.token}/?worker=nojs-7")
+        page.wait_for_selector("[data-study-continue]")
+        page.fill("input[name=code]", "WRONG")
+        page.click("[data-study-continue] button[type=submit]")
+        page.wait_for_selector("[role=alert]")
+        page.fill("input[name=code]", resume_code.lower())
+        page.click("[data-study-continue] button[type=submit]")
+        page.wait_for_selector("[data-completion-code]")  # finished: straight to the code
+    finally:
+        other.close()
+    assert Participant.objects.get().state == ParticipantState.COMPLETED
