@@ -326,9 +326,18 @@ def participant_approval_rows(*, campaign: Campaign, decision: str = "") -> list
             "finished_at",
         )
     )
-    for user_id, username, worker, platform, study, session, state, end, consented, done in (
-        participants
-    ):
+    for (
+        user_id,
+        username,
+        worker,
+        platform,
+        study,
+        session,
+        state,
+        end,
+        consented,
+        done,
+    ) in participants:
         q = figures.get(user_id)
         flags = q.flags if q else ()
         verdict, why = _decision(state, flags)
