@@ -160,7 +160,7 @@ def campaign_study_participants(request: HtmxHttpRequest, pk: int) -> HttpRespon
 
     campaign = access.campaign_get_for_staff(request.user, pk)
     rules = quality.quality_rules_clean(campaign.quality_rules)
-    form = QualityRulesForm(request.POST or None, rules=rules)
+    form = QualityRulesForm(request.POST if request.method == "POST" else None, rules=rules)
     status = 200
     if request.method == "POST":
         if form.is_valid():
