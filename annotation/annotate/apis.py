@@ -119,12 +119,14 @@ class AnnotatorProgressApi(APIView):
             help_text="focused time of your submitted tasks here, in milliseconds"
         )
         break_every = serializers.IntegerField(
-            allow_null=True, help_text="a break is suggested after every N submitted tasks"
+            allow_null=True,
+            help_text="a break is suggested after every N submitted tasks (training and "
+            "qualification tasks do not count)",
         )
         break_minutes = serializers.IntegerField(allow_null=True)
         tasks_until_break = serializers.IntegerField(allow_null=True)
         break_due = serializers.BooleanField(
-            help_text="your last submission completed a round of break_every tasks"
+            help_text="your last submitted task that counts completed a round of break_every tasks"
         )
 
         class Meta:

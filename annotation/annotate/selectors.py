@@ -57,8 +57,10 @@ from annotation.selectors import (
     PairQuestions,
     TaskSkill,
     item_skills_sql,
+    open_normal_tasks,
     pair_questions,
     skills_for_item,
+    task_skills,
 )
 from annotation.services.preferences import choice_to_shown
 from flaskweb.db import aware, fetch_one, instance_from
@@ -350,6 +352,10 @@ class AnnotatorProgress:
     break_every: int | None
     break_minutes: int
     with_checks: bool = False  # the campaign serves checks (has_checks), counted in `total`
+    # submitted tasks that count toward breaks: all but screening (training, qualification)
+    # ones, which come before any real task and are labelled as such; gold tasks and repeats
+    # count, as leaving them out would tell which tasks were checks
+    paced: int = 0
 
     @property
     def percent(self) -> int:
@@ -367,16 +373,17 @@ class AnnotatorProgress:
 
     @property
     def until_break(self) -> int | None:
-        """Tasks left before the next suggested break; None without breaks."""
+        """Tasks left before the next suggested break; None without breaks. Screening tasks
+        neither count nor bring a break (`paced`)."""
         if not self.break_every:
             return None
-        return self.break_every - self.done % self.break_every
+        return self.break_every - self.paced % self.break_every
 
     @property
     def break_due(self) -> bool:
-        """A break is suggested now: the last submission completed a round of
-        `break_every` tasks."""
-        return bool(self.break_every) and self.done > 0 and self.until_break == self.break_every
+        """A break is suggested now: the last task that counts (`paced`) completed a round
+        of `break_every` tasks."""
+        return bool(self.break_every) and self.paced > 0 and self.until_break == self.break_every
 
     def as_json(self) -> dict:
         return {
@@ -403,30 +410,6 @@ def spent_label(ms: int) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-def _open_normal_tasks(*, user) -> QuerySet:
-    """The campaign's (OuterRef "pk") normal tasks with a free slot that `user` never had,
-    routed by domain as the claim routes them."""
-    never_mine = ~Exists(
-        Assignment.objects.filter(
-            task_id=OuterRef("pk"), annotator=user, kind=AssignmentKind.NORMAL
-        )
-    )
-    mine = AnnotatorExpertise.objects.filter(user=user)
-    routed = (
-        Q(campaign__route_by_domain=False)
-        | ~Exists(mine)
-        | Exists(
-            ItemDomain.objects.filter(
-                item_id=OuterRef("response__item_id"),
-                domain_id__in=mine.values("domain_id"),
-            )
-        )
-    )
-    return Task.objects.filter(
-        campaign_id=OuterRef("pk"), kind=TaskKind.NORMAL, assigned__lt=F("overlap")
-    ).filter(never_mine, routed)
-
-
 #: How long an annotator's total (without a quota) is reused: counting the tasks still open
 #: to them scans the campaign's free tasks (14.7 ms at 10,000 tasks, measured), too much for
 #: every card. Their own claims, submissions and skips do not change the total; only other
@@ -442,7 +425,8 @@ def _total_key(campaign_id: int, user_id: int) -> str:
 #: of those submitted or held the checks (gold, attention, repeats, screening tasks), which
 #: count in `done` but never among the normal tasks open to them; then what the cadence of
 #: checks reads (annotation/cadence.py): every assignment served, the normal tasks submitted
-#: or held, and the repeats served.
+#: or held, and the repeats served; last the submitted ones that count toward breaks (all
+#: but screening tasks).
 _MINE = f"""
 SELECT COUNT(*) FILTER (WHERE a.status = 'submitted'),
        COALESCE(SUM(a.active_ms) FILTER (WHERE a.status = 'submitted'), 0),
@@ -454,7 +438,9 @@ SELECT COUNT(*) FILTER (WHERE a.status = 'submitted'),
                         AND t.kind = 'normal'),
        COUNT(*) FILTER (WHERE a.status = 'active' AND a.kind = 'normal'
                         AND t.kind = 'normal'),
-       COUNT(*) FILTER (WHERE a.kind = 'repeat')
+       COUNT(*) FILTER (WHERE a.kind = 'repeat'),
+       COUNT(*) FILTER (WHERE a.status = 'submitted'
+                        AND t.kind NOT IN ('training', 'qualification'))
 FROM {Assignment._meta.db_table} a
 JOIN {Task._meta.db_table} t ON t.id = a.task_id
 WHERE a.campaign_id = %s AND a.annotator_id = %s
@@ -519,7 +505,7 @@ def annotator_progress(*, campaign: Campaign, user) -> AnnotatorProgress:
     does not grow as checks are served."""
     row = fetch_one(_MINE, [campaign.pk, user.pk])
     assert row is not None  # an aggregate always answers one row
-    done, ms, holding, checks, served, normal_submitted, normal_holding, repeats = (
+    done, ms, holding, checks, served, normal_submitted, normal_holding, repeats, paced = (
         int(v or 0) for v in row
     )
     by_quota = campaign.quota_per_annotator is not None
@@ -533,7 +519,7 @@ def annotator_progress(*, campaign: Campaign, user) -> AnnotatorProgress:
         if normal_total is None:
             open_now = (
                 Campaign.objects.filter(pk=campaign.pk)
-                .annotate(n_open=_count(_open_normal_tasks(user=user)))
+                .annotate(n_open=_count(open_normal_tasks(user=user)))
                 .values_list("n_open", flat=True)
                 .get()
             )
@@ -556,6 +542,7 @@ def annotator_progress(*, campaign: Campaign, user) -> AnnotatorProgress:
         with_checks=has_checks(campaign),
         break_every=campaign.break_every,
         break_minutes=campaign.break_minutes,
+        paced=paced,
     )
 
 
@@ -632,11 +619,15 @@ def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | No
         return None
     if assignment.task.response_b_id is not None:
         return _pair_feedback(assignment)
+    asked = _asked_order(assignment)
     known = {
         g.skill_id: g
-        for g in GoldScore.objects.filter(task_id=assignment.task_id)
-        .select_related("skill")
-        .order_by("skill__order", "skill__name")
+        for g in sorted(
+            GoldScore.objects.filter(task_id=assignment.task_id)
+            .select_related("skill")
+            .order_by("skill__order", "skill__name"),
+            key=lambda g: asked.get(g.skill_id, len(asked)),
+        )
     }
     given = {
         s.skill_id: s
@@ -662,6 +653,17 @@ def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | No
     return GoldFeedback(rows=rows, explanations=explanations)
 
 
+def _asked_order(assignment: Assignment) -> dict[int | None, int]:
+    """Skill id -> its place on the task's form (task_skills: the item's ranked skills or
+    the campaign's fixed set), so the feedback lists skills in the order they were asked;
+    a pair's overall question (no skill) comes after them, as on the pair card."""
+    order: dict[int | None, int] = {
+        skill.skill_id: n for n, skill in enumerate(task_skills(assignment=assignment))
+    }
+    order[None] = len(order)
+    return order
+
+
 #: A choice as the pair card showed it (its side, annotation/services/preferences.py
 #: choice_to_shown): the card calls the left response A and the right one B, whatever the
 #: stored order, so these labels name sides, never the pair's stored A and B.
@@ -683,12 +685,16 @@ def _pair_feedback(assignment: Assignment) -> GoldFeedback:
             "skill_id", "choice"
         )
     }
-    known = GoldPreference.objects.filter(task_id=assignment.task_id).order_by(
-        F("skill__order").asc(nulls_last=True), "skill__name"
+    asked = _asked_order(assignment)
+    known = sorted(
+        GoldPreference.objects.filter(task_id=assignment.task_id)
+        .order_by(F("skill__order").asc(nulls_last=True), "skill__name")
+        .values("skill_id", "skill__name", "choice", "explanation"),
+        key=lambda gold: asked.get(gold["skill_id"], len(asked)),
     )
     rows = []
     explanations: list[str] = []
-    for gold in known.values("skill_id", "skill__name", "choice", "explanation"):
+    for gold in known:
         if gold["explanation"] and gold["explanation"] not in explanations:
             explanations.append(gold["explanation"])
         mine = given.get(gold["skill_id"])

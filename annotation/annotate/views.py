@@ -91,12 +91,15 @@ def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _after_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpResponse:
     """After an accepted submission: the gold feedback card (training tasks always show
     their known answers and explanations; gold and attention ones when the campaign turns
-    gold feedback on; a pair's by the sides the annotator saw), else the next card."""
+    gold feedback on; a pair's by the sides the annotator saw), else the next card. Only a
+    task that counts toward breaks can bring one: never a screening (training or
+    qualification) task."""
+    pace = assignment.task.kind not in selectors.SCREENING_KINDS
     if assignment.campaign.gold_feedback or assignment.task.kind == TaskKind.TRAINING:
         feedback = selectors.gold_feedback_for_assignment(assignment=assignment)
         if feedback is not None:
-            return _render(request, assignment.campaign, {"feedback": feedback}, pace=True)
-    return _next_card(request, assignment.campaign, notice="Saved.", pace=True)
+            return _render(request, assignment.campaign, {"feedback": feedback}, pace=pace)
+    return _next_card(request, assignment.campaign, notice="Saved.", pace=pace)
 
 
 def _pair_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpResponse:

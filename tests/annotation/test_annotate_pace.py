@@ -43,6 +43,7 @@ from tests.annotation.test_annotate_views import (
     score_post,
     submit_url,
 )
+from tests.annotation.test_screening import make_screening_campaign
 from tests.clients import token_client
 
 
@@ -246,6 +247,42 @@ def test_a_break_is_announced_then_suggested_with_a_continue_button(
     # and Continue (a GET of the page) brings the next task
     body = annotator_client.get(annotate_url(campaign), headers=HX).content.decode()
     assert "data-annotate-form" in body and "Time for a break" not in body
+
+
+def test_screening_tasks_neither_count_toward_a_break_nor_bring_one(
+    annotator_client, annotator, project, tmp_path
+):
+    # given 2 training and 2 qualification tasks, then 2 real ones, and a break every 2
+    # tasks (every 3, as the demo study sets it, put one between the qualification tasks)
+    campaign = make_screening_campaign(
+        project, tmp_path, [annotator], rule=QualificationRule.WITHIN_ONE
+    )
+    campaign_pace_update(
+        campaign=campaign, break_every=2, break_minutes=5, hourly_wage=None, wage_currency="USD"
+    )
+
+    def answer() -> tuple[str, str]:
+        annotator_client.get(annotate_url(campaign), headers=HX)
+        assignment = current(campaign, annotator)
+        # 3 is within one of every known score (2 and 4): the annotator passes
+        response = annotator_client.post(
+            submit_url(assignment), score_post(assignment, "3"), headers=HX
+        )
+        return Task.objects.get(pk=assignment.task_id).kind, response.content.decode()
+
+    # when the annotator answers the four screening tasks
+    answered = [answer() for _ in range(4)]
+    # then none brought a break card or a break note, and none counted toward a break
+    assert [kind for kind, _ in answered] == ["training"] * 2 + ["qualification"] * 2
+    for _, body in answered:
+        assert "Time for a break" not in body and "break-card" not in body
+    progress = annotator_progress(campaign=campaign, user=annotator)
+    assert (progress.done, progress.until_break, progress.break_due) == (4, 2, False)
+    # and the break comes after two real tasks
+    kind, body = answer()
+    assert kind == "normal" and "Break suggested after 1 more task<" in body
+    kind, body = answer()
+    assert kind == "normal" and "Time for a break" in body and "break-card" in body
 
 
 def test_no_break_is_mentioned_when_the_campaign_sets_none(annotator_client, annotator, campaign):

@@ -5,6 +5,7 @@ claim gate is in both hot-path backends)."""
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 
@@ -19,6 +20,7 @@ from django.utils import timezone
 from annotation.annotate.selectors import (
     NO_TASK_MESSAGES,
     campaign_list_for_annotator,
+    gold_feedback_for_assignment,
     no_task_reason,
 )
 from annotation.models import (
@@ -53,6 +55,7 @@ from annotation.services.assignments import (
     task_skills,
 )
 from annotation.services.projects import membership_set
+from tests.annotation import test_annotate_views as annotate_view_tests
 from tests.annotation.test_annotate_views import HX, build_campaign, build_dataset, score_post
 from tests.clients import token_client
 
@@ -371,6 +374,38 @@ def test_training_answers_show_the_known_scores_and_explanation(
     body = response.content.decode()
     assert response.status_code == 200 and "Expected" in body
     assert "wrong <strong>year</strong>" in body  # the explanation, rendered
+
+
+def test_training_feedback_lists_the_skills_in_the_order_the_form_asked_them(
+    project, tmp_path, annotator, annotator_client, monkeypatch
+):
+    # given items that rank their skills against the catalogue's order (Factuality,
+    # Comprehension, Readability), each with a known score
+    monkeypatch.setattr(
+        annotate_view_tests, "SKILLS", ["Readability", "Comprehension", "Factuality"]
+    )
+    campaign = make_screening_campaign(
+        project,
+        tmp_path,
+        [annotator],
+        known={"Factuality": 2, "Comprehension": 4, "Readability": 3},
+    )
+    annotator_client.get(reverse("annotation:annotate", args=[campaign.pk]))
+    assignment = Assignment.objects.get(annotator=annotator, status=AssignmentStatus.ACTIVE)
+    asked = [s.name for s in task_skills(assignment=assignment)]
+    assert asked == ["Readability", "Comprehension", "Factuality"]
+    # when the training task is answered
+    response = annotator_client.post(
+        reverse("annotation:annotate-submit", args=[assignment.pk]),
+        score_post(assignment, "2"),
+        headers=HX,
+    )
+    # then the feedback table lists them as the form did, and so does the API's feedback
+    table = response.content.decode().split("data-gold-feedback", 1)[1].split("</table>")[0]
+    shown = re.findall(r"<tr class=\"(?:agrees|differs)\"><td>([^<]+)</td>", table)
+    assert shown == asked
+    feedback = gold_feedback_for_assignment(assignment=assignment)
+    assert feedback is not None and [r.skill_name for r in feedback.rows] == asked
 
 
 def test_qualification_answers_show_no_feedback(campaign, annotator, annotator_client):
