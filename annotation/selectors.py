@@ -985,26 +985,27 @@ def study_group_list(
     member = ProjectMembership.objects.filter(project_id=project.pk, user_id=OuterRef("user_id"))
     if roles:
         member = member.filter(role__in=list(roles))
-    people = Participant.objects.filter(campaign_id=OuterRef("pk")).filter(Exists(member))
+    people = Participant.objects.filter(campaign__project_id=project.pk).filter(Exists(member))
     if in_pool_of is not None:
         pool = Campaign.annotators.through.objects.filter(
             campaign_id=in_pool_of.pk, user_id=OuterRef("user_id")
         )
         people = people.filter(Exists(pool))
-    counted = people.order_by().values("campaign_id").annotate(n=Count("pk")).values("n")
     links = (
-        StudyLink.objects.filter(campaign_id=OuterRef("pk"))
+        StudyLink.objects.filter(campaign_id=OuterRef("campaign_id"))
         .order_by()
         .values("campaign_id")
         .annotate(n=Count("pk"))
         .values("n")
     )
+    # grouped over the participants (not a count per campaign row, which PostgreSQL would
+    # run twice: in the select list and in the filter)
     rows = (
-        Campaign.objects.filter(project_id=project.pk)
-        .annotate(people=Coalesce(Subquery(counted), 0), link_count=Coalesce(Subquery(links), 0))
-        .filter(people__gt=0)
-        .order_by("name", "pk")
-        .values_list("pk", "name", "link_count", "people")
+        people.order_by()
+        .values("campaign_id", "campaign__name")
+        .annotate(n=Count("pk"), link_count=Coalesce(Subquery(links), 0))
+        .order_by("campaign__name", "campaign_id")
+        .values_list("campaign_id", "campaign__name", "link_count", "n")
     )
     return [StudyGroup(*row) for row in rows]
 

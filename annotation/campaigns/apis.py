@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
 from django.utils import timezone
@@ -43,7 +44,12 @@ from annotation.models import (
     TaskKind,
 )
 from annotation.parsers import ScoreRefused, score_read
-from annotation.selectors import skill_list_for_project
+from annotation.selectors import (
+    PARTICIPANT_FILTERS,
+    PARTICIPANTS_INCLUDE,
+    participants_narrowed,
+    skill_list_for_project,
+)
 from flaskweb.api_errors import ApiPagination, ErrorSerializer, service_error, state_conflict
 
 #: A score as the API writes it: 1..5, or "N/A".
@@ -156,7 +162,11 @@ class CampaignSerializer(serializers.Serializer):
     fixed_skills = _NamesField(attribute="name", help_text="skill names (skill_mode fixed)")
     overlap = serializers.IntegerField()
     show_reference = serializers.BooleanField()
-    annotators = _NamesField(attribute="username", help_text="usernames")
+    annotators = _NamesField(
+        attribute="username",
+        help_text="usernames of the pool, the campaign's study participants included "
+        "(GET ?participants= narrows them)",
+    )
     groups = _NamesField(attribute="name", help_text="group names")
     route_by_domain = serializers.BooleanField()
     quota_per_annotator = serializers.IntegerField(allow_null=True)
@@ -186,13 +196,32 @@ class CampaignSerializer(serializers.Serializer):
         return ProgressSerializer(progress).data
 
 
-def _campaign_data(campaign: Campaign) -> dict[str, Any]:
+def _campaign_data(campaign: Campaign, participants: str = PARTICIPANTS_INCLUDE) -> dict[str, Any]:
+    """The campaign as CampaignSerializer shows it; `participants` narrows its annotators
+    (include: everyone in the pool; exclude, only: as the members list's filter)."""
+    people = participants_narrowed(
+        get_user_model().objects.order_by("username"),
+        project=campaign.project,
+        participants=participants,
+    )
     campaign = (
         Campaign.objects.select_related("project", "dataset")
-        .prefetch_related("fixed_skills", "annotators", "groups")
+        .prefetch_related("fixed_skills", Prefetch("annotators", queryset=people), "groups")
         .get(pk=campaign.pk)
     )
     return CampaignSerializer(campaign).data
+
+
+class CampaignReadFilter(serializers.Serializer):
+    participants = serializers.ChoiceField(
+        choices=PARTICIPANT_FILTERS,
+        default=PARTICIPANTS_INCLUDE,
+        help_text="which of the pool's annotators to list: include (default: all), exclude "
+        "(no accounts made by study links) or only those accounts",
+    )
+
+    class Meta:
+        ref_name = "CampaignReadFilters"
 
 
 # --- input ----------------------------------------------------------------------------------------
@@ -219,7 +248,10 @@ class CampaignInputSerializer(serializers.Serializer):
         min_value=1, max_value=50, required=False, help_text="annotators per response (K)"
     )
     show_reference = serializers.BooleanField(required=False)
-    annotators = _names(help_text="usernames of the project's annotators")
+    annotators = _names(
+        help_text="usernames of the project's annotators: the new pool, which keeps the "
+        "campaign's own study participants whether listed or not"
+    )
     groups = _names(help_text="group names; a group admits its members with a project role")
     route_by_domain = serializers.BooleanField(required=False)
     quota_per_annotator = serializers.IntegerField(
@@ -361,14 +393,18 @@ class CampaignListApi(APIView):
 
 
 class CampaignDetailApi(APIView):
-    """GET: a campaign's settings and progress. PATCH: change settings (any subset)."""
+    """GET: a campaign's settings and progress (`?participants=` narrows its annotators).
+    PATCH: change settings (any subset); a new `annotators` list keeps the campaign's own
+    study participants in its pool."""
 
     parser_classes = [StrictJSONParser]
 
-    @extend_schema(responses=CampaignSerializer)
+    @extend_schema(parameters=[CampaignReadFilter], responses=CampaignSerializer)
     def get(self, request, pk: int):
         campaign = access.campaign_get_for_staff(request.user, pk)
-        return ApiResponse(_campaign_data(campaign))
+        params = CampaignReadFilter(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        return ApiResponse(_campaign_data(campaign, params.validated_data["participants"]))
 
     @extend_schema(
         request=CampaignInputSerializer(partial=True),

@@ -25,13 +25,19 @@ from annotation.models import (
     PairChoice,
     PairDesign,
     Project,
+    ProjectRole,
     Response,
     Skill,
     SkillMode,
     TaskKind,
 )
 from annotation.parsers import score_read
-from annotation.selectors import domain_list_for_project, skill_list_for_project
+from annotation.selectors import (
+    PARTICIPANTS_EXCLUDE,
+    domain_list_for_project,
+    skill_list_for_project,
+    study_group_list,
+)
 
 LEASE_UNITS = {"minutes": 60, "seconds": 1}
 
@@ -67,7 +73,17 @@ class CampaignForm(forms.Form):
         queryset=None,
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="The project's members with the annotator role.",
+        help_text="The project's members with the annotator role (study participants below).",
+    )
+    # A study link makes an account per crowd worker: thousands of them. They are offered
+    # a study at a time, as a count, never one checkbox each.
+    studies = forms.TypedMultipleChoiceField(
+        coerce=int,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Include the participants of a study",
+        help_text="Every participant of a ticked study (but those who declined consent) is "
+        "in the pool, as of each save. A study session opens only its own campaign's tasks.",
     )
     groups = forms.ModelMultipleChoiceField(
         queryset=Group.objects.none(),
@@ -168,7 +184,10 @@ class CampaignForm(forms.Form):
         datasets = project.datasets.order_by("name")
         self.fields["dataset"].queryset = datasets  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
         self.fields["fixed_skills"].queryset = skill_list_for_project(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
-        self.fields["annotators"].queryset = cs.project_annotator_list(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
+        self.fields["annotators"].queryset = cs.project_annotator_list(  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
+            project=project, participants=PARTICIPANTS_EXCLUDE
+        )
+        self._studies_offer(project, instance)
         keep = instance.groups.values_list("pk", flat=True) if instance is not None else ()
         self.fields["groups"].queryset = cs.group_list_for_project(project=project, keep=keep)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
         # (not `self.dataset`: templates would resolve that to the bound field)
@@ -182,6 +201,23 @@ class CampaignForm(forms.Form):
         if self.locked:
             for name in CAMPAIGN_STRUCTURE:
                 self.fields[name].disabled = True
+
+    def _studies_offer(self, project: Project, instance: Campaign | None) -> None:
+        """The other campaigns' studies as one checkbox each (a count, not the people);
+        the campaign's own participants are counted apart: they stay in its pool."""
+        studies = [
+            s
+            for s in study_group_list(project=project, roles=[ProjectRole.ANNOTATOR])
+            if instance is None or s.campaign_id != instance.pk
+        ]
+        self.fields["studies"].choices = [  # type: ignore[attr-defined]  # a ChoiceField
+            (s.campaign_id, f"{s.campaign_name} ({s.participants:,} participants)") for s in studies
+        ]
+        self.own_participants = 0
+        if instance is not None:
+            self.own_participants = cs.campaign_own_participant_count(campaign=instance)
+            if studies and not self.is_bound:
+                self.initial["studies"] = cs.campaign_pool_study_ids(campaign=instance)
 
     def _chosen_dataset(self, datasets, dataset_id) -> Dataset | None:
         """The dataset whose models are offered: posted, asked for (?dataset=), the
@@ -242,7 +278,10 @@ class CampaignForm(forms.Form):
             "fixed_skills": list(data["fixed_skills"]) if fixed else [],
             "overlap": data["overlap"],
             "show_reference": data["show_reference"],
-            "annotators": list(data["annotators"]),
+            "annotators": [
+                *data["annotators"],
+                *cs.study_participant_ids(project=self.project, study_ids=data["studies"]),
+            ],
             "groups": list(data["groups"]),
             "route_by_domain": data["route_by_domain"],
             "quota_per_annotator": data["quota_per_annotator"],
@@ -507,6 +546,10 @@ class GoldTaskRemoveForm(forms.Form):
 
 
 class AnnotatorExpertiseForm(forms.Form):
+    """Declare an annotator's domains. Any annotator of the project is accepted; the
+    select offers those the panel lists (`shown`: staff-picked annotators, or a page of a
+    study's participants), never a crowd study's thousands at once."""
+
     annotator: forms.ModelChoiceField[User] = forms.ModelChoiceField(queryset=None)
     domains: forms.ModelMultipleChoiceField[Domain] = forms.ModelMultipleChoiceField(
         queryset=None,
@@ -515,7 +558,15 @@ class AnnotatorExpertiseForm(forms.Form):
         help_text="None ticked = no declared expertise (the annotator gets every item).",
     )
 
-    def __init__(self, *args, project: Project, **kwargs) -> None:
+    def __init__(
+        self, *args, project: Project, shown: list[tuple[int, str]] | None = None, **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.fields["annotator"].queryset = cs.project_annotator_list(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
         self.fields["domains"].queryset = domain_list_for_project(project=project)  # type: ignore[attr-defined]  # a ModelChoiceField: dynamic queryset
+        self.show(shown or [])
+
+    def show(self, users: list[tuple[int, str]]) -> None:
+        """Offer these (id, username) in the select; validation still takes any of the
+        project's annotators."""
+        self.fields["annotator"].widget.choices = [("", "---------"), *users]  # type: ignore[attr-defined]  # a Select

@@ -31,6 +31,7 @@ from django.db.models import (
     Aggregate,
     Case,
     Count,
+    Exists,
     F,
     FloatField,
     IntegerField,
@@ -63,6 +64,8 @@ from annotation.models import (
     HumanScore,
     ItemSkill,
     PairAsk,
+    Participant,
+    ParticipantState,
     Project,
     ProjectRole,
     Response,
@@ -73,7 +76,12 @@ from annotation.models import (
     accepted_assignment_q,
     rubric_label,
 )
-from annotation.selectors import domain_list_for_project
+from annotation.selectors import (
+    PARTICIPANTS_EXCLUDE,
+    PARTICIPANTS_INCLUDE,
+    domain_list_for_project,
+    participants_narrowed,
+)
 from flaskweb.db import is_postgres
 
 RATE_WINDOW = timedelta(hours=1)
@@ -163,13 +171,56 @@ def campaign_list_for_project(*, project: Project) -> list[CampaignRow]:
     ]
 
 
-def project_annotator_list(*, project: Project) -> QuerySet:
-    """Users with the annotator role in the project (the pool a campaign is drawn from)."""
-    return (
-        get_user_model()
-        .objects.filter(memberships__project=project, memberships__role=ProjectRole.ANNOTATOR)
-        .order_by("username")
+def project_annotator_list(
+    *, project: Project, participants: str = PARTICIPANTS_INCLUDE, study_id: int | None = None
+) -> QuerySet:
+    """Users with the annotator role in the project (the pool a campaign is drawn from).
+    `participants`: include (everyone), exclude (no account a study link made: what the
+    staff pick from) or only; `study_id`: only the participants of that campaign's study."""
+    users = get_user_model().objects.filter(
+        memberships__project=project, memberships__role=ProjectRole.ANNOTATOR
     )
+    users = participants_narrowed(
+        users, project=project, participants=participants, study_id=study_id
+    )
+    return users.order_by("username")
+
+
+def study_participant_ids(*, project: Project, study_ids) -> list[int]:
+    """User ids of the participants of the given campaigns' studies who are annotators of
+    the project and did not decline consent: whom "include this study's participants"
+    puts in a pool."""
+    if not study_ids:
+        return []
+    return list(
+        Participant.objects.filter(
+            campaign__project_id=project.pk,
+            campaign_id__in=list(study_ids),
+            user__memberships__project_id=project.pk,
+            user__memberships__role=ProjectRole.ANNOTATOR,
+        )
+        .exclude(state=ParticipantState.DECLINED)
+        .values_list("user_id", flat=True)
+    )
+
+
+def campaign_pool_study_ids(*, campaign: Campaign) -> list[int]:
+    """The campaigns, other than this one, whose study participants are in its direct
+    pool (ids): the studies its form shows as included."""
+    return list(
+        Participant.objects.filter(
+            campaign__project_id=campaign.project_id, user__campaigns=campaign
+        )
+        .exclude(campaign_id=campaign.pk)
+        .order_by()
+        .values_list("campaign_id", flat=True)
+        .distinct()
+    )
+
+
+def campaign_own_participant_count(*, campaign: Campaign) -> int:
+    """How many of the campaign's own study participants are in its pool."""
+    return Participant.objects.filter(campaign=campaign, user__campaigns=campaign).count()
 
 
 def group_list_for_project(*, project: Project, keep=()) -> QuerySet[Group]:
@@ -373,11 +424,14 @@ class AnnotatorProgress:
     flags: int
     open_leases: int
     last_submitted_at: datetime | None
+    participant: bool = False  # an account a study link made (annotation/study/)
 
 
 def campaign_annotator_progress(*, campaign: Campaign, now: datetime) -> list[AnnotatorProgress]:
-    """Per annotator throughput: everyone in the pool plus anyone who ever held a lease.
-    Two queries on PostgreSQL (median in SQL), three on SQLite (median in Python)."""
+    """Per annotator throughput: everyone in the pool plus anyone who ever held a lease;
+    study participants only once they have held a task (a crowd study puts thousands in
+    the pool, counted per study on the campaign page instead). Three queries on PostgreSQL
+    (median in SQL), four on SQLite (median in Python)."""
     submitted = Q(status=AssignmentStatus.SUBMITTED)
     rows = (
         Assignment.objects.filter(campaign=campaign)
@@ -402,6 +456,7 @@ def campaign_annotator_progress(*, campaign: Campaign, now: datetime) -> list[An
         medians = _median_active_ms(campaign)
     pool = campaign_pool_list(campaign=campaign)
     pool_ids = {pk for pk, _ in pool}
+    participants = _participant_ids_around(campaign)
     result = {}
     for r in rows:
         uid = r["annotator_id"]
@@ -418,11 +473,26 @@ def campaign_annotator_progress(*, campaign: Campaign, now: datetime) -> list[An
             flags=r["flags"],
             open_leases=r["open_leases"],
             last_submitted_at=r["last_submitted_at"],
+            participant=uid in participants,
         )
     for uid, username in pool:
-        if uid not in result:
+        if uid not in result and uid not in participants:
             result[uid] = AnnotatorProgress(uid, username, True, 0, 0, 0, None, 0, 0, 0, None)
     return sorted(result.values(), key=lambda a: a.username)
+
+
+def _participant_ids_around(campaign: Campaign) -> set[int]:
+    """Ids of the project's study participants in the campaign's direct pool or with an
+    assignment in it (one query)."""
+    in_pool = Campaign.annotators.through.objects.filter(
+        campaign_id=campaign.pk, user_id=OuterRef("user_id")
+    )
+    worked = Assignment.objects.filter(campaign_id=campaign.pk, annotator_id=OuterRef("user_id"))
+    return set(
+        Participant.objects.filter(campaign__project_id=campaign.project_id)
+        .filter(Exists(in_pool) | Exists(worked))
+        .values_list("user_id", flat=True)
+    )
 
 
 def _median_active_ms(campaign: Campaign) -> dict[int, float]:
@@ -818,20 +888,27 @@ def _gold_answers(campaign: Campaign, kinds: tuple[str, ...]) -> list[tuple[int,
     )
 
 
-def project_expertise_list(*, project: Project) -> list[tuple[int, str, list[str]]]:
-    """(user id, username, [domain names]) of the project's annotators (two queries)."""
-    users: dict[int, tuple[str, list[str]]] = {
-        pk: (username, [])
-        for pk, username in project_annotator_list(project=project).values_list("pk", "username")
-    }
+def project_expertise_list(
+    *, project: Project, users: list[tuple[int, str]] | None = None
+) -> list[tuple[int, str, list[str]]]:
+    """(user id, username, [domain names]) of the given annotators ((id, username) pairs,
+    a page of a list), or of the project's annotators who are not study participants
+    (study participants are one line per study: annotation.selectors.study_group_list).
+    Two queries."""
+    if users is None:
+        users = list(
+            project_annotator_list(project=project, participants=PARTICIPANTS_EXCLUDE).values_list(
+                "pk", "username"
+            )
+        )
+    found: dict[int, tuple[str, list[str]]] = {pk: (username, []) for pk, username in users}
     expertise = (
         AnnotatorExpertise.objects.filter(
-            user__in=project_annotator_list(project=project).values("pk"),
-            domain__in=domain_list_for_project(project=project),
+            user_id__in=list(found), domain__in=domain_list_for_project(project=project)
         )
         .order_by("domain__order", "domain__name")
         .values_list("user_id", "domain__name")
     )
     for user_id, domain in expertise:
-        users[user_id][1].append(domain)
-    return [(pk, username, domains) for pk, (username, domains) in users.items()]
+        found[user_id][1].append(domain)
+    return [(pk, username, domains) for pk, (username, domains) in found.items()]

@@ -29,6 +29,7 @@ from annotation.models import (
     PairAsk,
     PairChoice,
     PairDesign,
+    Participant,
     Project,
     ProjectMembership,
     Response,
@@ -245,6 +246,10 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
     lease time, instructions and QC rates, but not what decides its tasks and pinned
     rubrics (CAMPAIGN_STRUCTURE); passing those unchanged is allowed. A finished campaign
     cannot be edited. Raises ValidationError.
+
+    A new list of `annotators` keeps the campaign's own study participants who are in its
+    pool, listed or not: they come in through its study links and leave by declining
+    consent or leaving the project (annotation/study/), not by an edit of the pool.
     """
     unknown = set(changes) - {*CAMPAIGN_STRUCTURE, *CAMPAIGN_SETTINGS, *CAMPAIGN_POOL}
     if unknown:
@@ -278,6 +283,9 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
                 f"{campaign.status}"
             )
     pool = {name: changes.pop(name) for name in CAMPAIGN_POOL if name in changes}
+    if "annotators" in pool:
+        own = Participant.objects.filter(campaign=campaign, user__campaigns=campaign)
+        pool["annotators"] = [*pool["annotators"], *own.values_list("user_id", flat=True)]
     for name, value in changes.items():
         setattr(campaign, name, value)
     if campaign.dataset.project_id != campaign.project_id:

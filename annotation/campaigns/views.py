@@ -1,6 +1,10 @@
 """Campaign pages for a project's admins and researchers: the list, create and edit forms,
 the campaign page (progress, throughput, live leases, quality control, rubric pins),
 lifecycle buttons, gold tasks and annotator expertise. Annotators get 403, non-members 404.
+
+Study participants (the accounts a campaign's study links make, annotation/study/) are
+offered and listed a study at a time, as counts: the form's annotator picker and the
+expertise panel never list a crowd study's thousands of accounts one by one.
 """
 
 from __future__ import annotations
@@ -10,10 +14,12 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.core.paginator import Paginator
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
@@ -28,11 +34,19 @@ from annotation.campaigns.forms import (
     GoldTaskForm,
     GoldTaskRemoveForm,
 )
-from annotation.models import Campaign, CampaignMode, CampaignStatus
+from annotation.models import Campaign, CampaignMode, CampaignStatus, ProjectRole
+from annotation.selectors import (
+    PARTICIPANTS_EXCLUDE,
+    study_get_for_project,
+    study_group_list,
+    study_id_from,
+)
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 DETAIL = "annotation/campaign_detail.html"
 FORM = "annotation/campaign_form.html"
+#: A study's participants per page of the expertise panel.
+EXPERTISE_PAGE_SIZE = 50
 
 
 def _redirect(request: HtmxHttpRequest, url: str) -> HttpResponse:
@@ -128,8 +142,10 @@ def _page_context(
     *,
     gold_form: GoldTaskForm | GoldPairForm | None = None,
     expertise_form: AnnotatorExpertiseForm | None = None,
+    asked: QueryDict | None = None,
 ) -> dict[str, Any]:
-    """Everything the campaign page shows, from a fixed number of queries."""
+    """Everything the campaign page shows, from a fixed number of queries (`asked`: the
+    expertise panel's study and page)."""
     project = campaign.project
     pins = cs.campaign_rubric_pins(campaign=campaign)
     context = _live_context(campaign)
@@ -142,9 +158,10 @@ def _page_context(
         flagged=cs.campaign_flagged_list(campaign=campaign),
         fixed_skills=list(campaign.fixed_skills.order_by("order", "name")),
         groups=list(campaign.groups.order_by("name")),
+        pool_studies=study_group_list(project=project, in_pool_of=campaign),
     )
     context.update(_gold_context(campaign, gold_form, pins))
-    context.update(_expertise_context(campaign, expertise_form))
+    context.update(_expertise_context(campaign, expertise_form, asked))
     return context
 
 
@@ -171,13 +188,57 @@ def _gold_form(campaign: Campaign, data, pins=None) -> GoldTaskForm | GoldPairFo
     return GoldTaskForm(data, campaign=campaign, skills=skills, model_names=models)
 
 
-def _expertise_context(campaign: Campaign, form: AnnotatorExpertiseForm | None) -> dict[str, Any]:
-    return {
+def _expertise_context(
+    campaign: Campaign, form: AnnotatorExpertiseForm | None, asked: QueryDict | None = None
+) -> dict[str, Any]:
+    """The expertise panel: the annotators who are not study participants, and each
+    study as one line; with `?study=<campaign id>` (a GET, or the form's hidden field),
+    that study's participants instead, a page at a time."""
+    project = campaign.project
+    asked = asked if asked is not None else QueryDict()
+    study_id = study_id_from(asked.get("study"))
+    study = study_get_for_project(project=project, study_id=study_id) if study_id else None
+    context: dict[str, Any] = {
         "campaign": campaign,
-        "project": campaign.project,
-        "expertise_form": form or AnnotatorExpertiseForm(project=campaign.project),
-        "expertise": cs.project_expertise_list(project=campaign.project),
+        "project": project,
+        "expertise_study_asked": bool(asked.get("study")),
+        "expertise_study": study,
+        "expertise_page": None,
+        "expertise_studies": [],
     }
+    if study is not None:
+        people = cs.project_annotator_list(project=project, study_id=study.pk)
+        page = Paginator(people.values_list("pk", "username"), EXPERTISE_PAGE_SIZE).get_page(
+            asked.get("page")
+        )
+        users = list(page.object_list)
+        context["expertise_page"] = page
+    elif context["expertise_study_asked"]:
+        users = []  # an unknown study lists nobody, and the panel says so
+    else:
+        people = cs.project_annotator_list(project=project, participants=PARTICIPANTS_EXCLUDE)
+        users = list(people.values_list("pk", "username"))
+        context["expertise_studies"] = study_group_list(
+            project=project, roles=[ProjectRole.ANNOTATOR]
+        )
+    if form is None:
+        form = AnnotatorExpertiseForm(project=project, shown=users)
+    else:
+        form.show(users)
+    context.update(
+        expertise_form=form,
+        expertise=cs.project_expertise_list(project=project, users=users),
+    )
+    return context
+
+
+def _expertise_url(campaign: Campaign, asked: QueryDict) -> str:
+    """The campaign page at its expertise panel, with the study list the form came from."""
+    url = reverse("annotation:campaign-detail", args=[campaign.pk])
+    study_id = study_id_from(asked.get("study"))
+    if study_id is not None:
+        url += "?" + urlencode({"study": study_id, "page": asked.get("page") or 1})
+    return f"{url}#expertise"
 
 
 @require_GET
@@ -185,7 +246,7 @@ def _expertise_context(campaign: Campaign, form: AnnotatorExpertiseForm | None) 
 def campaign_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     campaign = access.campaign_get_for_staff(request.user, pk)
     if not request.htmx:
-        return render(request, DETAIL, _page_context(campaign))
+        return render(request, DETAIL, _page_context(campaign, asked=request.GET))
     # htmx polls the live panel (progress, ETA, open leases) every few seconds.
     context = _live_context(campaign)
     response = render(request, f"{DETAIL}#campaign-live", context)
@@ -295,9 +356,10 @@ def campaign_expertise_set(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             form.add_error(None, exc.messages)
     if saved is not None and not request.htmx:
         messages.success(request, f"Domains of {saved.username} saved.")
-        return redirect(_detail_url(campaign, "expertise"))
+        return redirect(_expertise_url(campaign, request.POST))
     if not request.htmx:
-        return render(request, DETAIL, _page_context(campaign, expertise_form=form))
-    context = _expertise_context(campaign, None if saved else form)
+        context = _page_context(campaign, expertise_form=form, asked=request.POST)
+        return render(request, DETAIL, context)
+    context = _expertise_context(campaign, None if saved else form, request.POST)
     context["saved_user"] = saved
     return render(request, f"{DETAIL}#expertise-panel", context)

@@ -4,6 +4,10 @@ made by site admins (the Django admin); a project admin adds existing users by u
 
 Nobody but a site admin changes or removes their own membership
 (annotation/services/projects.py): a 409, as is adding someone who is already a member.
+
+The list takes `?participants=include|exclude|only` (default include, everyone, as before
+the filter existed) and `?study=<campaign id>`: a crowd study's accounts (annotation/study/)
+can be thousands.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation import access
+from annotation import selectors as shared
 from annotation.api_parsers import StrictJSONParser
 from annotation.members import selectors
 from annotation.models import Project, ProjectMembership, ProjectRole
@@ -49,6 +54,24 @@ class RoleField(serializers.ChoiceField):
         super().__init__(choices=ProjectRole.choices, **kwargs)
 
 
+class MemberFilter(serializers.Serializer):
+    participants = serializers.ChoiceField(
+        choices=shared.PARTICIPANT_FILTERS,
+        default=shared.PARTICIPANTS_INCLUDE,
+        help_text="the accounts study links made for crowd workers: include (default), "
+        "exclude, or only them",
+    )
+    study = serializers.IntegerField(
+        min_value=1,
+        max_value=2**63 - 1,
+        required=False,
+        help_text="a campaign's id: only the participants of its study links",
+    )
+
+    class Meta:
+        ref_name = "ProjectMemberFilters"
+
+
 def _member(project: Project, username: str) -> ProjectMembership:
     membership = selectors.membership_get(project=project, username=username)
     if membership is None:
@@ -57,7 +80,8 @@ def _member(project: Project, username: str) -> ProjectMembership:
 
 
 class MemberListApi(APIView):
-    """GET: the project's members and their roles, by username. POST: add a user."""
+    """GET: the project's members and their roles, by username (`?participants=`,
+    `?study=` narrow them). POST: add a user."""
 
     pagination_class = ApiPagination
     parser_classes = [StrictJSONParser]
@@ -69,11 +93,17 @@ class MemberListApi(APIView):
         class Meta:
             ref_name = "ProjectMemberInput"
 
-    @extend_schema(responses=MemberSerializer(many=True))
+    @extend_schema(parameters=[MemberFilter], responses=MemberSerializer(many=True))
     def get(self, request, slug: str):
         project, _ = access.project_get_for_user(request.user, slug)
+        params = MemberFilter(data=request.query_params)
+        params.is_valid(raise_exception=True)
         paginator = self.pagination_class()
-        members = selectors.member_list_for_project(project=project)
+        members = selectors.member_list_for_project(
+            project=project,
+            participants=params.validated_data["participants"],
+            study_id=params.validated_data.get("study"),
+        )
         page = paginator.paginate_queryset(members, request, view=self)
         return paginator.get_paginated_response(MemberSerializer(page, many=True).data)
 
