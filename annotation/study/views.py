@@ -292,7 +292,9 @@ def study_entry(request: HtmxHttpRequest, token: str) -> HttpResponse:
         )
     bound = _browser_participants(request)
     session_participant = request.session.get(SESSION_PARTICIPANT)
-    proven = set(bound) | ({session_participant} if request.user.is_authenticated else set())
+    proven: set[int] = set(bound)
+    if request.user.is_authenticated and isinstance(session_participant, int):
+        proven.add(session_participant)
     try:
         admission = services.participant_enter(
             link=link, params=params, proven_ids=frozenset(proven)
@@ -375,10 +377,11 @@ def study_continue(request: HtmxHttpRequest) -> HttpResponse:
     """Continue a study on another browser: the visit gave a known worker id without the
     browser that started, so it needs the resume code the participant was shown."""
     pending = request.session.get(SESSION_PENDING)
-    link = (
-        StudyLink.objects.select_related("campaign").filter(pk=(pending or {}).get("link")).first()
-    )
-    if link is None:
+    link_id = pending.get("link") if isinstance(pending, dict) else None
+    link = None
+    if isinstance(link_id, int):
+        link = StudyLink.objects.select_related("campaign").filter(pk=link_id).first()
+    if link is None or not isinstance(pending, dict):
         return _message(
             request,
             "Open the study link again",

@@ -16,7 +16,7 @@ from django.urls import reverse
 from annotation.models import Campaign, Participant, ParticipantState
 from annotation.study import services
 from tests.annotation.test_annotate_views import build_campaign, build_dataset
-from tests.annotation.test_study_links import entry_url, work_done
+from tests.annotation.test_study_links import entry_url
 
 STRICT = {"min_scores_for_flags": 5, "max_straightline_share": 0.9}
 

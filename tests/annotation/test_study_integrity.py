@@ -19,8 +19,8 @@ from annotation.models import (
     Screening,
     ScreeningPhase,
 )
-from annotation.study import services
 from annotation.study import selectors as ss
+from annotation.study import services
 from annotation.study.middleware import SESSION_PARTICIPANT, SESSION_RESUME_CODE
 from tests.annotation.test_annotate_views import build_campaign, build_dataset
 from tests.annotation.test_study_links import PROLIFIC, entry_url, work_done

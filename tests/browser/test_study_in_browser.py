@@ -130,6 +130,9 @@ def test_a_prolific_worker_goes_from_the_link_to_the_completion_url(
     page.wait_for_selector("[data-study-finish-due]")
     focused = page.evaluate("document.activeElement.hasAttribute('data-study-finish-button')")
     assert focused
+    # and the bar above, drawn with the page, was brought up to date with the card
+    assert page.is_visible("#study-bar [data-study-finish-button]")
+    assert not page.query_selector("#study-bar [data-study-stop]")
     # the worker finishes
     site = live_server.url
     study_pages = {
