@@ -14,13 +14,33 @@ Rules (the same in every figure):
 - A *unit* is one (item, first, second, skill): the thing several raters labelled.
 - Bradley-Terry strengths with ties (Davidson 1970) are fitted on every label (each rater's
   label is one comparison): P(i over j) = pi_i / D, P(tie) = nu sqrt(pi_i pi_j) / D, with
-  D = pi_i + pi_j + nu sqrt(pi_i pi_j). Maximum likelihood with scipy's L-BFGS on
-  theta = log pi and log nu, with the analytic gradient and choix's weak ridge
-  (alpha/2 sum theta^2, alpha = 1e-6) so that a system that won every comparison has a
-  finite strength; the ridge also makes sum(theta) = 0, the identifying constraint. Without
-  any tie the model is Bradley & Terry (1952) (nu = 0). Intervals: percentile bootstrap that
-  resamples items (every label of an item goes together) and refits every resample at once
-  by damped Newton (`davidson_fit_many`).
+  D = pi_i + pi_j + nu sqrt(pi_i pi_j). Without any tie the model is Bradley & Terry (1952)
+  (nu = 0, not estimated).
+- The fit is penalised: the maximum of the likelihood times a weak prior, independent
+  normal N(0, PRIOR_SCALE^2) on each log-strength theta = log pi and on log nu (centred on
+  nu = 1: for two equal systems a win, a tie and a loss equally likely), PRIOR_SCALE = 2.5,
+  the scale of Gelman et al. (2008)'s weakly informative default for logistic regression
+  (their t family with infinite degrees of freedom: a normal keeps the penalised
+  log-likelihood concave, so it has one maximum and Newton reaches it). It is choix's ridge
+  with alpha = 1 / (2 PRIOR_SCALE^2). With few labels the unpenalised maximum often does
+  not exist: when a system never lost (or never won, or some systems never met the others)
+  the likelihood grows without end as they are set apart (Ford 1957; Hunter 2004), and when
+  a pair has wins one way and ties (or every label is a tie) nu and the strengths run off
+  together. `separation` finds both (the figures are flagged "separation"); the prior keeps
+  every estimate finite and puts it where the data and the prior agree. With
+  `prior_scale=math.inf` the fit is the unpenalised maximum likelihood (tests compare it with
+  choix and Agresti (2002)'s worked example). theta is centred (sum 0). Fitted with scipy's
+  L-BFGS on (theta, log nu) with the analytic gradient, then Newton steps to the maximum.
+- Intervals: percentile bootstrap that resamples items (every label of an item goes
+  together) and refits every resample at once by damped Newton (`davidson_fit_many`) under
+  the same prior. A resample whose refit degenerates (it did not converge, or a system has
+  no comparison in it) is counted (`degenerate_resamples`) and put in the tail that widens
+  the interval (`percentile_interval`).
+- Every figure carries its n (labels for the strengths and nu, units rated twice or more
+  for agreement, decided units for a judge), `too_few` below its kind's minimum
+  (analytics.minimums), `interval_too_few` when fewer items than the interval minimum were
+  resampled, and `flags` (FLAGS); an interval that does not hold its estimate
+  (minimums.interval_holds) is withheld.
 - People agree on a unit's outcome: Krippendorff's alpha (nominal) and Fleiss' kappa
   (generalised to units with different numbers of raters, as analytics.metrics) over the
   three outcomes, on units with at least two labels.
@@ -38,6 +58,7 @@ Rules (the same in every figure):
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +67,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from analytics import bootstrap, metrics
+from analytics import bootstrap, metrics, minimums
 
 OVERALL = "Overall"
 #: Choices as stored (annotation.models.PairChoice), in a label's own A/B terms.
@@ -55,8 +76,6 @@ CHOICES = (A, B, TIE, BOTH_BAD)
 #: Outcomes, from the canonical pair's first system: first preferred, tie, second preferred.
 FIRST, EVEN, SECOND = 1, 0, -1
 OUTCOMES = (FIRST, EVEN, SECOND)
-#: choix's default ridge: keeps a system that won every comparison finite.
-RIDGE = 1e-6
 
 
 class Label(NamedTuple):
@@ -131,6 +150,21 @@ def win_matrices(labels: Sequence[Label], models: Sequence[str]) -> dict[str, li
 
 # --- Bradley-Terry with Davidson ties -----------------------------------------------------------
 
+#: The scale of the prior (module docstring): independent N(0, PRIOR_SCALE^2) on each
+#: log-strength and on log nu. math.inf gives the unpenalised maximum likelihood.
+PRIOR_SCALE = 2.5
+
+
+def ridge_of(prior_scale: float) -> float:
+    """The penalty's weight 1 / scale^2 of a prior scale (0 for an infinite scale: the MLE)."""
+    if not prior_scale > 0:
+        raise ValueError("a prior scale is positive (math.inf: no prior)")
+    return 0.0 if math.isinf(prior_scale) else 1.0 / prior_scale**2
+
+
+#: The report's penalty weight on the log-strengths and log nu (1 / PRIOR_SCALE^2).
+RIDGE = ridge_of(PRIOR_SCALE)
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -138,8 +172,90 @@ class Fit:
 
     theta: npt.NDArray[np.float64]
     nu: float  # 0: no ties modelled
-    log_likelihood: float
+    log_likelihood: float  # of the data at the fit (the prior's penalty not included)
     converged: bool
+
+
+@dataclass(frozen=True)
+class Separation:
+    """Whether the unpenalised maximum likelihood of a table exists and is unique (module
+    docstring): `strengths_separated` when the comparison graph (a win an edge from winner to
+    loser, a tie an edge both ways) is not strongly connected (Ford 1957; Hunter 2004): some
+    group of systems never lost to the others, and the likelihood grows without end as they
+    are set apart, or never met them (`disconnected`), and how far apart they are is not
+    estimable at all; `ties_unbounded` when, with ties, nu and the strengths can grow
+    together so that every win becomes certain while the ties stay likely (every label a
+    tie, or a pair with wins one way and ties). The lists name who never lost and who never
+    won (both: who only tied)."""
+
+    strengths_separated: bool
+    ties_unbounded: bool
+    disconnected: bool
+    never_lost: tuple[int, ...]
+    never_won: tuple[int, ...]
+
+    @property
+    def separated(self) -> bool:
+        return self.strengths_separated or self.ties_unbounded
+
+
+def separation(wins: npt.ArrayLike, ties: npt.ArrayLike) -> Separation:
+    """The Separation of a table (wins[i, j]: i over j; ties symmetric) of k systems, each
+    compared at least once.
+
+    With ties, the likelihood has a direction of recession with nu growing exactly when the
+    difference constraints `theta_i - theta_j >= 1` (each win of i over j) and
+    `|theta_i - theta_j| <= 1` (each tie) have a solution: every win's probability then tends
+    to a constant while nu grows and no tie's falls (the directions where the observed
+    outcome's linear predictor stays the largest, as for logistic regression in Albert &
+    Anderson 1984). Such constraints are solvable exactly when their graph (an edge i -> j of
+    weight -1 per won pair, both ways of weight +1 per tied pair) has no negative cycle,
+    which Bellman-Ford finds."""
+    w = np.asarray(wins, dtype=np.float64) > 0
+    t = np.asarray(ties, dtype=np.float64) > 0
+    k = w.shape[0]
+    np.fill_diagonal(w, False)
+    np.fill_diagonal(t, False)
+    t = t | t.T
+    edges = w | t  # i -> j: i beat or tied j
+    met = edges | edges.T
+
+    def reach(adjacency: npt.NDArray[np.bool_]) -> set[int]:
+        seen, todo = {0}, [0]
+        while todo:
+            i = todo.pop()
+            for j in np.flatnonzero(adjacency[i]):
+                if int(j) not in seen:
+                    seen.add(int(j))
+                    todo.append(int(j))
+        return seen
+
+    everyone = set(range(k))
+    strongly = k < 2 or (reach(edges) == everyone and reach(edges.T) == everyone)
+    disconnected = k >= 2 and reach(met) != everyone
+    ties_unbounded = False
+    if t.any():
+        weighted = [(i, j, -1.0) for i, j in zip(*np.nonzero(w), strict=True)]
+        weighted += [(i, j, 1.0) for i, j in zip(*np.nonzero(t), strict=True)]
+        distance = np.zeros(k)  # from a virtual source joined to every system by 0
+        for _ in range(k):
+            changed = False
+            for i, j, weight in weighted:
+                if distance[i] + weight < distance[j]:
+                    distance[j] = distance[i] + weight
+                    changed = True
+            if not changed:
+                break
+        ties_unbounded = not changed  # still relaxing after k rounds: a negative cycle
+    lost = w.T.any(axis=1)  # lost[i]: someone beat i
+    won = w.any(axis=1)
+    return Separation(
+        strengths_separated=not strongly,
+        ties_unbounded=ties_unbounded,
+        disconnected=disconnected,
+        never_lost=tuple(int(i) for i in np.flatnonzero(~lost)),
+        never_won=tuple(int(i) for i in np.flatnonzero(~won)),
+    )
 
 
 def davidson_log_likelihood(
@@ -154,6 +270,16 @@ def davidson_log_likelihood(
     if nu > 0:
         out += float((t * log_q).sum())
     return out
+
+
+def log_prior(theta: npt.NDArray[np.float64], nu: float, prior_scale: float = PRIOR_SCALE) -> float:
+    """The prior's log-density (module docstring) up to a constant: -(sum theta^2 +
+    (log nu)^2) / (2 scale^2), log nu left out when nu = 0 (no ties modelled)."""
+    ridge = ridge_of(prior_scale)
+    out = float((np.asarray(theta) ** 2).sum())
+    if nu > 0:
+        out += math.log(nu) ** 2
+    return -ridge / 2 * out
 
 
 def _probabilities(
@@ -176,17 +302,21 @@ def davidson_fit(
     wins: npt.ArrayLike,
     ties: npt.ArrayLike,
     *,
-    ridge: float = RIDGE,
+    prior_scale: float = PRIOR_SCALE,
     start: Fit | None = None,
 ) -> Fit:
-    """Maximum likelihood of the Davidson model (Bradley-Terry when there is no tie) with a
-    ridge on the log-strengths (module docstring). `start`: a fit to start from (the point
-    estimate, for a bootstrap refit)."""
+    """The maximum of the Davidson likelihood (Bradley-Terry when there is no tie) times the
+    prior (module docstring): L-BFGS, then polished by the Newton steps of
+    `davidson_fit_many`, the bootstrap's refit, so the point estimate is the very maximum
+    the resamples are refitted to. `prior_scale=math.inf`: the unpenalised maximum
+    likelihood (infinite when the table is separated: `separation`). `start`: a fit to
+    start from."""
     w = np.array(wins, dtype=np.float64)
     t = np.array(ties, dtype=np.float64)
     np.fill_diagonal(w, 0.0)  # a system never meets itself
     np.fill_diagonal(t, 0.0)
     k = w.shape[0]
+    ridge = ridge_of(prior_scale)
     n = w + w.T + t  # comparisons between i and j (symmetric)
     won = w.sum(axis=1) + t.sum(axis=1) / 2
     tied = float(np.triu(t, 1).sum())
@@ -199,19 +329,23 @@ def davidson_fit(
         nu = float(np.exp(eta)) if with_ties else 0.0
         p, log_p, log_q = _probabilities(theta, nu)
         q = np.exp(log_q)
+        total = float(theta.sum())
         ll = float((w * log_p).sum())
         if with_ties:
             ll += float((np.triu(t, 1) * log_q).sum())
-        ll -= ridge / 2 * float((theta**2).sum())
+        # the prior, and (sum theta)^2 / 2, zero at every maximum, which centres theta
+        # without a prior
+        ll -= ridge / 2 * float((theta**2).sum()) + total**2 / 2
         grad = np.empty(params.size)
-        grad[:k] = won - (n * (p + q / 2)).sum(axis=1) - ridge * theta
+        grad[:k] = won - (n * (p + q / 2)).sum(axis=1) - ridge * theta - total
         if with_ties:
-            grad[k] = tied - float((np.triu(n, 1) * q).sum())
+            ll -= ridge / 2 * float(eta**2)
+            grad[k] = tied - float((np.triu(n, 1) * q).sum()) - ridge * eta
         return -ll, -grad
 
-    if start is not None and start.theta.size == k:
+    if start is not None and start.theta.size == k and np.isfinite(start.theta).all():
         x0 = np.concatenate([start.theta, [np.log(start.nu)] if with_ties and start.nu > 0 else []])
-        if with_ties and start.nu <= 0:
+        if with_ties and not start.nu > 0:
             x0 = np.concatenate([start.theta, [0.0]])
     else:
         x0 = np.zeros(k + (1 if with_ties else 0))
@@ -223,7 +357,13 @@ def davidson_fit(
     )
     theta = found.x[:k] - found.x[:k].mean()
     nu = float(np.exp(found.x[k])) if with_ties else 0.0
-    return Fit(theta, nu, davidson_log_likelihood(theta, nu, w, t), bool(found.success))
+    converged = bool(found.success)
+    polished, polished_nu = davidson_fit_many(
+        w[None], t[None], Fit(theta, nu, 0.0, converged), prior_scale=prior_scale
+    )
+    if np.isfinite(polished[0]).all() and np.isfinite(polished_nu[0]):
+        theta, nu, converged = polished[0], float(polished_nu[0]), True
+    return Fit(theta, nu, davidson_log_likelihood(theta, nu, w, t), converged)
 
 
 #: log nu of a resample without a tie (nu ~ 2e-22: Bradley-Terry), and Newton's limits.
@@ -235,16 +375,18 @@ def davidson_fit_many(
     ties: npt.NDArray[np.float64],
     start: Fit,
     *,
-    ridge: float = RIDGE,
+    prior_scale: float = PRIOR_SCALE,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """`davidson_fit` of many tables at once (a bootstrap's resamples: wins and ties are
     (R, k, k)), by damped Newton from `start`: the penalised log-likelihood is concave in
-    (theta, log nu) (each pair's log D is a log-sum-exp of affine functions), so Newton with
-    step halving climbs to the one maximum. Returns (theta (R, k), nu (R,)), NaN where a
-    table did not converge; nu = 0 where a table has no tie."""
+    (theta, log nu) (each pair's log D is a log-sum-exp of affine functions; the prior is
+    strictly concave), so Newton with step halving climbs to the one maximum. Returns
+    (theta (R, k), nu (R,)), NaN where a table did not converge; nu = 0 where a table has
+    no tie."""
     w = np.asarray(wins, dtype=np.float64)
     t = np.asarray(ties, dtype=np.float64)
     r, k = w.shape[0], w.shape[1]
+    ridge = ridge_of(prior_scale)
     ii, jj = np.triu_indices(k, 1)
     # observed counts per pair: i over j, j over i, tie
     counts = np.stack([w[:, ii, jj], w[:, jj, ii], t[:, ii, jj]], axis=2)
@@ -259,8 +401,12 @@ def davidson_fit_many(
     jac[p, 2, jj] = 0.5
     jac[:, 2, k] = 1.0
     x = np.empty((r, k + 1))
-    x[:, :k] = start.theta
+    x[:, :k] = start.theta - start.theta.mean() if np.isfinite(start.theta).all() else 0.0
     x[:, k] = np.where(tied, np.log(start.nu) if start.nu > 0 else 0.0, _NO_TIES_ETA)
+    # the prior on (theta, log nu) (log nu's only where ties are modelled), plus
+    # (sum theta)^2 / 2, which is zero at every maximum and centres theta without a prior
+    weights = np.full((r, k + 1), ridge)
+    weights[~tied, k] = 0.0
 
     def evaluate(
         x: npt.NDArray[np.float64],
@@ -268,19 +414,22 @@ def davidson_fit_many(
         a = np.einsum("pax,rx->rpa", jac, x)
         lse = np.logaddexp.reduce(a, axis=2)
         ll = (counts * (a - lse[..., None])).sum(axis=(1, 2))
-        ll -= ridge / 2 * (x[:, :k] ** 2).sum(axis=1)
+        ll -= (weights * x**2).sum(axis=1) / 2 + x[:, :k].sum(axis=1) ** 2 / 2
         return ll, a, lse
 
     ll, a, lse = evaluate(x)
     done = np.zeros(r, dtype=bool)
     eye = np.eye(k + 1)
+    centre = np.zeros((k + 1, k + 1))
+    centre[:k, :k] = 1.0
     for _ in range(_NEWTON_STEPS):
         share = np.exp(a - lse[..., None])  # the model's probabilities, (R, P, 3)
         grad = np.einsum("rpa,pax->rx", counts - total[..., None] * share, jac)
-        grad[:, :k] -= ridge * x[:, :k]
+        grad -= weights * x
+        grad[:, :k] -= x[:, :k].sum(axis=1, keepdims=True)
         curv = share[..., :, None] * eye[:3, :3] - share[..., :, None] * share[..., None, :]
         hess = -np.einsum("pax,rpab,pby->rxy", jac, total[..., None, None] * curv, jac)
-        hess[:, np.arange(k), np.arange(k)] -= ridge
+        hess -= weights[:, :, None] * eye + centre
         # no tie: nu stays at ~0 (eta fixed)
         grad[~tied, k] = 0.0
         hess[~tied, k, :] = 0.0
@@ -291,7 +440,7 @@ def davidson_fit_many(
             break
         with np.errstate(all="ignore"):
             step = np.linalg.solve(-hess, grad[..., None])[..., 0]
-        step[done] = 0.0
+        step[done | ~np.isfinite(step).all(axis=1)] = 0.0
         scale = np.ones(r)
         for _half in range(30):  # halve each table's step until its likelihood does not drop
             trial = x + scale[:, None] * step
@@ -424,20 +573,62 @@ def bt_features(
     return out
 
 
+#: The names of `bt_from_sums`'s values: nu, and each system's log-strength.
+NU = "nu"
+
+
+def strength_key(model: str) -> str:
+    return f"strength:{model}"
+
+
 def bt_from_sums(
-    models: Sequence[str], point: Fit
+    models: Sequence[str], point: Fit, *, prior_scale: float = PRIOR_SCALE
 ) -> Callable[[npt.NDArray[np.float64]], dict[str, npt.NDArray[np.float64]]]:
     """A Resampler function refitting the Davidson model on each resample's tables (from the
-    point estimate): each model's log-strength and nu."""
+    point estimate): nu (NU) and each model's log-strength (`strength_key`). A degenerate
+    refit is NaN: every value of a resample whose fit did not converge, and the strength of
+    a system the resample has no comparison of (its strength would be the prior's alone)."""
     k = len(models)
 
     def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
         wins = sums[:, : k * k].reshape(-1, k, k)
         ties = sums[:, k * k :].reshape(-1, k, k)
-        theta, nu = davidson_fit_many(wins, ties, point)
-        return {"nu": nu, **{m: theta[:, i] for i, m in enumerate(models)}}
+        theta, nu = davidson_fit_many(wins, ties, point, prior_scale=prior_scale)
+        met = (wins + wins.transpose(0, 2, 1) + ties).sum(axis=2) > 0
+        theta[~met] = np.nan
+        return {NU: nu, **{strength_key(m): theta[:, i] for i, m in enumerate(models)}}
 
     return fn
+
+
+def percentile_interval(
+    values: npt.NDArray[np.float64],
+) -> tuple[float | None, float | None, int]:
+    """The 95% percentile interval of a bootstrap's values, one per resample, NaN where the
+    resample's fit degenerated, and the count of those: np.percentile's interpolation over
+    every resample with the degenerate ones put in the tail that widens the interval most
+    (at -inf for the lower bound, +inf for the upper), so the interval holds whatever their
+    values were; once they could fill a tail, the bound is infinite. (None, None, k) when
+    no resample is usable."""
+    values = np.asarray(values, dtype=np.float64)
+    finite = np.sort(values[np.isfinite(values)])
+    total, m = values.size, finite.size
+    degenerate = total - m
+    if m == 0:
+        return None, None, degenerate
+    tail = (1 - bootstrap.CONFIDENCE) / 2
+
+    def at(position: float) -> float:
+        low = math.floor(position)
+        if low < 0 or math.ceil(position) > m - 1:
+            return -math.inf if low < 0 else math.inf
+        return float(finite[low] + (position - low) * (finite[math.ceil(position)] - finite[low]))
+
+    return (
+        at(tail * (total - 1) - degenerate),
+        at((1 - tail) * (total - 1)),
+        degenerate,
+    )
 
 
 # --- judges' outcomes from scores ---------------------------------------------------------------
@@ -529,11 +720,14 @@ def preference_report(
     skills: Sequence[str] = (),
     resamples: int = 0,
     seed: int = 0,
+    prior_scale: float = PRIOR_SCALE,
 ) -> dict[str, Any]:
     """The preference figures per skill and Overall (module docstring): label counts, the
     win/tie/loss matrices, Davidson strengths, agreement among raters and each judge
-    against the people's decisions; with `resamples`, 95% item-bootstrap intervals.
-    `judges`: source name -> its verdicts (a pairwise run's, or converted scores)."""
+    against the people's decisions; with `resamples`, 95% item-bootstrap intervals. Every
+    figure carries its n, a "too few" reason below its kind's minimum (analytics.minimums)
+    and its flags (FLAGS). `judges`: source name -> its verdicts (a pairwise run's, or
+    converted scores)."""
     judges = judges or {}
     by_skill: dict[str, list[Label]] = defaultdict(list)
     for label in labels:
@@ -541,15 +735,81 @@ def preference_report(
     out: dict[str, Any] = {}
     for skill in skill_order(labels, skills):
         verdicts = {name: [v for v in found if v.skill == skill] for name, found in judges.items()}
-        out[skill] = _skill_figures(by_skill[skill], verdicts, resamples=resamples, seed=seed)
+        out[skill] = _skill_figures(
+            by_skill[skill], verdicts, resamples=resamples, seed=seed, prior_scale=prior_scale
+        )
     return {
         "overall": OVERALL,
         "both_bad": "tie",
         "resamples": resamples,
         "confidence": bootstrap.CONFIDENCE,
-        "ridge": RIDGE,
+        "ridge": ridge_of(prior_scale),
+        "prior_scale": None if math.isinf(prior_scale) else prior_scale,
+        "minimums": {kind: minimums.minimum(kind).n for kind in FIGURE_KINDS},
         "skills": out,
     }
+
+
+#: The kinds of figure of the report (analytics.minimums) and what their n counts.
+FIGURE_KINDS = ("bradley_terry", "agreement", "accuracy", "interval")
+
+#: A figure's flags, each a reason not to read it as a finding (docs/PREFERENCE_ANALYTICS.md).
+FLAGS = {
+    "too_few": "below its kind's minimum (its `too_few` says n and the minimum)",
+    "separation": "the table is separated: without the prior the estimate would be infinite "
+    "or not unique",
+    "all_ties": "every label is a tie: nu is the prior's",
+    "no_ties": "no label is a tie: nu is 0 (Bradley-Terry)",
+    "degenerate_resamples": "some resamples' fits degenerated (`degenerate_resamples` of them)",
+    "interval_too_few": "too few items resampled for an interval (`interval_too_few`)",
+    "interval_fails": "the interval did not hold its estimate or was not finite: withheld",
+}
+
+
+def figure(
+    estimate: float | None,
+    interval: tuple[float | None, float | None, int] | None,
+    *,
+    kind: str,
+    n: int,
+    items: int,
+    flags: Sequence[str] = (),
+    degenerate: int | None = None,
+) -> dict[str, Any]:
+    """One figure as the report holds it: `estimate`, its interval (`low`, `high`, and the
+    `resamples` that gave it; None without one), `n` (what the kind's minimum counts),
+    `too_few` ("" or the reason), `interval_too_few` (the same for the items resampled),
+    `flags` (FLAGS) and, for a refitted figure, `degenerate_resamples`. An interval that does
+    not hold its estimate (analytics.minimums.interval_holds) is withheld: its bounds are
+    None and the figure is flagged "interval_fails"."""
+    found = list(flags)
+    if estimate is not None and not math.isfinite(estimate):
+        estimate = None
+    low, high, used = interval if interval is not None and estimate is not None else (None, None, 0)
+    out: dict[str, Any] = {
+        "estimate": estimate,
+        "low": low,
+        "high": high,
+        "resamples": used,
+        "n": n,
+        "too_few": minimums.too_few(kind, n),
+        "interval_too_few": "",
+    }
+    if out["too_few"]:
+        found.append("too_few")
+    if degenerate is not None:
+        out["degenerate_resamples"] = degenerate
+        if degenerate:
+            found.append("degenerate_resamples")
+    if interval is not None and estimate is not None:
+        out["interval_too_few"] = minimums.too_few("interval", items)
+        if out["interval_too_few"]:
+            found.append("interval_too_few")
+        if low is None or high is None or not minimums.interval_holds(estimate, low, high):
+            out["low"] = out["high"] = None
+            found.append("interval_fails")
+    out["flags"] = list(dict.fromkeys(found))
+    return out
 
 
 def _skill_figures(
@@ -558,13 +818,16 @@ def _skill_figures(
     *,
     resamples: int,
     seed: int,
+    prior_scale: float,
 ) -> dict[str, Any]:
     models = sorted({label.model_a for label in labels} | {label.model_b for label in labels})
     units = units_of(labels)
     keys = sorted(units)
     items = [key[0] for key in keys]
+    n_items = len(set(items))
     matrices = win_matrices(labels, models)
     resampler = bootstrap.Resampler(items, resamples=resamples, seed=seed)
+    resampled = bool(resamples) and n_items >= 2
     sinks: dict[str, Any] = {}
     estimates: dict[str, dict[str, float | None]] = {}
 
@@ -579,18 +842,22 @@ def _skill_figures(
         if resamples:
             resampler.add(at, features, fn, sink=sinks, key=key)
 
-    # Bradley-Terry / Davidson
+    # Bradley-Terry / Davidson: the resamples' values are kept, for intervals that count
+    # and widen over the degenerate refits (percentile_interval)
     k = len(models)
     w, t = np.array(matrices["wins"], dtype=float), np.array(matrices["ties"], dtype=float)
-    point = davidson_fit(w, t) if k >= 2 else None
+    point = davidson_fit(w, t, prior_scale=prior_scale) if k >= 2 else None
+    bt_sink: dict[str, Any] = {}
     if point is not None and resamples:
         resampler.add(
             items,
             bt_features(units, keys, models),
-            bt_from_sums(models, point),
-            sink=sinks,
+            bt_from_sums(models, point, prior_scale=prior_scale),
+            sink=bt_sink,
             key="bt",
         )
+        for name in (NU, *map(strength_key, models)):
+            resampler.keep_values(bt_sink, name)
     # agreement among raters
     outcome_lists = [units[key] for key in keys]
     add(items, fleiss_features(outcome_counts(outcome_lists)), fleiss_from_sums, "fk")
@@ -605,7 +872,7 @@ def _skill_figures(
         )
     # judges against the people's decisions
     decided = {key: d for key in keys if (d := decision(units[key])) is not None}
-    compared: dict[str, int] = {}
+    compared: dict[str, tuple[int, int]] = {}  # name -> (decided units, of them without ties)
     for name, verdicts in judges.items():
         pairs, pair_items = [], []
         seen: set[Unit] = set()
@@ -617,67 +884,157 @@ def _skill_figures(
                 pairs.append((decided[key], outcome))
                 pair_items.append(v.item)
         if pairs:
-            compared[name] = len(pairs)
+            strict = sum(1 for people, judge in pairs if EVEN not in (people, judge))
+            compared[name] = (len(pairs), strict)
             add(pair_items, comparison_features(pairs), comparison_from_sums, f"judge:{name}")
     if resamples:
         resampler.run()
-    alpha = _with_estimate(
-        metrics.krippendorff_alpha(matrix, "nominal") if keys else None,
+    pairable = int(sum(1 for o in outcome_lists if len(o) >= 2))
+    alpha_interval = (
         bootstrap.alpha_intervals(
             matrix, items, levels=("nominal",), resamples=resamples, seed=seed
-        )["nominal"].as_dict()
-        if resamples and keys
+        )["nominal"]
+        if resampled and keys
+        else None
+    )
+    alpha = figure(
+        metrics.krippendorff_alpha(matrix, "nominal") if keys else None,
+        (alpha_interval.low, alpha_interval.high, alpha_interval.resamples)
+        if alpha_interval is not None
         else None,
+        kind="agreement",
+        n=pairable,
+        items=n_items,
     )
 
-    def figure(key: str, name: str) -> bootstrap.IntervalDict:
-        return _with_estimate(estimates[key][name], sinks.get(key, {}).get(name))
+    def resampled_figure(key: str, name: str, *, kind: str, n: int) -> dict[str, Any]:
+        found = sinks.get(key, {}).get(name) if resampled else None
+        interval = (found["low"], found["high"], found["resamples"]) if found else None
+        return figure(estimates[key][name], interval, kind=kind, n=n, items=n_items)
 
-    strengths: dict[str, Any] = {}
     bt: dict[str, Any] | None = None
     if point is not None:
-        boot = sinks.get("bt", {})
-        for i, m in enumerate(models):
-            strengths[m] = _with_estimate(float(point.theta[i]), boot.get(m))
-        bt = {
-            "strengths": dict(sorted(strengths.items(), key=lambda kv: -kv[1]["estimate"])),
-            "nu": _with_estimate(point.nu, boot.get("nu")),
-            "ties_modelled": point.nu > 0,
-            "log_likelihood": point.log_likelihood,
-            "converged": point.converged,
-        }
+        bt = _bt_figures(
+            models,
+            point,
+            separation(w, t),
+            {
+                name: resampler.kept_values(bt_sink, name)
+                for name in (NU, *map(strength_key, models))
+            }
+            if resampled
+            else None,
+            n=len(labels),
+            items=n_items,
+            ties=int(np.triu(t, 1).sum()),
+            prior_scale=prior_scale,
+        )
     counts = Counter(label.choice for label in labels)
     return {
         "models": models,
         "labels": len(labels),
         "choices": {c: counts.get(c, 0) for c in CHOICES},
         "units": len(keys),
-        "items": len(set(items)),
+        "items": n_items,
         "raters": len(raters),
         "decided_units": len(decided),
         **matrices,
         "bradley_terry": bt,
         "agreement": {
-            "units_pairable": int(sum(1 for o in outcome_lists if len(o) >= 2)),
+            "units_pairable": pairable,
+            "n": pairable,
+            "too_few": minimums.too_few("agreement", pairable),
             "alpha_nominal": alpha,
-            "fleiss_kappa": figure("fk", "fleiss_kappa"),
+            "fleiss_kappa": resampled_figure("fk", "fleiss_kappa", kind="agreement", n=pairable),
         },
         "judges": {
             name: {
-                "units": compared[name],
-                **{f: figure(f"judge:{name}", f) for f in estimates[f"judge:{name}"]},
+                "units": compared[name][0],
+                "n": compared[name][0],
+                "too_few": minimums.too_few("accuracy", compared[name][0]),
+                **{
+                    f: resampled_figure(
+                        f"judge:{name}",
+                        f,
+                        kind="accuracy",
+                        n=compared[name][1 if f == "accuracy_without_ties" else 0],
+                    )
+                    for f in estimates[f"judge:{name}"]
+                },
             }
             for name in sorted(compared)
         },
     }
 
 
-def _with_estimate(
-    estimate: float | None, interval: bootstrap.IntervalDict | None
-) -> bootstrap.IntervalDict:
-    """The estimate from all the data with the resampled interval (None without one)."""
-    if estimate is None or not np.isfinite(estimate):
-        return {"estimate": None, "low": None, "high": None, "resamples": 0}
-    if interval is None or interval["estimate"] is None:
-        return {"estimate": estimate, "low": None, "high": None, "resamples": 0}
-    return {**interval, "estimate": estimate}
+def _bt_figures(
+    models: Sequence[str],
+    point: Fit,
+    found: Separation,
+    kept: Mapping[str, npt.NDArray[np.float64]] | None,
+    *,
+    n: int,
+    items: int,
+    ties: int,
+    prior_scale: float,
+) -> dict[str, Any]:
+    """The Bradley-Terry part of a skill's figures: each strength and nu as `figure`s (n:
+    the labels), their intervals from the kept resamples (`percentile_interval`), the
+    separation found and every flag."""
+    separated = ["separation"] if found.separated else []
+
+    def interval(name: str) -> tuple[tuple[float | None, float | None, int] | None, int | None]:
+        if kept is None:
+            return None, None
+        values = kept[name]
+        low, high, degenerate = percentile_interval(values)
+        return (low, high, values.size - degenerate), degenerate
+
+    strengths: dict[str, Any] = {}
+    for i, m in enumerate(models):
+        span, degenerate = interval(strength_key(m))
+        strengths[m] = figure(
+            float(point.theta[i]),
+            span,
+            kind="bradley_terry",
+            n=n,
+            items=items,
+            flags=separated,
+            degenerate=degenerate,
+        )
+    tie_flags = ["no_ties"] if ties == 0 else ["all_ties"] if ties == n else []
+    span, degenerate = interval(NU)
+    nu = figure(
+        point.nu,
+        span if ties else None,
+        kind="bradley_terry",
+        n=n,
+        items=items,
+        flags=[*(separated if found.ties_unbounded else []), *tie_flags],
+        degenerate=degenerate if ties else None,
+    )
+    flags = [*separated, *tie_flags]
+    for f in [*strengths.values(), nu]:
+        flags += f["flags"]
+    return {
+        "strengths": dict(sorted(strengths.items(), key=lambda kv: -kv[1]["estimate"])),
+        "nu": nu,
+        "ties_modelled": point.nu > 0,
+        "log_likelihood": point.log_likelihood,
+        "converged": point.converged,
+        "n": n,
+        "too_few": minimums.too_few("bradley_terry", n),
+        "prior_scale": None if math.isinf(prior_scale) else prior_scale,
+        "separation": {
+            "separated": found.separated,
+            "strengths_separated": found.strengths_separated,
+            "ties_unbounded": found.ties_unbounded,
+            "disconnected": found.disconnected,
+            "never_lost": [models[i] for i in found.never_lost],
+            "never_won": [models[i] for i in found.never_won],
+        },
+        "degenerate_resamples": max(
+            (f.get("degenerate_resamples") or 0 for f in [*strengths.values(), nu]), default=0
+        ),
+        "flags": list(dict.fromkeys(flags)),
+    }

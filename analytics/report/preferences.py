@@ -3,6 +3,11 @@ win/tie/loss matrix, the Davidson strengths with their intervals (a dot-and-whis
 drawn here as SVG), agreement among raters and each judge against the people, from the
 report snapshot of the query's filters (its "preferences" part; never computed here).
 
+Every figure is shown with its n; below its kind's minimum (analytics.minimums) the page
+says "too few" and why instead of a number with an interval, an interval is drawn only when
+it holds its estimate and enough items were resampled, and the report's flags (separation,
+degenerate resamples, a withheld interval) are said beside the figures they concern.
+
 - GET /projects/SLUG/analytics/preferences/?pref_skill=NAME&filters: the page; with
   HX-Request, its body only.
 """
@@ -28,17 +33,38 @@ PAGE = "analytics/report/preferences.html"
 CHART_WIDTH, ROW_HEIGHT, PAD = 480, 22, 12
 
 
+def interval_shown(figure: dict[str, Any] | None) -> bool:
+    """Whether a figure's interval is drawn: it has one (the report withholds one that does
+    not hold its estimate), the figure is not below its minimum, and enough items were
+    resampled (analytics.minimums; a report stored before these keys: its bounds as stored)."""
+    return bool(
+        figure
+        and figure.get("low") is not None
+        and figure.get("high") is not None
+        and not figure.get("too_few")
+        and not figure.get("interval_too_few")
+    )
+
+
 def strengths_svg(strengths: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """Coordinates of the dot-and-whisker chart: one row per system (strongest first), each
     an SVG of the same width and x scale beside its name (HTML, so a name is text, never
-    inside the SVG): a dot at its log-strength and a whisker over its 95% interval; the x
-    axis spans every estimate and interval, with 0 (the mean log-strength) marked."""
-    rows = [(name, s) for name, s in strengths.items() if s.get("estimate") is not None]
+    inside the SVG): a dot at its log-strength and a whisker over its 95% interval when it
+    is shown (`interval_shown`); the x axis spans every estimate and shown interval, with 0
+    (the mean log-strength) marked. None when there is nothing to draw or the strengths are
+    below their minimum (the page says "too few" instead)."""
+    rows = [
+        (name, s)
+        for name, s in strengths.items()
+        if s.get("estimate") is not None and not s.get("too_few")
+    ]
     if not rows:
         return None
     values = [0.0]
     for _, s in rows:
-        values += [v for v in (s["estimate"], s.get("low"), s.get("high")) if v is not None]
+        values.append(s["estimate"])
+        if interval_shown(s):
+            values += [s["low"], s["high"]]
     lo, hi = min(values), max(values)
     span = (hi - lo) or 1.0
     lo, hi = lo - 0.05 * span, hi + 0.05 * span
@@ -61,8 +87,8 @@ def strengths_svg(strengths: dict[str, dict[str, Any]]) -> dict[str, Any] | None
             {
                 "name": name,
                 "x": x(s["estimate"]),
-                "low": x(s["low"]) if s.get("low") is not None else None,
-                "high": x(s["high"]) if s.get("high") is not None else None,
+                "low": x(s["low"]) if interval_shown(s) else None,
+                "high": x(s["high"]) if interval_shown(s) else None,
                 "s": s,
             }
             for name, s in rows

@@ -1,7 +1,9 @@
 """Preference figures (analytics/preferences.py), pure: Bradley-Terry against the choix
-library, Davidson's ties against a likelihood written out here and its closed form for equal
-systems, Fleiss' kappa against Fleiss (1971)'s worked example, alpha against the
-krippendorff library, Cohen's kappa against analytics.metrics (checked against Cohen 1960)."""
+library (unpenalised, and with the prior as choix's ridge), Davidson's ties against a
+penalised likelihood written out here and its closed form for equal systems, Fleiss' kappa
+against Fleiss (1971)'s worked example, alpha against the krippendorff library, Cohen's kappa
+against analytics.metrics (checked against Cohen 1960). Small samples, separation and the
+prior's worked examples: test_preference_small_n.py."""
 
 from __future__ import annotations
 
@@ -55,40 +57,44 @@ def _tables(comparisons, k, ties=()):
     return wins, tie
 
 
+#: choix's ridge alpha * sum(theta^2) is the prior's sum(theta^2) / (2 scale^2)
+CHOIX_ALPHA = 1 / (2 * prefs.PRIOR_SCALE**2)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_bradley_terry_without_ties_matches_choix(seed):
     comparisons = _comparisons(seed)
     wins, ties = _tables(comparisons, 5)
-    fit = prefs.davidson_fit(wins, ties)
-    expected = choix.opt_pairwise(5, comparisons, alpha=prefs.RIDGE)
+    # unpenalised (an infinite prior scale): choix's maximum likelihood
+    fit = prefs.davidson_fit(wins, ties, prior_scale=math.inf)
+    expected = choix.opt_pairwise(5, comparisons, alpha=0.0)
     assert fit.nu == 0.0
     assert fit.converged
     assert fit.theta.sum() == pytest.approx(0.0, abs=1e-9)
     np.testing.assert_allclose(fit.theta, expected - expected.mean(), atol=1e-5)
+    # with the prior: choix's ridge of the same weight
+    fit = prefs.davidson_fit(wins, ties)
+    expected = choix.opt_pairwise(5, comparisons, alpha=CHOIX_ALPHA)
+    np.testing.assert_allclose(fit.theta, expected - expected.mean(), atol=1e-5)
 
 
-def test_a_system_that_won_everything_has_a_finite_strength_as_in_choix():
+def test_a_system_that_won_everything_has_the_finite_strength_of_choix_with_the_prior():
     comparisons = [(0, 1)] * 5 + [(1, 2)] * 3 + [(2, 1)] * 2
     wins, ties = _tables(comparisons, 3)
     fit = prefs.davidson_fit(wins, ties)
-    expected = choix.opt_pairwise(3, comparisons, alpha=prefs.RIDGE)
-    assert np.isfinite(fit.theta).all()
-    assert fit.theta[0] > 5  # far ahead, but finite
-    # the penalised likelihood is nearly flat out there: both stop on it, ours no lower
-    # than choix's, in the same order
-    assert np.argsort(fit.theta).tolist() == np.argsort(expected).tolist()
-
-    def penalised(theta):
-        return prefs.davidson_log_likelihood(theta, 0.0, wins, ties) - prefs.RIDGE / 2 * float(
-            (theta**2).sum()
-        )
-
-    assert penalised(fit.theta) >= penalised(expected - expected.mean()) - 1e-9
-    assert penalised(fit.theta) == pytest.approx(penalised(expected - expected.mean()), abs=1e-4)
+    expected = choix.opt_pairwise(3, comparisons, alpha=CHOIX_ALPHA)
+    assert fit.converged and np.isfinite(fit.theta).all()
+    # the prior's maximum is a proper one (not a flat likelihood stopped somewhere): the
+    # same as choix's to the optimiser's precision
+    np.testing.assert_allclose(fit.theta, expected - expected.mean(), atol=1e-6)
+    assert 1.0 < fit.theta[0] < 3.0  # ahead, by what 5 wins and the prior say
+    found = prefs.separation(wins, ties)
+    assert found.separated and found.strengths_separated and found.never_lost == (0,)
 
 
 def _davidson_by_hand(theta, nu, wins, ties, ridge):
-    """The penalised Davidson (1970) log-likelihood, written out term by term."""
+    """The penalised Davidson (1970) log-likelihood, written out term by term: the prior
+    N(0, 1 / ridge) on each theta and on log nu."""
     k = len(theta)
     pi = [math.exp(t) for t in theta]
     total = 0.0
@@ -100,7 +106,7 @@ def _davidson_by_hand(theta, nu, wins, ties, ridge):
             total += wins[i][j] * math.log(pi[i] / d)
             if i < j and ties[i][j]:
                 total += ties[i][j] * math.log(nu * math.sqrt(pi[i] * pi[j]) / d)
-    return total - ridge / 2 * sum(t * t for t in theta)
+    return total - ridge / 2 * (sum(t * t for t in theta) + math.log(nu) ** 2)
 
 
 def test_davidson_fit_is_the_maximum_of_the_likelihood_written_out_by_hand():
@@ -115,14 +121,16 @@ def test_davidson_fit_is_the_maximum_of_the_likelihood_written_out_by_hand():
     def ll(p):
         return _davidson_by_hand(p[:4], math.exp(p[4]), wins, ties, prefs.RIDGE)
 
-    assert fit.log_likelihood == pytest.approx(ll(params) + prefs.RIDGE / 2 * sum(fit.theta**2))
+    prior = prefs.RIDGE / 2 * (sum(fit.theta**2) + math.log(fit.nu) ** 2)
+    assert fit.log_likelihood == pytest.approx(ll(params) + prior)
+    assert prefs.log_prior(fit.theta, fit.nu) == pytest.approx(-prior)
     # the gradient of the hand-written likelihood is zero at the fit (central differences)
     h = 1e-5
     for index in range(5):
         up, down = list(params), list(params)
         up[index] += h
         down[index] -= h
-        assert (ll(up) - ll(down)) / (2 * h) == pytest.approx(0.0, abs=1e-3)
+        assert (ll(up) - ll(down)) / (2 * h) == pytest.approx(0.0, abs=1e-4)
     # and moving away in any direction lowers it
     for index in range(5):
         moved = list(params)
@@ -134,7 +142,7 @@ def test_davidson_tie_parameter_has_its_closed_form_for_equal_systems():
     # two equal systems: P(tie) = nu / (2 + nu), so with T ties of N comparisons nu = 2T/(N-T)
     wins = np.array([[0.0, 30.0], [30.0, 0.0]])  # 30 wins each way
     ties = np.array([[0.0, 20.0], [20.0, 0.0]])
-    fit = prefs.davidson_fit(wins, ties)
+    fit = prefs.davidson_fit(wins, ties, prior_scale=math.inf)
     assert fit.theta == pytest.approx([0.0, 0.0], abs=1e-6)
     assert fit.nu == pytest.approx(2 * 20 / (80 - 20), rel=1e-5)
 
@@ -144,8 +152,8 @@ def test_davidson_with_vanishing_ties_is_bradley_terry():
     wins, _ = _tables(comparisons, 4)
     ties = np.full((4, 4), 1e-7)
     np.fill_diagonal(ties, 0.0)
-    fit = prefs.davidson_fit(wins, ties)
-    expected = choix.opt_pairwise(4, comparisons, alpha=prefs.RIDGE)
+    fit = prefs.davidson_fit(wins, ties, prior_scale=math.inf)
+    expected = choix.opt_pairwise(4, comparisons, alpha=0.0)
     assert fit.nu < 1e-5
     np.testing.assert_allclose(fit.theta, expected - expected.mean(), atol=1e-4)
 
@@ -357,6 +365,8 @@ def test_many_fits_at_once_match_one_fit_each():
         if r == 7:
             wins[0, :] += 20
             wins[:, 0] = 0.0  # system 0 won every comparison: the ridge keeps it finite
+        if r == 9:
+            wins[:] = 0.0  # every label a tie: nu is the prior's
         tables.append((wins, ties + ties.T))
     start = prefs.davidson_fit(*tables[0])
     theta, nu = prefs.davidson_fit_many(
@@ -366,15 +376,14 @@ def test_many_fits_at_once_match_one_fit_each():
         one = prefs.davidson_fit(wins, ties)
 
         def penalised(th, v, w=wins, t=ties):
-            return prefs.davidson_log_likelihood(th, v, w, t) - prefs.RIDGE / 2 * (th**2).sum()
+            return prefs.davidson_log_likelihood(th, v, w, t) + prefs.log_prior(th, v)
 
-        # at least as high a maximum as scipy's (which stops a little earlier)
+        # the same maximum as one fit's (scipy's, polished), the separated one (7) too
         assert penalised(theta[r], nu[r]) >= penalised(one.theta, one.nu) - 1e-9
-        if r == 7:  # flat out there: the likelihoods agree, the far strength less closely
-            continue
-        np.testing.assert_allclose(theta[r], one.theta, atol=1e-4)
-        assert nu[r] == pytest.approx(one.nu, abs=1e-5)
+        np.testing.assert_allclose(theta[r], one.theta, atol=1e-6)
+        assert nu[r] == pytest.approx(one.nu, rel=1e-6, abs=1e-6)
     assert nu[3] == 0.0
+    assert 0 < nu[9] < 1e3 and np.isfinite(theta[9]).all()
 
 
 def test_one_label_per_pair_gives_figures_without_agreement():

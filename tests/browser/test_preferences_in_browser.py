@@ -32,7 +32,8 @@ SYSTEMS = ("sys-a", HOSTILE, LONG)
 @pytest.fixture
 def pref_project(live_server, project, researcher, tmp_path, django_user_model, no_worker):  # noqa: F811
     people = [django_user_model.objects.create_user(f"r{i}", password="x") for i in range(3)]
-    dataset = make_dataset(project, tmp_path, items=5, models=SYSTEMS)
+    # ten items: the fewest a bootstrap interval is drawn for (analytics.minimums "interval")
+    dataset = make_dataset(project, tmp_path, items=10, models=SYSTEMS)
     skill = Skill.objects.get(name="Factuality", project__isnull=True)
     make_preferences(project, dataset, people, skill=skill, models=SYSTEMS)
     # a pairwise judge (its name is markup) that prefers sys-a in both orders
