@@ -641,6 +641,51 @@ class CampaignRubric(models.Model):
         return f"{self.campaign_id}:{self.skill_id}→{self.rubric_id}"
 
 
+class CampaignItemPin(models.Model):
+    """The item skills a campaign's tasks on one item ask (ranked, with their checklists),
+    pinned when the campaign was activated, or when the item's first task was added to a
+    campaign already running. Like CampaignRubric, it keeps what annotators are asked, and
+    what gold and screening compare against, from changing under a running campaign: a
+    verified change of the item's metadata reaches the campaign only when a researcher
+    applies it (`verification` then names the verification applied). A draft campaign has
+    no pins and reads the item's own skills.
+
+    `skills` is [[skill id, checklist], ...], most relevant first: the shape the claim and
+    submit statements read (annotation.selectors.item_skills_sql)."""
+
+    # campaign_id leads campaignitempin_unique: no index of its own
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="item_pins", db_index=False
+    )
+    # indexed: "which running campaigns pin this item" (the verification page)
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    skills = models.JSONField(default=list, blank=True)
+    verification = models.ForeignKey(
+        "MetadataVerification",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    applied_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "item"], name="campaignitempin_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id}:{self.item_id} pinned"
+
+    @property
+    def skill_ids(self) -> list[int]:
+        return [pair[0] for pair in self.skills]
+
+
 class AnnotatorExpertise(models.Model):
     """Domains an annotator is qualified for (used when a campaign routes by domain)."""
 

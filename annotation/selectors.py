@@ -8,26 +8,34 @@ services, or by another app lives here.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import hashlib
+import json
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, Substr
 
 from annotation.models import (
+    KNOWN_SCORE_KINDS,
     AdjudicatedScore,
     AnnotatorExpertise,
     Assignment,
     AssignmentKind,
+    AssignmentStatus,
     Campaign,
+    CampaignItemPin,
+    CampaignMode,
     CampaignRubric,
     CampaignStatus,
     Dataset,
     Domain,
+    GoldPreference,
+    GoldScore,
     HumanPreference,
     HumanScore,
     HumanScoreDeletion,
@@ -209,12 +217,16 @@ _ITEM_OF_RESPONSE = f"SELECT item_id FROM {Response._meta.db_table} WHERE id = %
 _ITEM_SKILLS = (
     f"SELECT skill_id, checklist FROM {ItemSkill._meta.db_table} WHERE item_id = %s ORDER BY rank"
 )
+_PINNED_SKILLS = (
+    f"SELECT skills FROM {CampaignItemPin._meta.db_table} WHERE campaign_id = %s AND item_id = %s"
+)
 
 
 def skills_for_response(*, response: Response, campaign: Campaign | None) -> list[TaskSkill]:
     """What a response is scored on: in a campaign, exactly what its annotators see (the
-    pinned rubric versions); outside one, the item's skills with the rubric in force. Judge
-    prompts are built from this, so people and judges score against the same wording."""
+    pinned rubric versions and item skills); outside one, the item's skills with the rubric
+    in force. Judge prompts are built from this, so people and judges score against the same
+    wording."""
     return skills_for_responses(responses=[response], campaign=campaign)[response.pk]
 
 
@@ -222,24 +234,21 @@ def skills_for_responses(
     *, responses: Sequence[Response], campaign: Campaign | None
 ) -> dict[int, list[TaskSkill]]:
     """skills_for_response for many responses of one dataset at once (response id -> its
-    skills), in two or three queries whatever their number: a judge batch reads it once."""
+    skills), in two or three queries whatever their number: a judge batch reads it once.
+    In a campaign the items' pinned skills are read (one query); an item without a pin (a
+    draft campaign) reads its own."""
     item_ids = {r.item_id for r in responses}
-    rows = (
-        ItemSkill.objects.filter(item_id__in=item_ids)
-        .order_by("item_id", "rank")
-        .values_list("item_id", "skill_id", "skill__name", "checklist")
-    )
-    by_item: dict[int, list[tuple[int, str, list]]] = {item_id: [] for item_id in item_ids}
-    for item_id, skill_id, name, checklist in rows:
-        by_item[item_id].append((skill_id, name, checklist))
     per_item: dict[int, list[TaskSkill]] = {}
     if campaign is not None:
-        for item_id, skills in by_item.items():
-            pairs = [[skill_id, checklist] for skill_id, _, checklist in skills]
+        pinned = item_skills_pinned(campaign_id=campaign.pk, item_ids=item_ids)
+        own = _item_skill_rows(item_ids - set(pinned)) if len(pinned) < len(item_ids) else {}
+        for item_id in item_ids:
+            pairs = pinned[item_id] if item_id in pinned else [[s, c] for s, _, c in own[item_id]]
             per_item[item_id] = skills_for_item(
                 item_id=item_id, campaign=campaign, item_skills=pairs
             )
     elif item_ids:
+        by_item = _item_skill_rows(item_ids)
         project = Project.objects.filter(datasets__items__id=next(iter(item_ids))).first()
         rubrics = rubrics_current_for_project(project=project)
         for item_id, skills in by_item.items():
@@ -258,28 +267,69 @@ def skills_for_responses(
     return {r.pk: per_item[r.item_id] for r in responses}
 
 
-def item_skills_sql(item_ref: str) -> str:
-    """PostgreSQL: a scalar subquery giving the item's ranked [[skill_id, checklist], ...]
-    as JSON, so a statement that reads the item can bring its skills along (one round trip
-    less on every claim and submission). None on SQLite: read them with `skills_for_item`.
+def _item_skill_rows(item_ids: Iterable[int]) -> dict[int, list[tuple[int, str, list]]]:
+    """item id -> its own ranked (skill id, skill name, checklist), every item present."""
+    wanted = set(item_ids)
+    by_item: dict[int, list[tuple[int, str, list]]] = {item_id: [] for item_id in wanted}
+    rows = (
+        ItemSkill.objects.filter(item_id__in=wanted)
+        .order_by("item_id", "rank")
+        .values_list("item_id", "skill_id", "skill__name", "checklist")
+    )
+    for item_id, skill_id, name, checklist in rows:
+        by_item[item_id].append((skill_id, name, checklist))
+    return by_item
+
+
+def item_skills_pinned(*, campaign_id: int, item_ids: Iterable[int]) -> dict[int, list]:
+    """item id -> the ranked [[skill id, checklist], ...] the campaign pinned for it, for
+    the items among `item_ids` that it pinned (one query)."""
+    return dict(
+        CampaignItemPin.objects.filter(campaign_id=campaign_id, item_id__in=list(item_ids))
+        .order_by()
+        .values_list("item_id", "skills")
+    )
+
+
+def item_skills_sql(item_ref: str, campaign_ref: str) -> str:
+    """PostgreSQL: a scalar expression giving the ranked [[skill_id, checklist], ...] that
+    campaign `campaign_ref` asks of item `item_ref` as JSON: its pin (CampaignItemPin, one
+    probe of its unique index), or the item's own skills when it has none (a draft
+    campaign), so a statement that reads the item brings its skills along (one round trip
+    less on every claim and submission; COALESCE never runs the second subquery when the
+    pin is there). "NULL" on SQLite: read them with `skills_for_item`.
     """
     if not is_postgres():
         return "NULL"
     return (
-        "(SELECT json_agg(json_build_array(s.skill_id, s.checklist) ORDER BY s.rank) "
-        f"FROM {ItemSkill._meta.db_table} s WHERE s.item_id = {item_ref})"
+        f"COALESCE((SELECT p.skills FROM {CampaignItemPin._meta.db_table} p "
+        f"WHERE p.campaign_id = {campaign_ref} AND p.item_id = {item_ref}), "
+        "(SELECT jsonb_agg(jsonb_build_array(s.skill_id, s.checklist) ORDER BY s.rank) "
+        f"FROM {ItemSkill._meta.db_table} s WHERE s.item_id = {item_ref}))"
     )
 
 
+def _item_skills_read(item_id: int, campaign_id: int) -> list[tuple[int, list]]:
+    """The ranked (skill id, checklist) a campaign asks of an item, read on their own: the
+    pin (one query in a campaign that was activated), else the item's own skills."""
+    pinned = fetch_one(_PINNED_SKILLS, [campaign_id, item_id])
+    if pinned is not None:
+        return [(skill_id, checklist) for skill_id, checklist in json_value(pinned[0]) or []]
+    rows = fetch_all(_ITEM_SKILLS, [item_id])
+    return [(skill_id, json_value(checklist)) for skill_id, checklist in rows]
+
+
 def skills_for_item(*, item_id: int, campaign: Campaign, item_skills=None) -> list[TaskSkill]:
-    """What a campaign asks of an item's responses. `campaign` needs only its pk,
-    updated_at and skill_mode loaded (the submit path builds such a stub). `item_skills`
-    is the value of `item_skills_sql` when the caller's statement read it."""
+    """What a campaign asks of an item's responses: the item skills it pinned (the item's
+    own while a draft), each with the rubric version the campaign pinned. `campaign` needs
+    only its pk, updated_at and skill_mode loaded (the submit path builds such a stub).
+    `item_skills` is the value of `item_skills_sql` when the caller's statement read it."""
     if item_skills is None:
-        rows = fetch_all(_ITEM_SKILLS, [item_id])
-        item_skills = [(skill_id, json_value(checklist)) for skill_id, checklist in rows]
+        item_skills = _item_skills_read(item_id, campaign.pk)
     else:
-        item_skills = [(skill_id, checklist) for skill_id, checklist in json_value(item_skills)]
+        item_skills = [
+            (skill_id, checklist) for skill_id, checklist in json_value(item_skills) or []
+        ]
     checklists = dict(item_skills)
     pinned = _campaign_pins(campaign)
     if campaign.skill_mode == SkillMode.FIXED:
@@ -341,8 +391,9 @@ class _Pinned:
 
 
 #: (campaign id, campaign.updated_at) -> pinned TaskSkills. Pins are only ever added by
-#: campaign_activate, which also moves updated_at, and Rubric rows never change, so a hit
-#: is always current. Saves a three-table join on every claim and every submission.
+#: campaign_activate and by applying verified metadata to a campaign, which both move
+#: updated_at, and Rubric rows never change, so a hit is always current. Saves a
+#: three-table join on every claim and every submission.
 _pins_cache: OrderedDict[tuple[int, object], _Pinned] = OrderedDict()
 PINS_CACHE_SIZE = 256
 
@@ -383,6 +434,346 @@ def _campaign_pins(campaign: Campaign) -> _Pinned:
     while len(_pins_cache) > PINS_CACHE_SIZE:
         _pins_cache.popitem(last=False)
     return pinned
+
+
+# --- pinned item skills: what a running campaign asks of each item -----------------------------
+
+
+def campaign_item_skill_ids(*, campaign: Campaign, item_ids) -> dict[int, list[int]]:
+    """item id -> the ranked skill ids of the item as the campaign reads them: its pin once
+    the campaign pinned the item (annotation.models.CampaignItemPin), else the item's own
+    (a draft). Two queries at most."""
+    wanted = set(item_ids)
+    found = {
+        item_id: [pair[0] for pair in skills]
+        for item_id, skills in item_skills_pinned(campaign_id=campaign.pk, item_ids=wanted).items()
+    }
+    rest = wanted - set(found)
+    if rest:
+        for item_id in rest:
+            found[item_id] = []
+        for item_id, skill_id in (
+            ItemSkill.objects.filter(item_id__in=rest)
+            .order_by("item_id", "rank")
+            .values_list("item_id", "skill_id")
+        ):
+            found[item_id].append(skill_id)
+    return found
+
+
+def asked_skill_ids(
+    *, campaign: Campaign, item_skill_ids: list[int], rubric_pinned: set[int], fixed: list[int]
+) -> list[int]:
+    """What a task of `campaign` asks, given its item's skills (pinned, or the item's own
+    while a draft), the skills with a pinned rubric and the fixed set, as
+    annotation.selectors.skills_for_item asks them: the fixed set or the item's skills,
+    without the skills that have no pinned rubric once the campaign was activated."""
+    ids = fixed if campaign.skill_mode == SkillMode.FIXED else item_skill_ids
+    return [pk for pk in ids if pk in rubric_pinned] if rubric_pinned else list(ids)
+
+
+def _rubric_pinned(campaign: Campaign) -> set[int]:
+    return set(CampaignRubric.objects.filter(campaign=campaign).values_list("skill_id", flat=True))
+
+
+def _fixed_ids(campaign: Campaign) -> list[int]:
+    if campaign.skill_mode != SkillMode.FIXED:
+        return []
+    return list(campaign.fixed_skills.order_by("order", "name").values_list("pk", flat=True))
+
+
+def _skill_names(skill_ids) -> dict[int, str]:
+    return dict(Skill.objects.filter(pk__in=set(skill_ids)).values_list("pk", "name"))
+
+
+@dataclass(frozen=True)
+class KnownTask:
+    """A task with known answers on one item: its known scores' skills (a pair: the skills
+    of its known choices; the overall question is no skill) and, once checked against what
+    the item's tasks ask, the ones they do not ask."""
+
+    task_id: int
+    kind: str
+    item_id: int
+    external_id: str
+    model_name: str  # a pair: "m1 vs m2"
+    pair: bool
+    known: tuple[int, ...]
+    known_names: tuple[str, ...] = ()
+    unasked: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.unasked
+
+    @property
+    def reason(self) -> str:
+        what = "known choices" if self.pair else "known scores"
+        return (
+            f"{self.kind} task {self.task_id} (item {self.external_id}, {self.model_name}) has "
+            f"{what} for {', '.join(self.unasked)}, which its item's tasks do not ask"
+        )
+
+    @property
+    def reason_to_hold(self) -> str:
+        """Why applying verified metadata holds the item back because of this task."""
+        what = "known choices" if self.pair else "known scores"
+        return (
+            f"{self.kind} task {self.task_id} (item {self.external_id}, {self.model_name}) has "
+            f"{what} for {', '.join(self.unasked)}, which the verified metadata drops; the item "
+            f"keeps its pinned skills here until that task's {what} name only skills the "
+            "verified metadata lists, or the task is removed"
+        )
+
+
+def campaign_known_tasks(*, campaign: Campaign, item_ids=None) -> list[KnownTask]:
+    """The campaign's gold, attention, training and qualification tasks (on `item_ids`
+    only, if given) with the skills their known answers name, by task id. Two queries."""
+    tasks = Task.objects.filter(campaign=campaign, kind__in=KNOWN_SCORE_KINDS)
+    if item_ids is not None:
+        tasks = tasks.filter(response__item_id__in=list(item_ids))
+    rows = tasks.order_by("pk").values_list(
+        "pk",
+        "kind",
+        "response__item_id",
+        "response__item__external_id",
+        "response__model_name",
+        "response_b__model_name",
+    )
+    known: dict[int, list[int]] = defaultdict(list)
+    answers: QuerySet = (
+        GoldPreference.objects.filter(task__in=tasks, skill__isnull=False)
+        if campaign.mode == CampaignMode.PAIRWISE
+        else GoldScore.objects.filter(task__in=tasks)
+    )
+    for task_id, skill_id in answers.order_by("task_id", "skill_id").values_list(
+        "task_id", "skill_id"
+    ):
+        known[task_id].append(skill_id)
+    return [
+        KnownTask(
+            task_id=pk,
+            kind=kind,
+            item_id=item_id,
+            external_id=external_id,
+            model_name=f"{model} vs {model_b}" if model_b else model,
+            pair=model_b is not None,
+            known=tuple(known.get(pk, ())),
+        )
+        for pk, kind, item_id, external_id, model, model_b in rows
+    ]
+
+
+def _checked(task: KnownTask, asked: list[int], names: dict[int, str]) -> KnownTask:
+    unasked = tuple(names.get(pk, f"skill {pk}") for pk in task.known if pk not in asked)
+    known_names = tuple(names.get(pk, f"skill {pk}") for pk in task.known)
+    return replace(task, known_names=known_names, unasked=unasked)
+
+
+def campaign_known_task_check(*, campaign: Campaign, item_ids=None) -> list[KnownTask]:
+    """campaign_known_tasks, each checked against what its item's tasks ask now (the
+    pinned skills of a running campaign): a task with `unasked` skills compares known
+    answers nobody is asked for, so it is refused (activation, applying metadata) or
+    flagged (the screening page) with its `reason`. Five queries at most."""
+    tasks = campaign_known_tasks(campaign=campaign, item_ids=item_ids)
+    if not tasks:
+        return []
+    item_skills = campaign_item_skill_ids(campaign=campaign, item_ids={t.item_id for t in tasks})
+    rubric_pinned, fixed = _rubric_pinned(campaign), _fixed_ids(campaign)
+    names = _skill_names(pk for t in tasks for pk in t.known)
+    return [
+        _checked(
+            t,
+            asked_skill_ids(
+                campaign=campaign,
+                item_skill_ids=item_skills[t.item_id],
+                rubric_pinned=rubric_pinned,
+                fixed=fixed,
+            ),
+            names,
+        )
+        for t in tasks
+    ]
+
+
+# --- applying verified metadata to a running campaign ----------------------------------------
+
+
+@dataclass(frozen=True)
+class PinChange:
+    """One item whose verified metadata differs from what a running campaign pinned for
+    it: what its tasks ask now and would ask, the work it touches, and why it is held
+    back (`refused`), if it is."""
+
+    item_id: int
+    external_id: str
+    pinned: list  # [[skill id, checklist], ...] as pinned now
+    verified: list  # the same from the item's own (verified) skills: the new pin
+    asked_before: list[str]
+    asked_after: list[str]
+    tasks: int  # the campaign's normal tasks on the item
+    submitted: int  # annotations already submitted on them (kept, under the old skills)
+    leases: int  # leases held now on any of the campaign's tasks on the item
+    known: list[KnownTask]
+    new_rubrics: list[str]  # skills asked from now on, with the rubric version pinned for them
+    refused: str  # "" when it can be applied
+    verification_id: int | None
+    verdict: str
+    verified_by: str
+    verified_at: datetime | None
+
+    @property
+    def applicable(self) -> bool:
+        return not self.refused
+
+    @property
+    def asks_the_same(self) -> bool:
+        """Only the items' ranking or checklists change, not the skills asked."""
+        return self.asked_before == self.asked_after
+
+
+@dataclass(frozen=True)
+class MetadataApplyPlan:
+    campaign_id: int
+    changes: list[PinChange]
+    new_rubric_ids: dict[int, int]  # skill id -> rubric id to pin for the applicable changes
+
+    @property
+    def applicable(self) -> list[PinChange]:
+        return [c for c in self.changes if c.applicable]
+
+    @property
+    def refused(self) -> list[PinChange]:
+        return [c for c in self.changes if not c.applicable]
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the plan as listed: applying checks that it is still the plan (the
+        items' metadata, their verifications and what is held back), so nothing is applied
+        that the researcher did not see."""
+        state = [
+            [c.item_id, c.pinned, c.verified, c.verification_id, c.refused] for c in self.changes
+        ]
+        return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:32]
+
+    @property
+    def submitted(self) -> int:
+        return sum(c.submitted for c in self.applicable)
+
+    @property
+    def leases(self) -> int:
+        return sum(c.leases for c in self.applicable)
+
+
+def campaign_metadata_plan(*, campaign: Campaign, item_ids=None) -> MetadataApplyPlan:
+    """What applying the verified metadata to `campaign` would change (of `item_ids` only,
+    if given): the items it pinned whose verified skills (the item's own, with their
+    checklists) differ from the pin, each with its tasks, the annotations already
+    submitted on them, the leases held, the known-answer tasks on it checked against the
+    skills it would ask, and the rubric versions that would be pinned for skills asked
+    from now on. An item is held back (`refused`, with the reason) when a known-answer
+    task on it names a skill it would no longer ask, or a skill it would ask has no
+    rubric. A fixed number of queries (nine) whatever the number of items."""
+    verified = MetadataVerification.objects.filter(item__dataset_id=campaign.dataset_id)
+    if item_ids is not None:
+        verified = verified.filter(item_id__in=list(item_ids))
+    latest: dict[int, tuple] = {}
+    for row in verified.order_by("item_id", "verified_at", "id").values_list(
+        "item_id", "id", "verdict", "verified_by__username", "verified_at"
+    ):
+        latest[row[0]] = row[1:]
+    pins = item_skills_pinned(campaign_id=campaign.pk, item_ids=latest)
+    own: dict[int, list] = {item_id: [] for item_id in pins}
+    external: dict[int, str] = {}
+    for item_id, skill_id, checklist, external_id in (
+        ItemSkill.objects.filter(item_id__in=list(pins))
+        .order_by("item_id", "rank")
+        .values_list("item_id", "skill_id", "checklist", "item__external_id")
+    ):
+        own[item_id].append([skill_id, checklist])
+        external[item_id] = external_id
+    differing = sorted(item_id for item_id, skills in pins.items() if own[item_id] != skills)
+    if not differing:
+        return MetadataApplyPlan(campaign_id=campaign.pk, changes=[], new_rubric_ids={})
+    for item_id, external_id in Item.objects.filter(pk__in=differing).values_list(
+        "pk", "external_id"
+    ):
+        external[item_id] = external_id
+    normal = dict(
+        (item_id, (n, done))
+        for item_id, n, done in Task.objects.filter(
+            campaign=campaign, kind=TaskKind.NORMAL, response__item_id__in=differing
+        )
+        .order_by()
+        .values("response__item_id")
+        .annotate(n=Count("pk"), done=Coalesce(Sum("submitted"), 0))
+        .values_list("response__item_id", "n", "done")
+    )
+    leases = dict(
+        Assignment.objects.filter(
+            campaign=campaign,
+            status=AssignmentStatus.ACTIVE,
+            task__response__item_id__in=differing,
+        )
+        .order_by()
+        .values("task__response__item_id")
+        .annotate(n=Count("pk"))
+        .values_list("task__response__item_id", "n")
+    )
+    known = defaultdict(list)
+    for task in campaign_known_tasks(campaign=campaign, item_ids=differing):
+        known[task.item_id].append(task)
+    rubric_pinned, fixed = _rubric_pinned(campaign), _fixed_ids(campaign)
+    in_force = rubrics_current_for_project(project=campaign.project)
+    names = _skill_names(
+        [pair[0] for item_id in differing for pair in [*pins[item_id], *own[item_id]]]
+        + [pk for tasks in known.values() for t in tasks for pk in t.known]
+        + fixed
+    )
+    new_rubric_ids: dict[int, int] = {}
+    changes = []
+    for item_id in differing:
+        before = [pair[0] for pair in pins[item_id]]
+        after_ids = [pair[0] for pair in own[item_id]]
+        asked_before = asked_skill_ids(
+            campaign=campaign, item_skill_ids=before, rubric_pinned=rubric_pinned, fixed=fixed
+        )
+        ids = fixed if campaign.skill_mode == SkillMode.FIXED else after_ids
+        no_rubric = [pk for pk in ids if pk not in rubric_pinned and pk not in in_force]
+        to_pin = [pk for pk in ids if pk not in rubric_pinned and pk in in_force]
+        asked_after = [pk for pk in ids if pk in rubric_pinned or pk in in_force]
+        checked = [_checked(t, asked_after, names) for t in known[item_id]]
+        reasons = [t.reason_to_hold for t in checked if not t.ok]
+        if no_rubric:
+            reasons.append(f"no rubric for {', '.join(names[pk] for pk in no_rubric)}")
+        if not reasons:
+            for pk in to_pin:
+                new_rubric_ids[pk] = in_force[pk].pk
+        n_tasks, done = normal.get(item_id, (0, 0))
+        verification_id, verdict, username, verified_at = latest[item_id]
+        changes.append(
+            PinChange(
+                item_id=item_id,
+                external_id=external.get(item_id, str(item_id)),
+                pinned=pins[item_id],
+                verified=own[item_id],
+                asked_before=[names[pk] for pk in asked_before],
+                asked_after=[names[pk] for pk in asked_after],
+                tasks=n_tasks,
+                submitted=done,
+                leases=leases.get(item_id, 0),
+                known=checked,
+                new_rubrics=[f"{names[pk]} ({in_force[pk].label})" for pk in to_pin],
+                refused="; ".join(reasons),
+                verification_id=verification_id,
+                verdict=verdict,
+                verified_by=username or "",
+                verified_at=verified_at,
+            )
+        )
+    return MetadataApplyPlan(
+        campaign_id=campaign.pk, changes=changes, new_rubric_ids=new_rubric_ids
+    )
 
 
 def response_ids_for_run(

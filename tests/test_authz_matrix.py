@@ -206,6 +206,13 @@ RULES: dict[str, Rule] = {
     "annotation:metadata-verify":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 403, 404, 200, 200, 200), pk="proposal"),
+    # applying verified metadata to a running campaign: the campaign's staff (an empty form:
+    # 200 with the reason, nothing applied)
+    "annotation:metadata-apply-page":
+        Rule(get=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation:metadata-apply":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
     "annotation:item-detail":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="item"),
     "annotation:upload-detail":

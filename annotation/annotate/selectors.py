@@ -7,7 +7,7 @@ that a campaign explicitly enables) whether a task is gold, an attention check o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.cache import cache
@@ -115,7 +115,7 @@ def task_card_for_annotator(*, user, assignment_id: int) -> TaskCard | None:
     """The user's own assignment as a card; None for anyone else's. One raw statement on
     PostgreSQL (two on SQLite) once the campaign's pinned rubrics are cached. A pair task's
     card has `pair` (both responses in the order shown, the questions)."""
-    sql = _CARD.format(skills=item_skills_sql("r.item_id"))
+    sql = _CARD.format(skills=item_skills_sql("r.item_id", "c.id"))
     row = fetch_one(sql, [assignment_id, user.pk])
     if row is None:
         return None
@@ -602,10 +602,20 @@ class GoldFeedback:
     rows: list[GoldFeedbackRow]
     explanations: list[str]
     pair: bool = False  # rows are choices by side (a pair task), not scores
+    # known answers for questions this task did not ask: compared with nothing, so left out
+    # (a known-answer task whose item's skills changed under it)
+    unasked: list[str] = field(default_factory=list)
+
+    @property
+    def compared(self) -> bool:
+        """Whether any of the annotator's answers was compared with a known one."""
+        return bool(self.rows)
 
     @property
     def all_agree(self) -> bool:
-        return all(r.agrees for r in self.rows)
+        """Every compared answer matches; False when nothing was compared (an empty table
+        is no match)."""
+        return self.compared and all(r.agrees for r in self.rows)
 
 
 def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | None:
@@ -635,12 +645,14 @@ def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | No
     }
     rows = []
     explanations: list[str] = []
+    unasked: list[str] = []
     for skill_id, gold in known.items():
         if gold.explanation and gold.explanation not in explanations:
             explanations.append(gold.explanation)
         mine = given.get(skill_id)
         if mine is None:
-            continue  # a known score for a skill this task did not ask
+            unasked.append(gold.skill.name)  # a known score for a skill this task did not ask
+            continue
         rows.append(
             GoldFeedbackRow(
                 skill_name=gold.skill.name,
@@ -650,7 +662,8 @@ def gold_feedback_for_assignment(*, assignment: Assignment) -> GoldFeedback | No
                 agrees=_agrees(mine, gold),
             )
         )
-    return GoldFeedback(rows=rows, explanations=explanations)
+    # an explanation of scores nobody was asked for would explain something else
+    return GoldFeedback(rows=rows, explanations=explanations if rows else [], unasked=unasked)
 
 
 def _asked_order(assignment: Assignment) -> dict[int | None, int]:
@@ -694,12 +707,15 @@ def _pair_feedback(assignment: Assignment) -> GoldFeedback:
     )
     rows = []
     explanations: list[str] = []
+    unasked: list[str] = []
     for gold in known:
         if gold["explanation"] and gold["explanation"] not in explanations:
             explanations.append(gold["explanation"])
         mine = given.get(gold["skill_id"])
         if mine is None:
-            continue  # a known choice for a question this task did not ask
+            # a known choice for a question this task did not ask
+            unasked.append(gold["skill__name"] or "Overall")
+            continue
         rows.append(
             GoldFeedbackRow(
                 skill_name=gold["skill__name"] or "Overall",
@@ -709,7 +725,9 @@ def _pair_feedback(assignment: Assignment) -> GoldFeedback:
                 agrees=preference_correct(given=mine, known=gold["choice"]),
             )
         )
-    return GoldFeedback(rows=rows, explanations=explanations, pair=True)
+    return GoldFeedback(
+        rows=rows, explanations=explanations if rows else [], pair=True, unasked=unasked
+    )
 
 
 def _agrees(mine: HumanScore, gold: GoldScore) -> bool:

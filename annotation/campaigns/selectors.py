@@ -54,6 +54,7 @@ from annotation.models import (
     AssignmentKind,
     AssignmentStatus,
     Campaign,
+    CampaignItemPin,
     CampaignMode,
     CampaignRubric,
     CampaignStatus,
@@ -79,6 +80,7 @@ from annotation.models import (
 from annotation.selectors import (
     PARTICIPANTS_EXCLUDE,
     PARTICIPANTS_INCLUDE,
+    campaign_item_skill_ids,
     domain_list_for_project,
     participants_narrowed,
 )
@@ -326,12 +328,24 @@ def campaign_skill_progress(*, campaign: Campaign, pins: list[PinnedRubric]) -> 
         total = normal_tasks.aggregate(n=Coalesce(Sum("overlap"), 0))["n"]
         needed = {p.skill_id: total for p in pins}
     else:
-        # One row per (task, item skill): the sum of overlaps per skill is tasks × K.
-        needed = dict(
-            normal_tasks.order_by()
-            .values_list("response__item__item_skills__skill_id")
-            .annotate(n=Sum("overlap"))
-        )
+        # The overlaps summed per item, then per skill each item's tasks ask (its pin, the
+        # item's own skills while a draft): tasks × K per skill.
+        pin = CampaignItemPin.objects.filter(
+            campaign_id=campaign.pk, item_id=OuterRef("response__item_id")
+        ).values("skills")[:1]
+        per_item = {
+            item_id: (overlap, skills)
+            for item_id, overlap, skills in normal_tasks.order_by()
+            .values("response__item_id")
+            .annotate(n=Sum("overlap"), skills=Subquery(pin))
+            .values_list("response__item_id", "n", "skills")
+        }
+        unpinned = [item_id for item_id, (_, skills) in per_item.items() if skills is None]
+        own = campaign_item_skill_ids(campaign=campaign, item_ids=unpinned) if unpinned else {}
+        needed = defaultdict(int)
+        for item_id, (overlap, skills) in per_item.items():
+            for skill_id in own[item_id] if skills is None else [pair[0] for pair in skills]:
+                needed[skill_id] += overlap
     answers = (
         HumanPreference.objects.filter(skill__isnull=False) if pairwise else HumanScore.objects
     )
@@ -767,6 +781,10 @@ class GoldTaskRow:
     b_left: bool = False
     answers: int = 0
     correct: int = 0
+    # known skills its task does not ask, and whether any known skill is asked (filled by
+    # the screening page: annotation/screening/setup.py)
+    unasked: list[str] = field(default_factory=list)
+    compares: bool = True
 
     @property
     def is_pair(self) -> bool:

@@ -39,7 +39,14 @@ from annotation.models import (
     TaskKind,
 )
 from annotation.pairs import PairDesignError, pair_count_possible, pair_design
-from annotation.selectors import model_names_for_dataset, rubrics_current_for_project
+from annotation.selectors import (
+    asked_skill_ids,
+    campaign_item_skill_ids,
+    campaign_known_task_check,
+    model_names_for_dataset,
+    rubrics_current_for_project,
+)
+from annotation.services.pins import items_pin
 
 #: The choices a pairwise campaign offers when it names none.
 DEFAULT_PAIR_CHOICES = [PairChoice.A.value, PairChoice.B.value, PairChoice.TIE.value]
@@ -306,9 +313,14 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
 
 @transaction.atomic
 def campaign_activate(*, campaign: Campaign) -> int:
-    """Create the campaign's tasks (one per selected response) and pin the rubric in force
-    for each skill. Idempotent: tasks and pins already there are kept. Returns the number
-    of tasks created."""
+    """Create the campaign's tasks (one per selected response), pin the rubric in force for
+    each skill and pin each task's item skills (CampaignItemPin: what its tasks ask from now
+    on, whatever the item's metadata becomes). Idempotent: tasks and pins already there are
+    kept; the items of new tasks are pinned. Returns the number of tasks created.
+
+    A draft is refused (ValidationError, nothing changed) when one of its gold, attention,
+    training or qualification tasks has known answers for a skill its item's tasks would
+    not ask (the item's metadata changed since the known answers were set)."""
     campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
     if campaign.status == CampaignStatus.FINISHED:
         raise CampaignStateError("a finished campaign cannot be activated again")
@@ -327,6 +339,15 @@ def campaign_activate(*, campaign: Campaign) -> int:
         if sid not in pinned
     )
     created = _tasks_create(campaign)
+    items_pin(campaign=campaign)
+    if campaign.status == CampaignStatus.DRAFT:
+        refused = [t.reason for t in campaign_known_task_check(campaign=campaign) if not t.ok]
+        if refused:
+            raise ValidationError(
+                "the campaign cannot start: "
+                + "; ".join(refused)
+                + ". Set their known answers again, or remove them."
+            )
     Campaign.objects.filter(pk=campaign.pk).update(
         status=CampaignStatus.ACTIVE, updated_at=timezone.now()
     )
@@ -464,10 +485,12 @@ def gold_task_set(
             raise ValidationError("known scores are 1-5 or None (N/A)")
     if not scores:
         raise ValidationError("give the known score of at least one skill")
+    if campaign.status != CampaignStatus.DRAFT:
+        items_pin(campaign=campaign, item_ids=[response.item_id])
     asked = _asked_skill_ids(campaign, response.item_id)
     extra = [pk for pk in scores if pk not in asked]
     if extra:
-        raise ValidationError(f"this item is not scored on: {_skill_names(extra)}")
+        raise ValidationError(_not_asked_message(campaign, response.item, asked, extra))
     # A normal task for the same response would show it twice; drop it while unassigned.
     Task.objects.filter(
         campaign=campaign, response=response, kind=TaskKind.NORMAL, assigned=0, submitted=0
@@ -541,6 +564,8 @@ def gold_pair_set(
             raise ValidationError(
                 f"the campaign does not offer {choice!r}; its choices are: {', '.join(offered)}"
             )
+    if campaign.status != CampaignStatus.DRAFT:
+        items_pin(campaign=campaign, item_ids=[response_a.item_id])
     _pair_questions_check(campaign, response_a.item_id, list(choices))
     if response_b.model_name < response_a.model_name:
         response_a, response_b = response_b, response_a
@@ -556,19 +581,41 @@ def gold_pair_set(
 
 
 def _asked_skill_ids(campaign: Campaign, item_id: int) -> list[int]:
-    """The skills a task of `campaign` on item `item_id` asks: the fixed set or the item's
-    own, limited to the pinned ones once the campaign was activated (as the scoring card
-    asks them, annotation.selectors.skills_for_item), or those it will pin while a draft."""
-    if campaign.skill_mode == SkillMode.FIXED:
-        skill_ids = list(campaign.fixed_skills.values_list("pk", flat=True))
-    else:
-        skill_ids = list(
-            ItemSkill.objects.filter(item_id=item_id).values_list("skill_id", flat=True)
-        )
-    pinned = set(
-        CampaignRubric.objects.filter(campaign=campaign).values_list("skill_id", flat=True)
+    """The skills a task of `campaign` on item `item_id` asks, as the scoring card asks them
+    (annotation.selectors.skills_for_item): the fixed set or the item skills the campaign
+    pinned, limited to the skills with a pinned rubric; while a draft, those it will pin
+    (the item's own skills)."""
+    item_skills = campaign_item_skill_ids(campaign=campaign, item_ids=[item_id])[item_id]
+    return asked_skill_ids(
+        campaign=campaign,
+        item_skill_ids=item_skills,
+        rubric_pinned=set(
+            CampaignRubric.objects.filter(campaign=campaign).values_list("skill_id", flat=True)
+        ),
+        fixed=list(campaign.fixed_skills.values_list("pk", flat=True))
+        if campaign.skill_mode == SkillMode.FIXED
+        else [],
     )
-    return [pk for pk in skill_ids if pk in pinned] if pinned else skill_ids
+
+
+def _not_asked_message(campaign: Campaign, item, asked: list[int], extra: list[int]) -> str:
+    """Why known scores were refused: the skills a task on the item asks, and which of the
+    given ones it does not."""
+    where = (
+        "the campaign's fixed skills"
+        if campaign.skill_mode == SkillMode.FIXED
+        else f"item {item.external_id}'s skills"
+        + (
+            " as pinned when the campaign started"
+            if campaign.status != CampaignStatus.DRAFT
+            else ""
+        )
+    )
+    asks = _skill_names(asked) if asked else "no skill"
+    return (
+        f"this item is not scored on: {_skill_names(extra)} (its tasks ask {asks}: {where}); "
+        "known scores are compared only on skills the task asks"
+    )
 
 
 def _skill_names(skill_ids: list[int]) -> str:

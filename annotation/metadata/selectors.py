@@ -1,20 +1,29 @@
 """Reads of proposed and verified metadata: the project's catalogue as keys, the items a
-metadata run asks about, the verification queue, and the proposal/verified pairs the
-agreement figures are computed from."""
+metadata run asks about, the verification queue, the proposal/verified pairs the
+agreement figures are computed from, and what a verification reaches beyond the item (the
+campaigns that pinned it keep their pins)."""
 
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 
 from django.db.models import Prefetch, QuerySet
 
 from annotation.models import (
+    Campaign,
+    CampaignItemPin,
+    CampaignStatus,
     Dataset,
+    GoldPreference,
+    GoldScore,
     Item,
     ItemSkill,
     MetadataProposal,
     MetadataVerification,
     ProposalStatus,
+    Skill,
+    SkillMode,
 )
 
 
@@ -95,3 +104,118 @@ def metadata_neighbours(*, dataset: Dataset, origin: str, item_id: int) -> dict:
     pending = [i for i in ids if i not in verified and i != item_id]
     next_pending = next((i for i in pending if i > item_id), pending[0] if pending else None)
     return {"previous": previous, "next": following, "next_pending": next_pending}
+
+
+# --- what a verification changes, and what it does not ------------------------------------------
+
+
+@dataclass(frozen=True)
+class PinnedCampaign:
+    """A campaign that pinned the item's skills: it keeps asking them until a researcher
+    applies the verified metadata to it."""
+
+    campaign_id: int
+    name: str
+    status: str
+    pinned: list[str]  # skill keys, most relevant first
+
+    @property
+    def running(self) -> bool:
+        return self.status in (CampaignStatus.ACTIVE, CampaignStatus.PAUSED)
+
+
+@dataclass(frozen=True)
+class KnownOnItem:
+    """A gold, attention, training or qualification task on the item, of a campaign that
+    asks the item's own skills, with the skills its known answers name (keys)."""
+
+    campaign_id: int
+    campaign: str
+    task_id: int
+    kind: str
+    skills: list[str]
+
+    def dropped(self, skills: list[str]) -> list[str]:
+        return [key for key in self.skills if key not in skills]
+
+
+@dataclass(frozen=True)
+class VerificationEffects:
+    """What verifying an item changes beyond the item itself: the campaigns that pinned it
+    (running ones keep their pins; finished ones keep what they asked), the draft campaigns
+    of its dataset (they read the item's own metadata when activated), and the known-answer
+    tasks on the item in those drafts and running campaigns: one whose known skills the new
+    skills drop blocks a draft's activation, or holds the item back when the verified
+    metadata is applied to a running campaign, until its known answers are set again."""
+
+    pinned: list[PinnedCampaign]
+    drafts: list[tuple[int, str]]
+    known: list[KnownOnItem]
+
+    @property
+    def running(self) -> list[PinnedCampaign]:
+        return [c for c in self.pinned if c.running]
+
+    @property
+    def finished(self) -> list[PinnedCampaign]:
+        return [c for c in self.pinned if not c.running]
+
+    def conflicts(self, skills: list[str], *, campaign_ids) -> list[tuple[KnownOnItem, list[str]]]:
+        """(task, the known skills `skills` drop) of the known-answer tasks of the campaigns
+        `campaign_ids` whose known skills are not all among `skills` (keys)."""
+        wanted = set(campaign_ids)
+        return [
+            (task, dropped)
+            for task in self.known
+            if task.campaign_id in wanted and (dropped := task.dropped(skills))
+        ]
+
+
+def metadata_verification_effects(*, item: Item) -> VerificationEffects:
+    """What verifying `item` reaches and what it does not (VerificationEffects). Five
+    queries."""
+    rows = list(
+        CampaignItemPin.objects.filter(item=item)
+        .exclude(campaign__status=CampaignStatus.DRAFT)
+        .order_by("campaign__name")
+        .values_list("campaign_id", "campaign__name", "campaign__status", "skills")
+    )
+    keys = dict(
+        Skill.objects.filter(pk__in={pair[0] for row in rows for pair in row[3]}).values_list(
+            "pk", "key"
+        )
+    )
+    pinned = [
+        PinnedCampaign(
+            campaign_id=campaign_id,
+            name=name,
+            status=status,
+            pinned=[keys.get(pair[0], str(pair[0])) for pair in skills],
+        )
+        for campaign_id, name, status, skills in rows
+    ]
+    drafts = list(
+        Campaign.objects.filter(dataset_id=item.dataset_id, status=CampaignStatus.DRAFT)
+        .order_by("name")
+        .values_list("pk", "name")
+    )
+    watched = [pk for pk, _ in drafts] + [c.campaign_id for c in pinned if c.running]
+    known: dict[int, KnownOnItem] = {}
+    for model in (GoldScore, GoldPreference) if watched else ():
+        found = (
+            model.objects.filter(
+                task__campaign_id__in=watched,
+                task__campaign__skill_mode=SkillMode.ITEM,
+                task__response__item=item,
+                skill__isnull=False,
+            )
+            .order_by("task_id", "skill__order")
+            .values_list(
+                "task__campaign_id", "task__campaign__name", "task_id", "task__kind", "skill__key"
+            )
+        )
+        for campaign_id, campaign, task_id, kind, key in found:
+            known.setdefault(
+                task_id, KnownOnItem(campaign_id, campaign, task_id, kind, [])
+            ).skills.append(key)
+    return VerificationEffects(pinned=pinned, drafts=drafts, known=list(known.values()))

@@ -9,6 +9,12 @@ urlpatterns = [
     path("datasets/<int:pk>/metadata/", views.metadata_verify_page, name="metadata-verify-page"),
     path("datasets/<int:pk>/metadata/snapshot/", views.metadata_snapshot, name="metadata-snapshot"),
     path("metadata/proposals/<int:pk>/verify/", views.metadata_verify_post, name="metadata-verify"),
+    path(
+        "campaigns/<int:pk>/metadata/apply/",
+        views.metadata_apply_page,
+        name="metadata-apply-page",
+    ),
+    path("campaigns/<int:pk>/metadata/apply/do/", views.metadata_apply, name="metadata-apply"),
 ]
 
 api_urlpatterns = [

@@ -1,23 +1,29 @@
 """The verification page (docs/METADATA.md): a dataset's proposals of one origin (a metadata
 run's, or the dataset's own) one item at a time, the proposal beside the instruction and the
-item's current metadata; accept, edit or reject with the keyboard. The project's researchers
-and admins (404 for non-members, 403 for annotators)."""
+item's current metadata, and what a verdict changes (running campaigns keep the skills they
+pinned); accept, edit or reject with the keyboard. And the page that applies verified
+metadata to a running campaign (the tasks and gold it affects listed first). The project's
+researchers and admins (404 for non-members, 403 for annotators)."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from annotation import access
 from annotation.metadata import selectors as ms
-from annotation.metadata.forms import VerificationForm
+from annotation.metadata.forms import MetadataApplyForm, VerificationForm
 from annotation.metadata.services import DATASET_ORIGIN, metadata_dataset_snapshot, metadata_verify
-from annotation.models import Dataset, Difficulty, MetadataProposal
-from annotation.selectors import metadata_catalogue, metadata_origins
+from annotation.models import Campaign, CampaignStatus, Dataset, Difficulty, MetadataProposal
+from annotation.selectors import campaign_metadata_plan, metadata_catalogue, metadata_origins
+from annotation.services.pins import campaign_metadata_apply
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 PAGE = "annotation/metadata_verify.html"
@@ -64,14 +70,53 @@ def _card_context(dataset: Dataset, origin: str, proposal: MetadataProposal | No
             ),
             current=named(current),
             edit={
-                "domain": (start.domains if start else current["domains"] or [""])[0],
+                "domains": list(start.domains if start else current["domains"]),
                 "skills": list(enumerate(edit_skills[:3], start=1)),
                 "difficulty": start.difficulty if start else current["difficulty"],
             },
             verification=ms.metadata_latest_verification(item_id=item.pk),
             around=ms.metadata_neighbours(dataset=dataset, origin=origin, item_id=item.pk),
+            **_effects_context(item, proposal, skill_names),
         )
     return context
+
+
+def _effects_context(item, proposal: MetadataProposal, skill_names: dict[str, str]) -> dict:
+    """What an accept changes beyond the item, for the card: the running campaigns that keep
+    the skills they pinned for it (with the skills they ask, and the known-answer tasks that
+    would hold the item back if the proposal were applied to them), the finished ones, the
+    drafts that will read the new values, and the drafts' known-answer tasks on the item
+    whose known skills the proposal drops."""
+    effects = ms.metadata_verification_effects(item=item)
+    proposed = list(proposal.skills) if proposal.status == "ok" else []
+
+    def named(conflicts) -> list[tuple]:
+        return [(task, [skill_names.get(k, k) for k in dropped]) for task, dropped in conflicts]
+
+    running = []
+    for c in effects.running:
+        held = named(effects.conflicts(proposed, campaign_ids=[c.campaign_id])) if proposed else []
+        running.append((c, [skill_names.get(k, k) for k in c.pinned], c.pinned == proposed, held))
+    drafts = [pk for pk, _ in effects.drafts]
+    return {
+        "effects": effects,
+        "running_pins": running,
+        "draft_conflicts": named(effects.conflicts(proposed, campaign_ids=drafts))
+        if proposed
+        else [],
+    }
+
+
+def _edit_as_posted(values: dict, shown: dict) -> dict:
+    """The editor's values as the person posted them (a refused edit is shown again as it
+    was entered, every domain ticked as it was), where they gave them."""
+    posted = list(values["skills"])
+    skills = [key for _, key in shown["skills"]]
+    return {
+        "domains": values["domains"],
+        "skills": list(enumerate((posted + skills[len(posted) :])[:3], start=1)),
+        "difficulty": values["difficulty"] or shown["difficulty"],
+    }
 
 
 def _proposal_for(dataset: Dataset, origin: str, item_id: str | None) -> MetadataProposal | None:
@@ -129,6 +174,8 @@ def metadata_verify_post(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if error:
         context = _card_context(dataset, proposal.origin, proposal)
         context.update(error=error, editing=True)
+        if form.is_valid() and form.cleaned_data["verdict"] == "edited":
+            context["edit"] = _edit_as_posted(form.edited_values(), context["edit"])
         return render(request, template_for(request, PAGE, "metadata-card"), context)
     around = ms.metadata_neighbours(
         dataset=dataset, origin=proposal.origin, item_id=proposal.item_id
@@ -146,6 +193,8 @@ def metadata_verify_post(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     )
     context = _card_context(dataset, proposal.origin, following)
     context["notice"] = f"Item {proposal.item.external_id}: {form.cleaned_data['verdict']}."
+    context["notice_running"] = ms.metadata_verification_effects(item=proposal.item).running
+    context["notice_item"] = proposal.item
     response = render(request, f"{PAGE}#metadata-card", context)
     response["HX-Push-Url"] = url + query
     return response
@@ -159,3 +208,70 @@ def metadata_snapshot(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     metadata_dataset_snapshot(dataset=dataset)
     url = reverse("annotation:metadata-verify-page", args=[dataset.pk])
     return redirect(f"{url}?origin={DATASET_ORIGIN}")
+
+
+# --- applying verified metadata to a running campaign ------------------------------------------
+
+APPLY_PAGE = "annotation/metadata_apply.html"
+
+
+def _apply_item_ids(request: HtmxHttpRequest) -> list[int] | None:
+    """The items a page narrowed to (?item=, repeated), or None for all of them."""
+    ids = [int(v) for v in request.GET.getlist("item") if v.isdigit() and len(v) < 19]
+    return ids or None
+
+
+def _apply_context(campaign: Campaign, item_ids: list[int] | None, **extra) -> dict:
+    return {
+        "campaign": campaign,
+        "project": campaign.project,
+        "plan": campaign_metadata_plan(campaign=campaign, item_ids=item_ids),
+        "item_ids": item_ids or [],
+        "running": campaign.status in (CampaignStatus.ACTIVE, CampaignStatus.PAUSED),
+        **extra,
+    }
+
+
+@require_GET
+@login_required
+def metadata_apply_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """What applying the verified metadata to a running campaign would change: the items
+    whose verified skills differ from those the campaign pinned, each with its tasks,
+    annotations, leases and known-answer tasks, and those held back with the reason."""
+    campaign = access.campaign_get_for_staff(request.user, pk)
+    context = _apply_context(campaign, _apply_item_ids(request))
+    return render(request, template_for(request, APPLY_PAGE, "metadata-apply"), context)
+
+
+@require_POST
+@login_required
+def metadata_apply(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Apply the plan the researcher was shown, all or nothing; a plan that changed since is
+    shown again with the reason and nothing applied."""
+    campaign = access.campaign_get_for_staff(request.user, pk)
+    form = MetadataApplyForm(request.POST)
+    item_ids = form.item_ids() if form.is_valid() else None
+    error = "" if form.is_valid() else "Look at the list, then apply it."
+    if not error:
+        try:
+            applied = campaign_metadata_apply(
+                campaign=campaign,
+                fingerprint=form.cleaned_data["plan"],
+                item_ids=item_ids,
+                user=request.user,
+            )
+        except ValidationError as exc:
+            error = " ".join(str(m) for m in exc.messages)
+        else:
+            n = len(applied.applicable)
+            messages.success(
+                request,
+                f"Applied the verified metadata of {n} item{pluralize(n)} to {campaign.name}: "
+                "their tasks ask the verified skills from now on.",
+            )
+            url = reverse("annotation:metadata-apply-page", args=[campaign.pk])
+            if request.htmx:
+                return HttpResponseClientRedirect(url)
+            return redirect(url)
+    context = _apply_context(campaign, item_ids, error=error)
+    return render(request, template_for(request, APPLY_PAGE, "metadata-apply"), context)

@@ -128,6 +128,9 @@ class ScreeningResultSerializer(serializers.Serializer):
     training_answered = serializers.IntegerField()
     qualification_answered = serializers.IntegerField()
     skills = SkillSerializer(many=True)
+    note = serializers.CharField(
+        help_text="why the result needs a note (held in the test with nothing compared), or empty"
+    )
 
     class Meta:
         ref_name = "ScreeningResult"

@@ -151,6 +151,9 @@ class ScreeningResult:
     training_answered: int = 0
     qualification_answered: int = 0
     skills: list[SkillAgreement] = field(default_factory=list)
+    # why the result is not what it seems: an annotator held in the test because nothing
+    # in it compared, or one passed before such passes were refused
+    note: str = ""
 
     def as_json(self) -> dict:
         return {
@@ -165,13 +168,24 @@ class ScreeningResult:
                 {"skill": s.skill, "agreed": s.agreed, "total": s.total, "agreement": s.share}
                 for s in self.skills
             ],
+            "note": self.note,
         }
+
+
+#: The notes of screening_results.
+NOTE_NOTHING_COMPARED = (
+    "answered every qualification task, but none compared a skill it asked: no decision "
+    "until the test has a task whose known scores its item's tasks ask"
+)
+NOTE_PASSED_VACUOUSLY = (
+    "passed without any known score compared (decided before such passes were refused)"
+)
 
 
 def screening_results(*, campaign: Campaign) -> list[ScreeningResult]:
     """Every annotator who started the campaign's screening, by username: phase, score
-    (the lowest per-skill agreement), decision time, answers per phase and agreement per
-    skill (three queries)."""
+    (the lowest per-skill agreement), decision time, answers per phase, agreement per
+    skill, and a note where the result needs one (four queries)."""
     rows = {
         s["annotator_id"]: ScreeningResult(
             annotator_id=s["annotator_id"],
@@ -224,4 +238,15 @@ def screening_results(*, campaign: Campaign) -> list[ScreeningResult]:
             )
             for s in r.skills
         ]
+    in_test = Task.objects.filter(campaign=campaign, kind=TaskKind.QUALIFICATION).count()
+    for r in rows.values():
+        compared = any(s.total for s in r.skills)
+        if (
+            r.phase == ScreeningPhase.QUALIFICATION
+            and in_test
+            and r.qualification_answered >= in_test
+        ):
+            r.note = NOTE_NOTHING_COMPARED
+        elif r.phase == ScreeningPhase.PASSED and r.qualification_answered and not compared:
+            r.note = NOTE_PASSED_VACUOUSLY
     return list(rows.values())

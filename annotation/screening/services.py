@@ -72,13 +72,25 @@ class Decision:
     per_skill: dict[str, dict[str, int]]  # {skill id: {"agreed": n, "total": n}}
     score: float | None  # the lowest per-skill share; None when nothing was known
     passed: bool
+    # False: the test compared nothing (its answered tasks' known scores name no skill they
+    # asked), so there is no decision to make: the annotator stays in the qualification
+    decided: bool = True
 
 
-def qualification_decide(*, per_skill: dict[str, dict[str, int]], pass_mark: float) -> Decision:
+def qualification_decide(
+    *, per_skill: dict[str, dict[str, int]], pass_mark: float, answered: int = 0
+) -> Decision:
     """Passed iff every skill's share of agreement reaches the pass mark; the score is the
-    lowest share. No known score at all passes (there was nothing to fail)."""
+    lowest share. A skill with no known score compared (total 0) is no agreement: it is left
+    out, never counted as met. When nothing was compared at all: passed if the annotator
+    answered no qualification task (the campaign has none: training alone is required),
+    otherwise no decision (`decided` False): a test whose known scores name only skills its
+    tasks did not ask says nothing about the annotator, so it neither passes nor fails them.
+    `answered` is the qualification tasks the annotator answered (submitted or skipped)."""
     shares = [v["agreed"] / v["total"] for v in per_skill.values() if v["total"]]
     if not shares:
+        if answered:
+            return Decision(per_skill, None, passed=False, decided=False)
         return Decision(per_skill, None, True)
     score = min(shares)
     # a share is a ratio of small counts: compare with a hair of slack so 0.8 == 4/5 passes
@@ -236,25 +248,31 @@ def screening_advance(*, campaign_id: int, annotator_id: int) -> Screening | Non
         campaign = Campaign.objects.only("qualification_pass_mark", "qualification_rule").get(
             pk=campaign_id
         )
+        per_skill, answered = _agreement(campaign, annotator_id)
         decision = qualification_decide(
-            per_skill=_agreement(campaign, annotator_id),
-            pass_mark=campaign.qualification_pass_mark,
+            per_skill=per_skill, pass_mark=campaign.qualification_pass_mark, answered=answered
         )
-        phase = ScreeningPhase.PASSED if decision.passed else ScreeningPhase.FAILED
-        screening.per_skill = decision.per_skill
-        screening.score = decision.score
-        screening.decided_at = timezone.now()
+        if decision.decided:
+            phase = ScreeningPhase.PASSED if decision.passed else ScreeningPhase.FAILED
+            screening.per_skill = decision.per_skill
+            screening.score = decision.score
+            screening.decided_at = timezone.now()
+        else:
+            # nothing comparable: no decision, until the test has a task that compares
+            phase = ScreeningPhase.QUALIFICATION
     if phase != screening.phase:
         screening.phase = phase
         screening.save()
     return screening
 
 
-def _agreement(campaign: Campaign, annotator_id: int) -> dict[str, dict[str, int]]:
-    """{skill id: {"agreed", "total"}} over the campaign's qualification tasks' known scores.
-    A known score of a submitted task counts when the task asked its skill (the annotator
-    scored it); a skipped task counts as not agreeing on each of its known scores (skipping
-    the hard items must not raise one's score)."""
+def _agreement(campaign: Campaign, annotator_id: int) -> tuple[dict[str, dict[str, int]], int]:
+    """({skill id: {"agreed", "total"}} over the campaign's qualification tasks' known
+    scores, the qualification tasks the annotator answered). A known score of a submitted
+    task counts when the task asked its skill (the annotator scored it); one for a skill
+    the task did not ask compares nothing and is left out (never counted as agreement); a
+    skipped task counts as not agreeing on each of its known scores (skipping the hard
+    items must not raise one's score)."""
     status_of = dict(
         Assignment.objects.filter(
             campaign=campaign,
@@ -293,4 +311,5 @@ def _agreement(campaign: Campaign, annotator_id: int) -> dict[str, dict[str, int
         counts = per_skill.setdefault(str(skill_id), {"agreed": 0, "total": 0})
         counts["total"] += 1
         counts["agreed"] += int(agreed)
-    return per_skill
+    answered = sum(status in _FINAL for status in status_of.values())
+    return per_skill, answered

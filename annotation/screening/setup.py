@@ -12,6 +12,7 @@ from annotation.campaigns.selectors import GoldTaskRow, campaign_gold_task_list
 from annotation.campaigns.services import gold_task_set
 from annotation.models import Campaign, Response, Task, TaskKind
 from annotation.screening.services import SCREENING_KINDS, rule_tolerance
+from annotation.selectors import campaign_known_task_check
 
 
 @transaction.atomic
@@ -58,5 +59,19 @@ def screening_task_set(
 
 def screening_task_list(*, campaign: Campaign) -> list[GoldTaskRow]:
     """The campaign's training and qualification tasks, in the order annotators get them
-    (task id), with their known scores, explanation and use."""
-    return campaign_gold_task_list(campaign=campaign, kinds=SCREENING_KINDS)
+    (task id), with their known scores, explanation and use, and the known scores' skills
+    the task does not ask (`unasked`: compared with nothing, so left out of feedback and
+    the decision)."""
+    rows = campaign_gold_task_list(campaign=campaign, kinds=SCREENING_KINDS)
+    checked = {
+        t.task_id: t
+        for t in campaign_known_task_check(
+            campaign=campaign, item_ids={row.item_id for row in rows}
+        )
+    }
+    for row in rows:
+        found = checked.get(row.task_id)
+        if found is not None:
+            row.unasked = list(found.unasked)
+            row.compares = len(found.known) > len(found.unasked)
+    return rows

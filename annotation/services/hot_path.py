@@ -100,7 +100,8 @@ LEASE_COLUMNS = """task_id, campaign_id, annotator_id, kind, status, expires_at,
                    active_ms, skip_reason, flagged, flag_reason, created_at, updated_at"""
 
 # What a submission needs to know, without a lock: the assignment, its campaign's skill
-# settings, its task and the item's skills (PostgreSQL brings them along as JSON).
+# settings, its task and the skills the campaign pinned for the item (PostgreSQL brings them
+# along as JSON; annotation.selectors.item_skills_sql).
 SUBMIT_READ = f"""
 SELECT a.annotator_id, a.status, a.kind, a.expires_at, a.task_id, a.campaign_id,
        c.updated_at, c.skill_mode, t.kind, t.response_id, r.item_id, {{skills}},
@@ -113,7 +114,7 @@ WHERE a.id = %s
 
 
 def submit_read_sql() -> str:
-    return SUBMIT_READ.format(skills=item_skills_sql("r.item_id"))
+    return SUBMIT_READ.format(skills=item_skills_sql("r.item_id", "c.id"))
 
 
 SCORES_TABLE = HumanScore._meta.db_table

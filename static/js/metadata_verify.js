@@ -3,8 +3,11 @@
  * Plain JavaScript, no build step; htmx 2 swaps the card after each verdict (the next item).
  * Keys (no modifier; ignored while a select has the focus, except Enter and Esc):
  *   y or Enter: accept the proposal; r: reject it (the item keeps its own metadata);
- *   e: edit (domain select, three ranked skills); while editing 1-5 set the difficulty,
- *      Enter saves the edit, Esc leaves the edit;
+ *   e: edit. The focus goes to the edit's heading, not to a field: an arrow key pressed
+ *      next changes nothing (a focused select would take it as a new value). Tab reaches
+ *      the domain checkboxes, the three ranked skills and the difficulty levels. While
+ *      editing, 1-5 set the difficulty wherever the focus is (even on a select, which
+ *      would otherwise take the key as a choice), Enter saves the edit, Esc leaves it;
  *   ArrowLeft / ArrowRight: the previous / next item.
  */
 (function () {
@@ -20,13 +23,13 @@
 
   function openEdit(f) {
     f.querySelector("[data-edit]").hidden = false;
-    f.querySelector("[data-save-edit]").hidden = false;
-    f.querySelector("[data-edit-domain]").focus();
+    f.querySelector("[data-save-edit-wrap]").hidden = false;
+    f.querySelector("[data-edit-heading]").focus();
   }
 
   function closeEdit(f) {
     f.querySelector("[data-edit]").hidden = true;
-    f.querySelector("[data-save-edit]").hidden = true;
+    f.querySelector("[data-save-edit-wrap]").hidden = true;
     f.querySelector("[data-accept]").focus();
   }
 
@@ -55,7 +58,7 @@
     if (editing(f)) {
       if (key === "Enter") { e.preventDefault(); submit(f, "edited"); }
       else if (key === "Escape") { e.preventDefault(); closeEdit(f); }
-      else if (/^[1-5]$/.test(key) && !inSelect) {
+      else if (/^[1-5]$/.test(key)) {
         var level = f.querySelector('input[name=difficulty][value="' + key + '"]');
         if (level) { e.preventDefault(); level.checked = true; }
       }

@@ -1,8 +1,9 @@
 """A researcher in Chromium verifies a metadata run on the demo dataset (made against the
-local OpenAI-compatible server) with the keyboard alone: accept with y, edit with e (domain,
-ranked skills, difficulty key), reject with r, move back with the arrow key; the next card
-arrives by htmx, the item's metadata changes as decided, the instruction shows as text, and
-the page fits a 390 px phone."""
+local OpenAI-compatible server) with the keyboard alone: accept with y, edit with e (the
+focus on the editor's heading, so no key changes a field by accident; domains ticked, ranked
+skills, difficulty key), reject with r, move back with the arrow key; the next card arrives
+by htmx, the item's metadata changes as decided, the instruction shows as text, and the page
+fits a 390 px phone."""
 
 from __future__ import annotations
 
@@ -43,11 +44,27 @@ def fresh(item) -> dict:
     return item_metadata(item=Item.objects.get(pk=item.pk))
 
 
-def select_values(page) -> dict:
+def edit_values(page) -> dict:
+    """The editor's values: the ranked skills, the ticked domains, the difficulty level."""
     return page.evaluate(
-        """() => Object.fromEntries([...document.querySelectorAll('[data-edit] select')]
-            .map(s => [s.name, s.value]))"""
+        """() => ({
+            ...Object.fromEntries([...document.querySelectorAll('[data-edit] select')]
+                .map(s => [s.name, s.value])),
+            domains: [...document.querySelectorAll('[data-edit] input[name=domains]:checked')]
+                .map(c => c.value),
+            difficulty: (document.querySelector('[data-edit] input[name=difficulty]:checked')
+                || {}).value,
+        })"""
     )
+
+
+def tab_to(page, selector: str) -> None:
+    """Press Tab until the focus is on an element matching `selector`."""
+    for _ in range(40):
+        if page.evaluate("(sel) => document.activeElement.matches(sel)", selector):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {selector}")
 
 
 def test_a_researcher_verifies_proposals_with_the_keyboard(page, live_server, proposed):
@@ -72,29 +89,33 @@ def test_a_researcher_verifies_proposals_with_the_keyboard(page, live_server, pr
         "skills": accepted.skills,
         "difficulty": accepted.difficulty,
     }
-    # the second item: e edits; arrow keys move the domain and third skill, 2 the level
+    # the second item: e edits. The focus is on the editor's heading, so an arrow key pressed
+    # at once changes nothing; Tab reaches the domain checkboxes (Space ticks one more), the
+    # ranked skills (an arrow key moves the third), and 2 sets the level even on a select
     assert items[1].external_id in card.locator("h2").inner_text()
     page.keyboard.press("e")
-    page.wait_for_selector("[data-edit-domain]:focus")
-    before = select_values(page)
+    page.wait_for_selector("[data-edit-heading]:focus")
+    before = edit_values(page)
     page.keyboard.press("ArrowDown")
-    page.keyboard.press("Tab")  # skill 1
-    page.keyboard.press("Tab")  # skill 2
-    page.keyboard.press("Tab")  # skill 3
-    chosen = select_values(page)
+    assert edit_values(page) == before
+    tab_to(page, "input[name=domains]:not(:checked)")
+    page.keyboard.press("Space")
+    tab_to(page, "select[name=skill_3]")
+    chosen = edit_values(page)
     for _ in range(6):  # past the first two skills' choices
         if chosen["skill_3"] not in (chosen["skill_1"], chosen["skill_2"], before["skill_3"]):
             break
         page.keyboard.press("ArrowDown")
-        chosen = select_values(page)
-    page.keyboard.press("Tab")  # onto the difficulty levels
-    page.keyboard.press("2")
+        chosen = edit_values(page)
+    page.keyboard.press("2")  # the level, not a choice of the focused select
+    assert edit_values(page) == {**chosen, "difficulty": "2"}
     page.keyboard.press("Enter")
     page.wait_for_function(
         "() => (document.querySelector('[data-notice]') || {}).textContent?.includes('edited')"
     )
     edited = fresh(items[1])
-    assert edited["domains"] == [chosen["domain"]] and chosen["domain"] != before["domain"]
+    assert edited["domains"] == sorted(chosen["domains"]) and len(chosen["domains"]) == 2
+    assert len(before["domains"]) == 1 and set(before["domains"]) < set(chosen["domains"])
     assert edited["skills"] == [chosen["skill_1"], chosen["skill_2"], chosen["skill_3"]]
     assert edited["difficulty"] == 2
     # the third item: r rejects it; the item keeps its own metadata
