@@ -93,18 +93,22 @@ def report_snapshot_compute_task(snapshot_id: int) -> None:
 @shared_task
 def report_snapshots_refresh_task() -> int:
     """Fail snapshots whose worker died, delete filtered ones older than
-    FLASKWEB_REPORT_KEEP_DAYS, mark snapshots stale whose scores changed, and enqueue a
+    FLASKWEB_REPORT_KEEP_DAYS, enqueue the first default snapshot of each project whose
+    data has arrived and has none, mark snapshots stale whose scores changed, and enqueue a
     refresh of stale default snapshots (rate limited per project and tick). Idempotent
-    (conditional updates; one snapshot in flight per key); run by beat every minute."""
+    (conditional updates; one snapshot in flight per key: a second enqueue finds the
+    pending one); run by beat every minute."""
     from analytics.report.snapshots import (
         report_snapshots_expire,
         report_snapshots_fail_stale,
         report_snapshots_refresh_stale,
+        report_snapshots_request_first,
     )
 
     report_snapshots_fail_stale(older_than_seconds=settings.FLASKWEB_REPORT_STALE_SECONDS)
     report_snapshots_expire(older_than_days=settings.FLASKWEB_REPORT_KEEP_DAYS)
-    return len(report_snapshots_refresh_stale())
+    first = report_snapshots_request_first()
+    return len(first) + len(report_snapshots_refresh_stale())
 
 
 @shared_task(soft_time_limit=600, time_limit=660)

@@ -18,6 +18,13 @@ snapshot stale, and the beat task (`report_snapshots_refresh_task`, every minute
 same for every project and enqueues a refresh of stale default snapshots, at most one per
 project per FLASKWEB_REPORT_REFRESH_MIN_SECONDS and FLASKWEB_REPORT_REFRESH_PER_TICK per
 tick.
+
+The first report is computed when the data arrives, not when someone first looks: the same
+beat task asks the upstream selectors whether a project without a default snapshot has
+data yet (responses, from a dataset or a score import) and queues its default snapshot then
+(`report_snapshots_request_first`), so the first visit to the dashboard finds it done (or
+computing) instead of starting it; what arrives after (submissions, judge runs, imports)
+makes it stale and beat refreshes it as above.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from annotation.selectors import (
     adjudicated_scores_changed_since,
     human_preferences_changed_since,
     human_scores_changed_since,
+    project_system_names,
 )
 from judging.selectors import judge_runs_finished_since
 
@@ -65,6 +73,8 @@ FILTER_KEYS = ("skills", "judges", "systems", "domains", "difficulties")
 HUMAN_SCORES = ("raw", "adjudicated")
 #: Progress is written at most this often (seconds) while a snapshot computes.
 PROGRESS_EVERY = 0.5
+#: `ReportSnapshot.reason` of a project's first report, queued when its data arrived.
+FIRST_REPORT_REASON = "data arrived"
 
 
 class SnapshotRefused(Exception):
@@ -508,6 +518,40 @@ def report_snapshots_expire(*, older_than_days: int) -> int:
     )
     deleted, _ = old.exclude(status__in=IN_FLIGHT).delete()
     return deleted
+
+
+def project_has_report_data(*, project: Project) -> bool:
+    """Whether data a report reads has arrived in the project: responses, which a dataset
+    or a score import brings and on which every score, judge run and preference hangs."""
+    return bool(project_system_names(project=project))
+
+
+def report_snapshots_request_first() -> list[int]:
+    """Queue the first default report of each project whose data has arrived
+    (`project_has_report_data`) and that has no default snapshot yet (done, computing or
+    failed: a failed one is asked for again by a person, never in a loop), so that the
+    first visit to its dashboard finds the report computed, or computing since the data
+    came, instead of asking for it then. At most FLASKWEB_REPORT_REFRESH_PER_TICK per tick,
+    oldest projects first. Idempotent: a project with a snapshot pending has a default
+    snapshot, and `snapshot_request` finds a pending one rather than adding a second.
+    Returns the new snapshots' ids."""
+    params = snapshot_params()
+    with_default = ReportSnapshot.objects.filter(key=snapshot_key(params)).values("project_id")
+    queued: list[int] = []
+    for project in Project.objects.exclude(pk__in=with_default).order_by("pk").iterator():
+        if len(queued) >= settings.FLASKWEB_REPORT_REFRESH_PER_TICK:
+            break
+        if not project_has_report_data(project=project):
+            continue
+        try:
+            snapshot, created = snapshot_request(
+                project=project, params=params, reason=FIRST_REPORT_REASON
+            )
+        except SnapshotRefused:
+            continue
+        if created:
+            queued.append(snapshot.pk)
+    return queued
 
 
 def report_snapshots_refresh_stale() -> list[int]:

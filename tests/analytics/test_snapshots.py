@@ -24,6 +24,7 @@ from analytics.report.snapshots import (
     report_snapshot_compute,
     report_snapshots_fail_stale,
     report_snapshots_refresh_stale,
+    report_snapshots_request_first,
     snapshot_params,
     snapshot_request,
 )
@@ -415,6 +416,49 @@ def test_beat_refreshes_at_most_its_per_tick_allowance(db, settings):
     assert {ReportSnapshot.objects.get(pk=pk).project.slug for pk in queued} == {"p1", "p2"}
 
 
+def test_the_first_report_is_queued_when_the_data_arrives_not_on_a_visit(project, tmp_path):
+    from tests.annotation.test_campaign_selectors import make_dataset
+
+    # given: a project with nothing in it yet, and another one
+    assert report_snapshots_request_first() == []
+    assert tasks.report_snapshots_refresh_task() == 0
+
+    # when: its first dataset is imported
+    make_dataset(project, tmp_path, items=2)
+
+    # then: beat queues its default report, once, before anyone looked
+    queued = report_snapshots_request_first()
+    assert len(queued) == 1
+    first = ReportSnapshot.objects.get(pk=queued[0])
+    assert (first.project_id, first.is_default, first.status) == (project.pk, True, "pending")
+    assert first.reason == "data arrived" and first.requested_by is None
+    assert report_snapshots_request_first() == []  # pending: a second tick does nothing
+    assert ReportSnapshot.objects.count() == 1
+    compute_pending()
+    assert report_snapshots_request_first() == []  # done: beat keeps it fresh from now on
+    assert ReportSnapshot.objects.get().status == SnapshotStatus.DONE
+
+
+def test_a_failed_first_report_is_not_asked_for_again_by_beat(project, tmp_path):
+    from tests.annotation.test_campaign_selectors import make_dataset
+
+    make_dataset(project, tmp_path, items=2)
+    (pk,) = report_snapshots_request_first()
+    ReportSnapshot.objects.filter(pk=pk).update(status=SnapshotStatus.FAILED)
+    assert report_snapshots_request_first() == []  # a person asks again (no retry loop)
+
+
+def test_beat_queues_first_reports_within_its_per_tick_allowance(db, settings, tmp_path):
+    from annotation.services.projects import project_create
+    from tests.annotation.test_campaign_selectors import make_dataset
+
+    settings.FLASKWEB_REPORT_REFRESH_PER_TICK = 2
+    for n in range(3):
+        make_dataset(project_create(slug=f"p{n}", name=f"P{n}"), tmp_path, name=f"D{n}")
+    assert len(report_snapshots_request_first()) == 2
+    assert len(report_snapshots_request_first()) == 1  # the next tick takes the third
+
+
 def test_a_snapshot_whose_worker_died_is_failed_and_can_be_asked_again(scored_project):  # noqa: F811
     params = snapshot_params()
     snapshot, _ = snapshot_request(project=scored_project, params=params)
@@ -470,6 +514,42 @@ def test_a_worker_process_computes_the_snapshot_the_api_asked_for(celery_worker_
     body = answer.json()
     assert body.pop("snapshot")["status"] == "done"
     assert body == json.loads(command_json(project, "--resamples", "100"))
+
+
+@pytest.mark.slow
+def test_a_worker_computes_the_first_report_after_an_import_without_a_visit(
+    celery_worker_process,
+):
+    """Scores arrive (an import); beat's task, run by the worker, queues the project's
+    default report and the worker computes it: the first visit finds it done. A second
+    enqueue while it is pending or done adds nothing."""
+    from analytics.imports.services import scores_import
+    from annotation.models import Project
+    from tests.conftest import wait_for
+
+    rows = ["item,system,rater,rater_kind,skill,score"]
+    for i in range(6):
+        for system in ("a", "b"):
+            rows.append(f"q{i},{system},p1,human,Readability,{1 + (i * 3) % 5}")
+            rows.append(f"q{i},{system},metric,judge,Readability,{(i % 4) / 4}")
+    scores_import(
+        project_slug="arrived",
+        files=[("s.csv", "\n".join(rows).encode())],
+        judge_scale_raw=True,
+        create_project=True,
+    )
+    project = Project.objects.get(slug="arrived")
+    assert not ReportSnapshot.objects.filter(project=project).exists()
+
+    tasks.report_snapshots_refresh_task.delay()  # as beat does every minute
+    tasks.report_snapshots_refresh_task.delay()  # a second tick while the first is queued
+    done = wait_for(
+        lambda: ReportSnapshot.objects.filter(project=project, status="done").first(),
+        timeout=60,
+    )
+    assert done.is_default and done.reason == "data arrived" and done.requested_by is None
+    assert ReportSnapshot.objects.filter(project=project).count() == 1
+    assert snapshots.snapshot_part(done, "report")["correlation"]["metric"]
 
 
 def test_old_filtered_and_failed_snapshots_are_deleted_and_the_default_stays(scored_project):  # noqa: F811

@@ -1,5 +1,6 @@
-"""python manage.py seed_demo: demo users, project, dataset, campaign and a baseline judge run
-(idempotent). It lives in the composition root because it sets up every app."""
+"""python manage.py seed_demo: demo users, project, dataset, campaigns (the pairwise one with
+the demo annotators' first choices), pilot ratings and a baseline judge run (idempotent). It
+lives in the composition root because it sets up every app."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from analytics.minimums import minimum
 from annotation.campaigns.services import (
     campaign_activate,
     campaign_create,
@@ -20,18 +22,24 @@ from annotation.datasets.services import FileSpec, dataset_import, dataset_uploa
 from annotation.models import (
     Campaign,
     CampaignMode,
+    HumanPreference,
+    PairChoice,
     PairDesign,
     Platform,
     Project,
     ProjectRole,
     Response,
+    Task,
     TaskKind,
     UploadSource,
 )
 from annotation.pace.services import campaign_pace_update
 from annotation.screening.services import screening_settings_update
 from annotation.screening.setup import screening_task_set
+from annotation.selectors import pair_questions
+from annotation.services.assignments import assignment_claim_next
 from annotation.services.metadata import metadata_dataset_snapshot
+from annotation.services.preferences import PreferenceInput, human_preference_submit
 from annotation.services.projects import membership_set, project_get_or_create
 from annotation.study.services import study_link_create, study_settings_update
 
@@ -47,6 +55,17 @@ DEMO_USERS = [
 ]
 STUDY_CAMPAIGN = "Demo crowd study"
 PAIRWISE_CAMPAIGN = "Demo pairwise comparison"
+DEMO_ANNOTATORS = ("annotator1", "annotator2", "annotator3")
+#: The pairwise campaign's pairs, and how many pairs on how many items the demo annotators
+#: have judged (K = 2 each) when the demo starts: enough for the preference figures and
+#: their intervals (analytics/minimums.py: 20 labels per question for the strengths, 10
+#: pairs with two labels for agreement, 10 items for a bootstrap interval); claims serve
+#: pairs item by item, so about two thirds of the pairs are judged and the rest left to try.
+PAIR_BUDGET = 32
+PAIRS_JUDGED = max(minimum("bradley_terry").n // 2, minimum("agreement").n)
+ITEMS_JUDGED = minimum("interval").n
+#: How the demo annotators' choices lean: the demo's systems from best to worst.
+SYSTEM_ORDER = ("cobalt-70b", "basalt-13b", "delta-chat", "aurora-7b")
 # Known scores of the demo's first item (Logical Correctness, Robustness, Efficiency) for the
 # crowd study's screening, with what a careful annotator should notice.
 SCREENING = [
@@ -124,6 +143,7 @@ class Command(BaseCommand):
         metadata_dataset_snapshot(dataset=project.datasets.get(name="Demo set"))
         self._campaign(project)
         self._pairwise_campaign(project)
+        self._first_choices(project)
         self._baseline_judge(project)
         self._local_provider(project)
         self._pilot_ratings(project)
@@ -239,7 +259,7 @@ class Command(BaseCommand):
         self.stdout.write(f"demo campaign: {campaign.tasks.count()} tasks, K=3")
 
     def _pairwise_campaign(self, project):
-        """A running pairwise campaign: a sample of 12 pairs of the four systems, balanced
+        """A running pairwise campaign: a sample of 32 pairs of the four systems, balanced
         per system, 2 annotators per pair, per skill and overall, with strength."""
         if Campaign.objects.filter(project=project, name=PAIRWISE_CAMPAIGN).exists():
             return
@@ -259,13 +279,78 @@ class Command(BaseCommand):
             ),
             mode=CampaignMode.PAIRWISE,
             pair_design=PairDesign.SAMPLED,
-            pair_budget=12,
+            pair_budget=PAIR_BUDGET,
             pair_choices=["a", "b", "tie", "both_bad"],
             pair_strength=True,
             created_by=User.objects.get(username="admin"),
         )
         created = campaign_activate(campaign=campaign)
         self.stdout.write(f"demo pairwise campaign: {created} pairs, K=2")
+
+    def _first_choices(self, project: Project) -> None:
+        """The demo annotators' choices on the pairwise campaign's first pairs, two each,
+        claimed and submitted through the services the pair card uses, so the preference
+        page has figures from the start: pairs in the order the claim serves them, until at
+        least PAIRS_JUDGED pairs on ITEMS_JUDGED items have both their choices (the rest is
+        left to whoever tries the demo). The three take turns, so every judged pair has two
+        of them. Per question a pair has a likely answer (`_demo_choice`: the better system
+        of SYSTEM_ORDER, ties, both bad), which each annotator gives three times in four,
+        else an answer of their own; every sixth pair is a tie overall. Seeds are made of
+        the pair and the annotator, never of the database's ids. Written once: a campaign
+        with choices is left as it is."""
+        campaign = Campaign.objects.get(project=project, name=PAIRWISE_CAMPAIGN)
+        if HumanPreference.objects.filter(campaign=campaign).exists():
+            return
+        User = get_user_model()
+        annotators = list(User.objects.filter(username__in=DEMO_ANNOTATORS).order_by("username"))
+        started: dict[int, int] = {}  # task id -> how many choices it has from us
+        complete_items: list[int] = []  # the item of each pair with both its choices
+        written = idle = turn = 0
+        while idle < len(annotators):
+            if len(complete_items) >= PAIRS_JUDGED and len(set(complete_items)) >= ITEMS_JUDGED:
+                break
+            annotator = annotators[turn % len(annotators)]
+            turn += 1
+            lease = assignment_claim_next(campaign=campaign, annotator=annotator)
+            if lease is None:
+                idle += 1
+                continue
+            idle = 0
+            task = Task.objects.select_related("response__item", "response_b").get(pk=lease.task_id)
+            assert task.response_b is not None  # a pairwise campaign's tasks are pairs
+            index = list(started).index(task.pk) if task.pk in started else len(started)
+            a, b = task.response.model_name, task.response_b.model_name
+            pair = f"{task.response.item.external_id}|{a}|{b}"
+            likely, own = random.Random(pair), random.Random(f"{pair}|{annotator.username}")
+            questions = pair_questions(campaign=campaign, item_id=task.response.item_id)
+            asked: list[int | None] = [skill.skill_id for skill in questions.skills]
+            if questions.overall:
+                asked.append(None)  # the overall question
+            answers = []
+            for skill_id in asked:
+                choice = _demo_choice(likely, a, b)
+                if skill_id is None and index % 6 == 5:
+                    choice = PairChoice.TIE.value
+                elif own.random() >= 0.75:
+                    choice = _demo_choice(own, a, b)
+                strength = None
+                if choice in (PairChoice.A, PairChoice.B):
+                    strength = 2 if own.random() < 0.3 else 1
+                answers.append(PreferenceInput(skill_id=skill_id, choice=choice, strength=strength))
+            human_preference_submit(
+                assignment_id=lease.pk,
+                annotator=annotator,
+                preferences=answers,
+                active_ms=own.randint(25_000, 75_000),
+            )
+            written += 1
+            started[task.pk] = started.get(task.pk, 0) + 1
+            if started[task.pk] == campaign.overlap:
+                complete_items.append(task.response.item_id)
+        self.stdout.write(
+            f"demo pairwise choices: {written} judgments of {len(complete_items)} pairs"
+            " by the demo annotators"
+        )
 
     def _baseline_judge(self, project):
         """An offline baseline judge run over the demo campaign, so the demo shows judge
@@ -343,6 +428,26 @@ class Command(BaseCommand):
             return
         if not result.already_imported:
             self.stdout.write(f"demo pilot ratings: {result.batch.scores_created} scores imported")
+
+
+def _demo_choice(rng: random.Random, model_a: str, model_b: str) -> str:
+    """A choice between A (`model_a`) and B on a question, drawn from `rng`: usually the
+    better system of SYSTEM_ORDER, less surely the closer the two are; sometimes a tie, or
+    both bad when both are among the weaker two."""
+    rank = {name: i for i, name in enumerate(SYSTEM_ORDER)}
+    a, b = rank.get(model_a, len(SYSTEM_ORDER)), rank.get(model_b, len(SYSTEM_ORDER))
+    draw = rng.random()
+    tie = 0.15 if abs(a - b) == 1 else 0.05
+    if draw < tie:
+        weak = min(a, b) >= len(SYSTEM_ORDER) - 2
+        return PairChoice.BOTH_BAD.value if weak and rng.random() < 0.4 else PairChoice.TIE.value
+    better_wins = 0.7 + 0.1 * abs(a - b)
+    better, worse = (
+        (PairChoice.A.value, PairChoice.B.value)
+        if a < b
+        else (PairChoice.B.value, PairChoice.A.value)
+    )
+    return better if rng.random() < better_wins else worse
 
 
 def _likert(value: float) -> int:
