@@ -15,19 +15,26 @@ on the data size, not on their number: memory stays proportional to the data.
 
 `analytics.metrics.krippendorff_alpha` (the library) and scipy check these on the full
 sample in tests/analytics/test_bootstrap.py.
+
+Every interval says how far it can be read (docs/SMALL_SAMPLES.md): `items`, the distinct
+items whose data the statistic reads (the units a resample draws), and `flags`, empty when
+the interval stands as shown, else why it does not (`interval_flags`): too few items to
+resample (analytics.minimums, kind "interval"), resamples that all gave the same value, or
+an interval that does not contain its estimate. Pages show such an interval as "no
+interval" with the reason (`interval_note`), never as [x, x].
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NotRequired, TypedDict, overload
 
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
 
-from analytics import metrics
+from analytics import metrics, minimums
 
 # scipy is imported where used: at module top it added ~0.5 s of CPU to every process start
 if TYPE_CHECKING:
@@ -47,12 +54,15 @@ _DENSE_CELLS = 30_000_000
 
 
 class IntervalDict(TypedDict):
-    """An Interval as the report holds it (JSON-ready)."""
+    """An Interval as the report holds it (JSON-ready). `items` and `flags`: see
+    `interval_flags` (absent from intervals made before they existed)."""
 
     estimate: float | None
     low: float | None
     high: float | None
     resamples: int
+    items: NotRequired[int]
+    flags: NotRequired[list[str]]
 
 
 class PairedDifference(IntervalDict):
@@ -70,20 +80,70 @@ StatFn = Callable[[npt.NDArray[np.float64]], dict[str, npt.NDArray[np.float64]]]
 Sink = MutableMapping[str, object]
 
 
+#: An interval's flags (`interval_flags`): why it does not stand as shown.
+TOO_FEW_ITEMS = "too_few_items"
+DEGENERATE = "degenerate_resamples"
+EXCLUDES_ESTIMATE = "interval_excludes_estimate"
+
+
+def interval_flags(
+    estimate: float | None, low: float | None, high: float | None, items: int | None
+) -> tuple[str, ...]:
+    """Why an interval cannot be read as shown (empty when it can, or when there is no
+    interval): fewer distinct items than an interval needs (minimums, kind "interval":
+    most resamples repeat the same few), the 2.5 and 97.5 percentiles equal (the resamples
+    collapse onto one value: 2 items give 3 distinct resamples), or an interval that does
+    not contain its point estimate (minimums.interval_holds)."""
+    if low is None or high is None:
+        return ()
+    flags: list[str] = []
+    if items is not None and minimums.too_few("interval", items):
+        flags.append(TOO_FEW_ITEMS)
+    if high - low <= 1e-9 * max(1.0, abs(low), abs(high)):
+        flags.append(DEGENERATE)
+    if not minimums.interval_holds(estimate, low, high):
+        flags.append(EXCLUDES_ESTIMATE)
+    return tuple(flags)
+
+
+def interval_note(interval: Mapping[str, Any] | None) -> str:
+    """Why an interval of the report is not shown ("" when it is, or when there is none),
+    from its `flags`, for a page: "2 items resampled (at least 10); all resamples gave the
+    same value"."""
+    found = interval or {}
+    flags = found.get("flags") or ()
+    notes = []
+    if TOO_FEW_ITEMS in flags:
+        items = int(found.get("items") or 0)
+        floor = minimums.minimum("interval").n
+        notes.append(f"{items} item{'' if items == 1 else 's'} resampled (at least {floor})")
+    if DEGENERATE in flags:
+        notes.append("all resamples gave the same value")
+    if EXCLUDES_ESTIMATE in flags:
+        notes.append("it does not contain the estimate")
+    return "; ".join(notes)
+
+
 @dataclass(frozen=True)
 class Interval:
     estimate: float | None
     low: float | None
     high: float | None
     resamples: int  # resamples where the statistic was defined
+    items: int | None = None  # distinct items whose data the statistic reads
+    flags: tuple[str, ...] = ()  # `interval_flags`
 
     def as_dict(self) -> IntervalDict:
-        return {
+        found: IntervalDict = {
             "estimate": self.estimate,
             "low": self.low,
             "high": self.high,
             "resamples": self.resamples,
         }
+        if self.items is not None:
+            found["items"] = self.items
+            found["flags"] = list(self.flags)
+        return found
 
 
 def _chunks(
@@ -104,13 +164,18 @@ def _chunks(
         done += take
 
 
-def _interval(estimate: float | None, values: npt.NDArray[np.float64]) -> Interval:
+def _interval(
+    estimate: float | None, values: npt.NDArray[np.float64], items: int | None = None
+) -> Interval:
+    """The percentile interval of the resampled `values` (NaN: undefined) around
+    `estimate`, flagged (`interval_flags`); `items`: the distinct items resampled."""
     values = values[np.isfinite(values)]
     if estimate is None or not np.isfinite(estimate) or values.size == 0:
-        return Interval(None, None, None, int(values.size))
+        return Interval(None, None, None, int(values.size), items)
     tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail])
-    return Interval(float(estimate), float(low), float(high), int(values.size))
+    low, high = (float(v) for v in np.percentile(values, [tail, 100 - tail]))
+    flags = interval_flags(float(estimate), low, high, items)
+    return Interval(float(estimate), low, high, int(values.size), items, flags)
 
 
 def _codes(values: ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]:
@@ -321,8 +386,8 @@ def correlation_intervals(
             boot_p.append(p)
             boot_s.append(s)
     return {
-        "pearson": _interval(None if np.isnan(pearson) else pearson, _cat(boot_p)),
-        "spearman": _interval(None if np.isnan(spearman) else spearman, _cat(boot_s)),
+        "pearson": _interval(None if np.isnan(pearson) else pearson, _cat(boot_p), n_items),
+        "spearman": _interval(None if np.isnan(spearman) else spearman, _cat(boot_s), n_items),
     }
 
 
@@ -419,7 +484,7 @@ def alpha_intervals(
     for level in levels:
         estimate = float(_alpha_from(pooled, level, values)[0])
         boot = np.concatenate(out[level]) if out[level] else np.array([])
-        result[level] = _interval(None if np.isnan(estimate) else estimate, boot)
+        result[level] = _interval(None if np.isnan(estimate) else estimate, boot, n_items)
     return result
 
 
@@ -488,7 +553,7 @@ def paired_difference(
         width = max(side_a.width, side_b.width)
         for counts in _chunks(n_items, width, resamples, rng):
             boot.append(side_a.pearson(counts) - side_b.pearson(counts))
-    return _paired(None if np.isnan(estimate) else estimate, _cat(boot))
+    return _paired(None if np.isnan(estimate) else estimate, _cat(boot), n_items)
 
 
 def paired_difference_of(
@@ -496,17 +561,21 @@ def paired_difference_of(
     estimate_b: float | None,
     values_a: npt.NDArray[np.float64],
     values_b: npt.NDArray[np.float64],
+    items: int | None = None,
 ) -> PairedDifference:
     """`paired_difference` from the two Pearsons' estimates and resampled values, computed
     on the same resamples (kept by a Resampler that drew what `paired_difference` draws:
-    the same items and seed): the same figures without resampling again."""
+    the same items and seed): the same figures without resampling again. `items`: the
+    distinct items the two judges' responses belong to."""
     if estimate_a is None or estimate_b is None:
-        return _paired(None, values_a - values_b)
-    return _paired(estimate_a - estimate_b, values_a - values_b)
+        return _paired(None, values_a - values_b, items)
+    return _paired(estimate_a - estimate_b, values_a - values_b, items)
 
 
-def _paired(estimate: float | None, values: npt.NDArray[np.float64]) -> PairedDifference:
-    interval = _interval(estimate, values)
+def _paired(
+    estimate: float | None, values: npt.NDArray[np.float64], items: int | None = None
+) -> PairedDifference:
+    interval = _interval(estimate, values, items)
     finite = values[np.isfinite(values)]
     p = float(np.mean(finite <= 0)) if finite.size else None
     return {**interval.as_dict(), "p_value_a_not_better": p}
@@ -524,6 +593,7 @@ class _Registered(NamedTuple):
     sink: Sink
     key: str
     single: bool
+    items: int  # the distinct items its rows belong to
 
 
 class Resampler:
@@ -537,7 +607,7 @@ class Resampler:
     count-weighted sums of its items' sums, so every statistic that is a function of sums
     over units is resampled exactly. The estimate is the function of the full sums; after
     `run()`, each registration's `sink[key]` holds {name: Interval.as_dict()} (or the one
-    interval's dict when `single`)."""
+    interval's dict when `single`), `items` counting the distinct items of its rows."""
 
     def __init__(
         self, items: ArrayLike, *, resamples: int, seed: int = 0, keep: bool = False
@@ -598,7 +668,10 @@ class Resampler:
         )
         # items x features summed per item; its transpose is the features x items CSC the
         # products take (no copy)
-        self._stats.append(_Registered(summed.T, fn, sink, key, single))
+        drawn = (
+            int(np.count_nonzero(np.bincount(rows, minlength=self.keys.size))) if rows.size else 0
+        )
+        self._stats.append(_Registered(summed.T, fn, sink, key, single, drawn))
 
     def run(self, progress: Callable[[float], None] | None = None) -> None:
         """Compute every registered statistic's intervals into its sink, then call the
@@ -624,11 +697,14 @@ class Resampler:
                 drawn += counts.shape[0]
                 if progress is not None:
                     progress(drawn / self.resamples)
-        for (_, _, sink, key, single), est, boot in zip(self._stats, estimates, boots, strict=True):
+        for (_, _, sink, key, single, items), est, boot in zip(
+            self._stats, estimates, boots, strict=True
+        ):
             out: dict[str, IntervalDict] = {}
             for name, value in est.items():
                 e = float(value[0])
-                out[name] = _interval(None if np.isnan(e) else e, _cat(boot[name])).as_dict()
+                found = _interval(None if np.isnan(e) else e, _cat(boot[name]), items)
+                out[name] = found.as_dict()
             sink[key] = next(iter(out.values())) if single else out
             for name in boot:
                 if (id(sink), name) in self._keep:

@@ -66,9 +66,23 @@ MINIMUMS: dict[str, Minimum] = {
         "Bradley–Terry strengths from fewer than 20 pairwise labels are mostly prior",
     ),
     "ranking": Minimum(
-        4, "systems", "a rank correlation over fewer than 4 systems takes a handful of values"
+        4,
+        "systems",
+        "a correlation between systems (their ranks, their means) over fewer than 4 systems "
+        "takes a handful of values",
     ),
-    "calibration": Minimum(5, "responses", "a calibration bin with fewer than 5 responses"),
+    "calibration": Minimum(
+        5,
+        "responses",
+        "a calibration figure (an offset, Bland–Altman limits of agreement, a calibration "
+        "bin) on fewer than 5 responses is a handful of differences",
+    ),
+    "item_level": Minimum(
+        10,
+        "items",
+        "the item-level correlation averages one correlation per item, each over that "
+        "item's few responses: over fewer than 10 items it is a handful of them",
+    ),
 }
 
 

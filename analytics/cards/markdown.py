@@ -1,22 +1,49 @@
-"""An evaluation card as Markdown (pure; no Django). Everything that comes from people or
-models (judge, model, project, skill and dataset names, template text, trust figures' keys)
-is escaped: inline text loses its line breaks and control characters and backslash-escapes
-every character that can start markup in the middle of a line (CommonMark allows escaping
-any ASCII punctuation): emphasis, code spans, links and images, raw HTML and autolinks in
-angle brackets, entities, table cells and strikethrough (`ESCAPED`). Such text never starts
-a line in the card, so the line-start markers (`#`, `-`, `+`, `1.`) need no escape. Template
-text sits in a fenced block whose fence is longer than any run of backticks inside it."""
+"""An evaluation card as Markdown (pure; no Django).
+
+**Escaping, by position.** Everything that comes from people or models (judge, model,
+project, skill and dataset names, template text, trust figures' keys) renders as itself
+under CommonMark with GFM tables and strikethrough, and carries a backslash only where
+Markdown would read markup at that very position, so that the file reads cleanly as text
+too:
+- inline (`md_text`): line breaks, tabs and control characters become spaces; a backslash
+  is added before a backtick, `*` and `~` (code spans, emphasis, strikethrough), `_` unless
+  inside a word (where it cannot start emphasis), `<` before what could open a tag or an
+  autolink, `&` that starts an entity, `]` before `(` or `[` (the only way a link or an
+  image forms: the card defines no link references), and a backslash before punctuation;
+  braces, brackets elsewhere, `#`, `!`, `|` and `>` in the middle of a line are text;
+- at the start of a list item (`start=True`): also a leading block marker (`#`, `>`, `+`,
+  `-`, `*`, `[`, `1.`), and leading spaces are dropped;
+- in a heading (`md_heading`): also a trailing run of `#` (it would close the heading);
+- in a table cell (`_table`): every `|`, code spans included (GFM splits cells first).
+Literal JSON goes in code spans (`md_code`) whose backtick run is longer than any inside,
+never escaped; template and probe texts in fenced blocks (`md_fenced`) whose fence is longer
+than any run of backticks inside.
+
+**Small samples** (docs/SMALL_SAMPLES.md). Every figure has its n beside it (a column of its
+table, or "(n = …)"). A figure its group's `too_few` names (analytics/cards/small_samples.py:
+the report's one rule) is not shown: its cell gives the reason, "too few: n = 6 (at least 10
+responses)", and the row's other cells with the same reason say "too few". An interval that
+cannot be read as shown (too few items resampled, degenerate, not containing its estimate)
+is not shown either: "no interval:" and why."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-ESCAPED = frozenset("\\`*_{}[]<>#|~!&")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
+from analytics.cards.small_samples import card_flag_small_samples, interval_problem, reason
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _BACKTICKS = re.compile(r"`+")
+_ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_ALWAYS = frozenset("`*~")
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{0,31});")
+_LIST_START = re.compile(r"^([#>+\-*\[]|[0-9]{1,9}[.)](?=\s|$))")
+_HEADING_CLOSE = re.compile(r"(^|\s)(#+)(\s*)$")
+
 #: The trust figures in the order the card shows them (others follow, by name).
 TRUST_ORDER = ("calibration", "strata", "na", "stochasticity", "probes")
 TRUST_TITLES = {
@@ -27,21 +54,86 @@ TRUST_TITLES = {
     "probes": "Bias probes",
 }
 LEVELS = ("instance", "item", "system")
-#: Nested figures deeper than this are shown as JSON text (escaped).
+#: Nested figures deeper than this are shown as JSON text (in a code span).
 MAX_DEPTH = 6
 
 
-def md_escape(value: object) -> str:
-    """`value` as inline Markdown text that renders as itself."""
-    text = _CONTROL.sub(" ", str(value).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
-    return "".join("\\" + ch if ch in ESCAPED else ch for ch in text)
+def _one_line(value: object) -> str:
+    return _CONTROL.sub(" ", str(value).replace("\r\n", " "))
+
+
+def md_text(value: object, *, start: bool = False) -> str:
+    """`value` as inline Markdown text that renders as itself, escaped only where its
+    position needs it (module docstring); `start`: it begins a list item."""
+    text = _one_line(value)
+    forced: set[int] = set()
+    if start:
+        text = text.lstrip(" ")
+        marker = _LIST_START.match(text)
+        if marker is not None:
+            forced.add(marker.end() - 1)
+    entities = {m.start() for m in _ENTITY.finditer(text)}
+    out = []
+    for i, ch in enumerate(text):
+        before = text[i - 1] if i else ""
+        after = text[i + 1] if i + 1 < len(text) else ""
+        if ch in _ALWAYS or i in forced:
+            escape = True
+        elif ch == "_":  # inside a word it can neither open nor close emphasis
+            escape = not (before.isalnum() and after.isalnum())
+        elif ch == "<":  # a tag, a comment or an autolink starts with one of these
+            escape = not after or after.isalpha() or after in "/!?"
+        elif ch == "&":
+            escape = i in entities
+        elif ch == "]":
+            escape = after in ("(", "[")
+        elif ch == "\\":
+            escape = not after or after in _ASCII_PUNCTUATION
+        else:
+            escape = False
+        out.append("\\" + ch if escape else ch)
+    return "".join(out)
+
+
+def md_heading(value: object) -> str:
+    """`value` as the end of a heading's text: `md_text`, and a trailing run of `#` (which
+    would close the heading) escaped."""
+    text = md_text(value)
+    closing = _HEADING_CLOSE.search(text)
+    if closing is None:
+        return text
+    run = "".join("\\#" for _ in closing.group(2))
+    return text[: closing.start(2)] + run + closing.group(3)
+
+
+def md_code(value: object) -> str:
+    """`value` on one line in a code span that nothing inside can close (literal text: no
+    escape at all; in a table, `_table` escapes its `|` as GFM asks)."""
+    text = _one_line(value)
+    if not text:
+        return "(empty)"
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * (longest + 1)
+    # a space on both sides is stripped when rendered: it keeps a leading or trailing
+    # backtick or space of the text itself
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_json(value: object) -> str:
+    """A JSON value as literal JSON text in a code span."""
+    return md_code(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
 
 def md_fenced(text: str) -> str:
     """`text` in a fenced code block that nothing inside can close."""
     longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
     fence = "`" * max(3, longest + 1)
-    body = _CONTROL.sub(lambda m: "\n" if m.group() in "\u2028\u2029" else " ", text)
+    body = re.sub(
+        r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u2028\u2029]",
+        lambda m: "\n" if m.group() in "\u2028\u2029" else " ",
+        text,
+    )
     body = body.replace("\r\n", "\n").replace("\r", "\n")
     if not body.endswith("\n"):
         body += "\n"
@@ -57,23 +149,57 @@ def number(value: object, digits: int = 3) -> str:
         return str(value)
     if isinstance(value, float):
         return f"{value:.{digits}f}"
-    return md_escape(value)
+    return md_text(value)
 
 
-def interval(figure: Mapping[str, Any] | None) -> str:
-    """ "[low, high]" of a report interval, "" where there is none."""
-    if not figure:
-        return ""
-    low, high = figure.get("low"), figure.get("high")
-    if low is None or high is None:
-        return ""
-    return f" [{low:.3f}, {high:.3f}]"
+def shown(value: object, ci: object = None, digits: int = 3) -> str:
+    """A figure with its interval, "0.412 [0.120, 0.650]"; an interval that cannot be read
+    as shown (too few items resampled, degenerate, not containing the figure) is not shown:
+    the cell says why (analytics.bootstrap.interval_note)."""
+    text = number(value, digits)
+    if not isinstance(ci, Mapping) or not isinstance(value, int | float):
+        return text
+    low, high = ci.get("low"), ci.get("high")
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
+        return text
+    problem = interval_problem(value, ci)
+    if problem:
+        return f"{text} (no interval: {md_text(problem)})"
+    return f"{text} [{low:.3f}, {high:.3f}]"
 
 
-def _scalar(value: object) -> str:
+class _Row:
+    """The figures of one table row, from their flagged group (analytics/cards/
+    small_samples.py). A figure below its kind's minimum is not shown: the row's first cell
+    with a reason gives it, the row's others with the same reason say "too few"."""
+
+    def __init__(self) -> None:
+        self.said: set[str] = set()
+
+    def too_few(self, group: object, figure: str) -> str:
+        """ "" when the figure is shown, else what its cell says instead."""
+        found = reason(group, figure)
+        if not found:
+            return ""
+        if found in self.said:
+            return "too few"
+        self.said.add(found)
+        return md_text(found)
+
+    def figure(self, group: object, figure: str, value: object, ci: object = None) -> str:
+        return self.too_few(group, figure) or shown(value, ci)
+
+    def estimate(self, group: object, figure: str, found: object) -> str:
+        """An interval figure {estimate, low, high} (or a bare number)."""
+        if isinstance(found, Mapping):
+            return self.figure(group, figure, found.get("estimate"), found)
+        return self.figure(group, figure, found)
+
+
+def _scalar(value: object, *, start: bool = False) -> str:
     if isinstance(value, bool | int | float) or value is None:
         return number(value)
-    return md_escape(value)
+    return md_text(value, start=start)
 
 
 def _is_scalar(value: object) -> bool:
@@ -84,20 +210,19 @@ def nested(value: object, depth: int = 0) -> list[str]:
     """Any JSON value as nested bullet lines (keys and strings escaped)."""
     pad = "  " * depth
     if depth >= MAX_DEPTH:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-        return [f"{pad}- {md_escape(text)}"]
+        return [f"{pad}- {md_json(value)}"]
     lines: list[str] = []
     if isinstance(value, Mapping):
         if not value:
             return [f"{pad}- (none)"]
         for key, inner in value.items():
             if _is_scalar(inner):
-                lines.append(f"{pad}- **{md_escape(key)}**: {_scalar(inner)}")
+                lines.append(f"{pad}- **{md_text(key)}**: {_scalar(inner)}")
             elif isinstance(inner, list) and all(_is_scalar(v) for v in inner):
-                shown = ", ".join(_scalar(v) for v in inner) or "(none)"
-                lines.append(f"{pad}- **{md_escape(key)}**: {shown}")
+                shown_list = ", ".join(_scalar(v) for v in inner) or "(none)"
+                lines.append(f"{pad}- **{md_text(key)}**: {shown_list}")
             else:
-                lines.append(f"{pad}- **{md_escape(key)}**:")
+                lines.append(f"{pad}- **{md_text(key)}**:")
                 lines.extend(nested(inner, depth + 1))
         return lines
     if isinstance(value, list):
@@ -105,38 +230,50 @@ def nested(value: object, depth: int = 0) -> list[str]:
             return [f"{pad}- (none)"]
         for n, inner in enumerate(value, 1):
             if _is_scalar(inner):
-                lines.append(f"{pad}- {_scalar(inner)}")
+                lines.append(f"{pad}- {_scalar(inner, start=True)}")
             elif isinstance(inner, list) and all(_is_scalar(v) for v in inner):
-                lines.append(f"{pad}- [{', '.join(_scalar(v) for v in inner)}]")
+                lines.append(f"{pad}- {md_json(inner)}")
             else:
                 lines.append(f"{pad}- {n}:")
                 lines.extend(nested(inner, depth + 1))
         return lines
-    return [f"{pad}- {_scalar(value)}"]
+    return [f"{pad}- {_scalar(value, start=True)}"]
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    """A GFM table; every `|` in a cell is escaped, inside code spans too (GFM splits a
+    row into cells before it reads any inline markup)."""
+
+    def line(cells: Iterable[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
     head = list(header)
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines.extend("| " + " | ".join(row) + " |" for row in rows)
-    return lines
+    return [line(head), "|" + "---|" * len(head), *(line(row) for row in rows)]
 
 
 def card_markdown(card: Mapping[str, Any]) -> str:
     """The card (analytics.cards.selectors.card_build) as a Markdown document."""
+    flagged: dict[str, Any] = copy.deepcopy(dict(card))
+    card_flag_small_samples(flagged)  # a no-op on a built card: its flags are these
+    card = flagged
     out: list[str] = []
     snap = card["snapshot"]
     out.append(
-        f"# Evaluation card: {md_escape(card['judge'])} on {md_escape(card['project']['name'])}"
+        f"# Evaluation card: {md_text(card['judge'])} on {md_heading(card['project']['name'])}"
     )
     out.append("")
     out.append(
-        f"Built from report snapshot {snap['id']} of project {md_escape(card['project']['slug'])}"
+        f"Built from report snapshot {snap['id']} of project {md_text(card['project']['slug'])}"
         f" (computed {snap['finished_at'] or '?'}, scores read as of"
         f" {snap['as_of'] or '?'}). The same snapshot gives the same card."
     )
     out.append("")
-    out.append(f"Snapshot params: {md_escape(json.dumps(snap['params'], sort_keys=True))}")
+    out.append(f"Snapshot params: {md_json(snap['params'])}")
+    out.append("")
+    out.append(
+        "Each figure has its n beside it; below the smallest sample its kind of figure is"
+        " shown for, the card says too few and why instead of a number."
+    )
     out.append("")
 
     out.append("## Configuration")
@@ -149,9 +286,7 @@ def card_markdown(card: Mapping[str, Any]) -> str:
             _table(
                 ["field", "value"],
                 [
-                    [md_escape(key), md_escape(value)]
-                    if isinstance(value, str)
-                    else [md_escape(key), md_escape(json.dumps(value, sort_keys=True))]
+                    [md_text(key), md_text(value) if isinstance(value, str) else md_json(value)]
                     for key, value in config.items()
                 ],
             )
@@ -165,8 +300,8 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         out.append("No prompt template (a baseline metric or imported scores).")
     else:
         out.append(
-            f"Template {md_escape(template['name'])}: key {md_escape(template['key'])},"
-            f" version {template['version']}, content hash `{template['content_hash']}`,"
+            f"Template {md_text(template['name'])}: key {md_text(template['key'])},"
+            f" version {template['version']}, content hash {md_code(template['content_hash'])},"
             f" {'with' if template['with_reference'] else 'without'} the reference answer."
         )
         out.append("")
@@ -183,14 +318,14 @@ def card_markdown(card: Mapping[str, Any]) -> str:
     out.append("## Data")
     out.append("")
     out.append(
-        f"- **dataset hash**: `{data['dataset_hash']}` ({md_escape(data['hash_definition'])})"
+        f"- **dataset hash**: {md_code(data['dataset_hash'])} ({md_text(data['hash_definition'])})"
     )
     if data.get("source"):
-        out.append(f"- **read from**: {md_escape(data['source'])}")
-    out.append(f"- **datasets**: {', '.join(md_escape(d) for d in data['datasets']) or '(none)'}")
+        out.append(f"- **read from**: {md_text(data['source'])}")
+    out.append(f"- **datasets**: {', '.join(md_text(d) for d in data['datasets']) or '(none)'}")
     out.append(f"- **items**: {data['items']}")
     out.append(f"- **responses**: {data['responses']}")
-    out.append(f"- **models**: {', '.join(md_escape(m) for m in data['models']) or '(none)'}")
+    out.append(f"- **models**: {', '.join(md_text(m) for m in data['models']) or '(none)'}")
     out.append("")
 
     out.append("## Rubric versions")
@@ -200,7 +335,7 @@ def card_markdown(card: Mapping[str, Any]) -> str:
             _table(
                 ["skill", "version", "source"],
                 [
-                    [md_escape(skill), number(r["version"]), md_escape(r["source"])]
+                    [md_text(skill), number(r["version"]), md_text(r["source"])]
                     for skill, r in card["rubrics"].items()
                 ],
             )
@@ -214,7 +349,7 @@ def card_markdown(card: Mapping[str, Any]) -> str:
     out.append("")
     out.append(
         f"k = {card['k'] if card['k'] is not None else '–'} samples per response. Total cost"
-        f" {cost['total']} over {len(card['runs'])} run(s),"
+        f" {md_text(cost['total'])} over {len(card['runs'])} run(s),"
         f" {cost['prompt_tokens']} prompt and {cost['completion_tokens']} completion tokens."
     )
     if card["runs"]:
@@ -225,10 +360,10 @@ def card_markdown(card: Mapping[str, Any]) -> str:
                 [
                     [
                         str(run["id"]),
-                        md_escape(run["dataset"]),
-                        run["finished_at"] or "–",
+                        md_text(run["dataset"]),
+                        md_text(run["finished_at"] or "–"),
                         str(run["judgments"]),
-                        run["cost"],
+                        md_text(run["cost"]),
                     ]
                     for run in card["runs"]
                 ],
@@ -248,25 +383,26 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         for skill, levels in correlation.items():
             figures = levels.get(level) or {}
             ci = figures.get("ci") or {}
-            row = [
-                md_escape(skill),
-                number(figures.get("n")),
-                number(figures.get("pearson")) + interval(ci.get("pearson")),
-                number(figures.get("spearman")) + interval(ci.get("spearman")),
-                number(figures.get("kendall")) + interval(ci.get("kendall")),
+            row = _Row()
+            cells = [md_text(skill), number(figures.get("n"))] + [
+                row.figure(figures, name, figures.get(name), ci.get(name))
+                for name in ("pearson", "spearman", "kendall")
             ]
             if level == "instance":
                 human = ceiling.get(skill) or {}
                 loo = human.get("loo_ceiling") or {}
                 loo_ci = human.get("loo_ceiling_ci") or {}
-                row.append(number(loo.get("pearson")) + interval(loo_ci.get("pearson")))
-                row.append(number(loo.get("spearman")) + interval(loo_ci.get("spearman")))
-            rows.append(row)
+                cells.append(number(loo.get("units", human.get("n_units"))))
+                cells += [
+                    row.figure(human, "loo_ceiling", loo.get(name), loo_ci.get(name))
+                    for name in ("pearson", "spearman")
+                ]
+            rows.append(cells)
         if not rows:
             continue
         header = ["skill", "n", "Pearson", "Spearman", "Kendall τ-b"]
         if level == "instance":
-            header += ["human ceiling Pearson", "human ceiling Spearman"]
+            header += ["human ceiling n", "human ceiling Pearson", "human ceiling Spearman"]
         out.append(f"### {level.capitalize()} level")
         out.append("")
         out.extend(_table(header, rows))
@@ -291,7 +427,7 @@ def card_markdown(card: Mapping[str, Any]) -> str:
             k for k in trust if k not in TRUST_ORDER
         )
         for name in names:
-            out.append(f"### {TRUST_TITLES.get(name) or md_escape(name)}")
+            out.append(f"### {TRUST_TITLES.get(name) or md_heading(name)}")
             out.append("")
             out.extend(_trust_lines(name, trust[name]))
             out.append("")
@@ -299,7 +435,7 @@ def card_markdown(card: Mapping[str, Any]) -> str:
     out.append("## Known limitations")
     out.append("")
     if card["limitations"]:
-        out.extend(f"- {md_escape(text)}" for text in card["limitations"])
+        out.extend(f"- {md_text(text, start=True)}" for text in card["limitations"])
     else:
         out.append("None found in the data.")
     out.append("")
@@ -312,17 +448,6 @@ def card_markdown(card: Mapping[str, Any]) -> str:
 # analytics.report): its table reads it with .get(), so a figure missing from an older
 # snapshot shows "–". A figure whose shape is not one of these (a newer snapshot read by
 # older code) falls back to nested lines, escaped like everything else.
-
-
-def _ci(figure: Mapping[str, Any] | None) -> str:
-    """An interval figure {estimate, low, high} as "estimate [low, high]"."""
-    if not isinstance(figure, Mapping):
-        return number(figure)
-    return number(figure.get("estimate")) + interval(figure)
-
-
-def _with_ci(value: object, figure: object) -> str:
-    return number(value) + (interval(figure) if isinstance(figure, Mapping) else "")
 
 
 def _by_skill(value: object, keys: Iterable[str] = ()) -> Mapping[str, Any] | None:
@@ -346,16 +471,17 @@ def _ceiling_lines(ceiling: Mapping[str, Any]) -> list[str]:
         alpha, alpha_ci = c.get("krippendorff_alpha") or {}, c.get("krippendorff_alpha_ci") or {}
         loo, loo_ci = c.get("loo_ceiling") or {}, c.get("loo_ceiling_ci") or {}
         pairwise = c.get("mean_pairwise_spearman") or {}
+        row, alpha_name = _Row(), "krippendorff_alpha"
         rows.append(
             [
-                md_escape(skill),
+                md_text(skill),
                 number(c.get("n_raters")),
                 number(c.get("n_units")),
-                _with_ci(alpha.get("ordinal"), alpha_ci.get("ordinal")),
-                _with_ci(alpha.get("interval"), alpha_ci.get("interval")),
-                number(alpha.get("nominal")),
-                _with_ci(loo.get("pearson"), loo_ci.get("pearson")),
-                number(pairwise.get("value")),
+                row.figure(c, alpha_name, alpha.get("ordinal"), alpha_ci.get("ordinal")),
+                row.figure(c, alpha_name, alpha.get("interval"), alpha_ci.get("interval")),
+                row.figure(c, alpha_name, alpha.get("nominal")),
+                row.figure(c, "loo_ceiling", loo.get("pearson"), loo_ci.get("pearson")),
+                row.figure(c, "mean_pairwise_spearman", pairwise.get("value")),
             ]
         )
     return [
@@ -408,6 +534,7 @@ def _calibration_lines(figure: object) -> list[str] | None:
         ba_ci = ba.get("ci") or {}
         iso = c.get("isotonic") or {}
         iso_ci = iso.get("ci") or {}
+        row = _Row()
         limits = (
             f"{number(ba.get('loa_low'))} to {number(ba.get('loa_high'))}"
             if ba.get("loa_low") is not None
@@ -415,14 +542,16 @@ def _calibration_lines(figure: object) -> list[str] | None:
         )
         rows.append(
             [
-                md_escape(skill),
+                md_text(skill),
                 number(c.get("n")),
-                _ci(c.get("offset")),
-                _with_ci(ba.get("bias"), ba_ci.get("bias")),
-                limits,
-                f"{_with_ci(iso.get('mae_before'), iso_ci.get('mae_before'))} →"
-                f" {_with_ci(iso.get('mae_after'), iso_ci.get('mae_after'))}",
-                f"{number(iso.get('exact_before'))} → {number(iso.get('exact_after'))}",
+                row.estimate(c, "offset", c.get("offset")),
+                row.figure(c, "bland_altman", ba.get("bias"), ba_ci.get("bias")),
+                row.too_few(c, "bland_altman") or limits,
+                row.too_few(c, "isotonic")
+                or f"{shown(iso.get('mae_before'), iso_ci.get('mae_before'))} →"
+                f" {shown(iso.get('mae_after'), iso_ci.get('mae_after'))}",
+                row.too_few(c, "isotonic")
+                or f"{number(iso.get('exact_before'))} → {number(iso.get('exact_after'))}",
             ]
         )
     lines = [
@@ -448,15 +577,15 @@ def _calibration_lines(figure: object) -> list[str] | None:
         labels, counts = confusion.get("labels"), confusion.get("counts")
         if not labels or not counts:
             continue
-        shown = ["N/A" if label in (0, None) else number(label) for label in labels]
+        heads = ["N/A" if label in (0, None) else number(label) for label in labels]
         lines += [
             "",
-            f"Confusion, {md_escape(skill)}: rows {md_escape(confusion.get('rows', 'people'))},"
-            f" columns {md_escape(confusion.get('columns', 'judge'))}",
+            f"Confusion, {md_text(skill)}: rows {md_text(confusion.get('rows', 'people'))},"
+            f" columns {md_text(confusion.get('columns', 'judge'))} (counts of responses)",
             "",
             *_table(
-                ["", *shown],
-                [[shown[i], *(number(v) for v in row)] for i, row in enumerate(counts)],
+                ["", *heads],
+                [[heads[i], *(number(v) for v in row)] for i, row in enumerate(counts)],
             ),
         ]
     return lines
@@ -464,15 +593,16 @@ def _calibration_lines(figure: object) -> list[str] | None:
 
 def _stratum_row(skill: str, stratum: str, group: Mapping[str, Any]) -> list[str]:
     ci = group.get("ci") or {}
+    row = _Row()
     return [
-        md_escape(skill),
+        md_text(skill),
         stratum,
-        md_escape(group.get("group", "")),
+        md_text(group.get("group", "")),
         number(group.get("n")),
         number(group.get("items")),
-        _with_ci(group.get("pearson"), ci.get("pearson")),
-        number(group.get("spearman")),
-        _with_ci(group.get("mae"), ci.get("mae")),
+        row.figure(group, "pearson", group.get("pearson"), ci.get("pearson")),
+        row.figure(group, "spearman", group.get("spearman")),
+        row.figure(group, "mae", group.get("mae"), ci.get("mae")),
     ]
 
 
@@ -506,17 +636,19 @@ def _na_lines(figure: object) -> list[str] | None:
         return None
     if not skills:
         return ["(none)"]
-    rows = [
-        [
-            md_escape(skill),
-            number(n.get("responses")),
-            number(n.get("people_rate")),
-            number(n.get("judge_rate")),
-            number(n.get("agreement")),
-            _with_ci(n.get("kappa"), n.get("kappa_ci")),
-        ]
-        for skill, n in skills.items()
-    ]
+    rows = []
+    for skill, f in skills.items():
+        row = _Row()
+        rows.append(
+            [
+                md_text(skill),
+                number(f.get("responses")),
+                row.figure(f, "people_rate", f.get("people_rate")),
+                row.figure(f, "judge_rate", f.get("judge_rate")),
+                row.figure(f, "agreement", f.get("agreement")),
+                row.figure(f, "kappa", f.get("kappa"), f.get("kappa_ci")),
+            ]
+        )
     return [
         "How often people and the judge mark a skill N/A, and their agreement on whether it"
         " applies (share of responses, Cohen's κ).",
@@ -537,22 +669,27 @@ def _stochasticity_lines(figure: object) -> list[str] | None:
     for skill, s in skills.items():
         judge = s.get("judge") or {}
         people = s.get("people") or {}
+        row = _Row()
         rows.append(
             [
-                md_escape(skill),
+                md_text(skill),
                 number(judge.get("samples")),
                 number(judge.get("responses")),
-                _with_ci(
+                row.figure(
+                    judge,
+                    "alpha",
                     (judge.get("alpha") or {}).get("ordinal"),
                     (judge.get("alpha_ci") or {}).get("ordinal"),
                 ),
-                _with_ci(judge.get("unanimous"), judge.get("unanimous_ci")),
+                row.figure(judge, "unanimous", judge.get("unanimous"), judge.get("unanimous_ci")),
                 number(people.get("pairs")),
-                _with_ci(
+                row.figure(
+                    people,
+                    "alpha",
                     (people.get("alpha") or {}).get("ordinal"),
                     (people.get("alpha_ci") or {}).get("ordinal"),
                 ),
-                _with_ci(people.get("exact"), people.get("exact_ci")),
+                row.figure(people, "exact", people.get("exact"), people.get("exact_ci")),
             ]
         )
     return [
@@ -585,16 +722,16 @@ def _probe_lines(figure: object) -> list[str] | None:
     if runs:
         rows = []
         for run in runs:
-            effect = run.get("flip_rate") if run.get("pairwise") else run.get("effect")
+            name = "flip_rate" if run.get("pairwise") else "effect"
             rows.append(
                 [
                     number(run.get("run_id")),
-                    md_escape(run.get("label") or run.get("probe") or ""),
+                    md_text(run.get("label") or run.get("probe") or ""),
                     "flip rate" if run.get("pairwise") else "score change",
-                    _ci(effect),
+                    _Row().estimate(run, name, run.get(name)),
                     number(run.get("n")),
                     number(run.get("items")),
-                    md_escape(run.get("cost", "")),
+                    md_text(run.get("cost", "")),
                 ]
             )
         lines += _table(["run", "probe", "effect", "value", "n", "items", "cost"], rows)
@@ -611,17 +748,20 @@ def _probe_lines(figure: object) -> list[str] | None:
                 ]
     length = figure.get("length")
     if isinstance(length, Mapping):
+        n = length.get("n")
         lines += [
             "",
             f"- **length**: partial correlation of the judge's score with response length,"
-            f" people's score held: {_ci(length.get('partial_r'))} (n = {number(length.get('n'))})",
+            f" people's score held: {_Row().estimate(length, 'partial_r', length.get('partial_r'))}"
+            f" (n = {number(n)})",
         ]
     own = figure.get("self_preference")
     if isinstance(own, Mapping):
         lines += [
             "",
-            f"- **self-preference** (family {md_escape(own.get('family', ''))}): judge − people"
-            f" on its own family's responses minus on the others: {_ci(own.get('difference'))}"
-            f" ({number(own.get('own'))} own, {number(own.get('other'))} other)",
+            f"- **self-preference** (family {md_text(own.get('family', ''))}): judge − people"
+            f" on its own family's responses minus on the others:"
+            f" {_Row().estimate(own, 'difference', own.get('difference'))}"
+            f" (n = {number(own.get('own'))} own, {number(own.get('other'))} other)",
         ]
     return lines or ["No bias probe run for this judge."]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from analytics.cards.small_samples import card_flag_small_samples, interval_problem, reason
 from analytics.models import ImportedScore, RaterKind, ReportSnapshot, SnapshotStatus
 from analytics.report.snapshots import (
     STATUS_FIELDS,
@@ -83,11 +84,13 @@ class Figure:
     value: float | None
     low: float | None = None
     high: float | None = None
+    note: str = ""  # why the interval is not shown, "" when it is (small_samples)
 
     @classmethod
     def of(cls, figures: Mapping[str, Any], measure: str, ci_key: str = "ci") -> Figure:
         ci = (figures.get(ci_key) or {}).get(measure) or {}
-        return cls(figures.get(measure), ci.get("low"), ci.get("high"))
+        value = figures.get(measure)
+        return cls(value, ci.get("low"), ci.get("high"), interval_problem(value, ci))
 
     def as_dict(self) -> dict[str, float | None]:
         return {"value": self.value, "low": self.low, "high": self.high}
@@ -107,6 +110,8 @@ class LeaderboardRow:
     ceiling_pearson: Figure
     ceiling_spearman: Figure
     snapshot_id: int
+    too_few: str = ""  # the correlations' reason below their minimum (small_samples)
+    ceiling_too_few: str = ""  # the human ceiling's
 
     @property
     def short(self) -> str:
@@ -125,6 +130,7 @@ class LeaderboardRow:
                 "pearson": self.ceiling_pearson.as_dict(),
                 "spearman": self.ceiling_spearman.as_dict(),
             },
+            "too_few": {"correlation": self.too_few, "human_ceiling": self.ceiling_too_few},
             "snapshot": self.snapshot_id,
         }
 
@@ -197,6 +203,10 @@ def judge_leaderboard(
                     continue
                 figures = levels.get(level) or {}
                 human = agreement.get(skill) or {}
+                flagged = {"correlation": {skill: {level: dict(figures)}}, "human_ceiling": {}}
+                if human:
+                    flagged["human_ceiling"][skill] = dict(human)
+                card_flag_small_samples(flagged)  # a snapshot's own flags, or the same rule
                 rows.append(
                     LeaderboardRow(
                         fingerprint=identity.fingerprint,
@@ -211,6 +221,8 @@ def judge_leaderboard(
                         ceiling_pearson=_ceiling(human, "pearson"),
                         ceiling_spearman=_ceiling(human, "spearman"),
                         snapshot_id=snapshot.pk,
+                        too_few=reason(flagged["correlation"][skill][level], "pearson"),
+                        ceiling_too_few=reason(flagged["human_ceiling"].get(skill), "loo_ceiling"),
                     )
                 )
     on_projects: dict[str, set[str]] = {}
@@ -240,7 +252,7 @@ def _ceiling(agreement: Mapping[str, Any], measure: str) -> Figure:
     """The skill's leave-one-out human ceiling (its interval sits beside it)."""
     ci = (agreement.get("loo_ceiling_ci") or {}).get(measure) or {}
     value = (agreement.get("loo_ceiling") or {}).get(measure)
-    return Figure(value, ci.get("low"), ci.get("high"))
+    return Figure(value, ci.get("low"), ci.get("high"), interval_problem(value, ci))
 
 
 # --- cards ----------------------------------------------------------------------------------
@@ -266,6 +278,37 @@ def snapshot_current(*, project: Project) -> ReportSnapshot | None:
         .order_by("-finished_at", "-pk")
         .first()
     )
+
+
+@dataclass(frozen=True)
+class CardJudge:
+    """A judge a card can be built for, as the cards page lists it."""
+
+    name: str
+    label: str  # its configuration's fingerprint label; "" for imported scores
+    skills: list[tuple[str, int | None]]  # (skill, instance-level n) in the snapshot
+
+
+def card_judges(*, project: Project, snapshot: ReportSnapshot | None) -> list[CardJudge]:
+    """Every judge of the project (its configurations) and every judge `snapshot`
+    correlates with people (imported scores included), by name: each has a card. Reads the
+    snapshot's small leaderboard part (its report when made before that part existed)."""
+    correlation: Mapping[str, Any] = {}
+    if snapshot is not None:
+        report = snapshot_part(snapshot, "leaderboard") or snapshot_part(snapshot, "report")
+        correlation = (report or {}).get("correlation") or {}
+    labels = {i.name: i.label for i in judge_identities(project_ids=[project.pk])}
+    return [
+        CardJudge(
+            name=name,
+            label=labels.get(name, ""),
+            skills=[
+                (skill, (levels.get("instance") or {}).get("n"))
+                for skill, levels in (correlation.get(name) or {}).items()
+            ],
+        )
+        for name in sorted(set(labels) | set(correlation), key=lambda n: (n.casefold(), n))
+    ]
 
 
 def imported_judge_response_rows(
@@ -300,7 +343,8 @@ def dataset_hash(rows: Sequence[tuple[int, str, str]]) -> str:
 def card_build(*, project: Project, snapshot: ReportSnapshot, judge: str) -> dict[str, Any] | None:
     """The evaluation card of `judge` from `snapshot` (None if the project has neither a
     judge of that name nor a correlation of it in the snapshot): JSON-ready, in a fixed
-    order, every figure copied as the snapshot stores it."""
+    order, every figure copied as the snapshot stores it, each figure group with its
+    `too_few` reason beside its n (analytics/cards/small_samples.py)."""
     report = snapshot_part(snapshot, "report") or {}
     correlation = (report.get("correlation") or {}).get(judge)
     as_of = snapshot_as_of(snapshot) or snapshot.finished_at
@@ -406,6 +450,7 @@ def card_build(*, project: Project, snapshot: ReportSnapshot, judge: str) -> dic
         "human_ceiling": ceiling,
         "trust": trust if trust else None,
     }
+    card_flag_small_samples(card)
     card["limitations"] = card_limitations(card)
     return card
 
@@ -471,7 +516,10 @@ def card_limitations(card: Mapping[str, Any]) -> list[str]:
             )
         ci = (instance.get("ci") or {}).get("pearson") or {}
         low, high = ci.get("low"), ci.get("high")
-        if low is not None and high is not None and high - low > WIDE_INTERVAL:
+        shown = not reason(instance, "pearson") and not interval_problem(
+            instance.get("pearson"), ci
+        )
+        if shown and low is not None and high is not None and high - low > WIDE_INTERVAL:
             said.append(f"{skill}: the Pearson interval is wide ({low:.2f} to {high:.2f}).")
         if instance.get("pearson") is None and n:
             said.append(f"{skill}: Pearson is undefined (a constant side).")

@@ -1,5 +1,6 @@
-"""The judge leaderboard across projects (researchers and site admins) and evaluation card
-downloads (a project's staff). Every page reads stored snapshots; none computes a report."""
+"""The judge leaderboard across projects (researchers and site admins), evaluation card
+downloads and the page listing a project's judges with their cards (a project's staff).
+Every page reads stored snapshots; none computes a report."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from annotation.models import Project
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 PAGE = "analytics/cards/leaderboard.html"
+CARDS = "analytics/cards/judge_cards.html"
 FORMATS = {
     "md": "text/markdown; charset=utf-8",
     "json": "application/json",
@@ -139,8 +141,14 @@ def judge_card_json(request: HtmxHttpRequest, slug: str, snapshot_id: int) -> Ht
 def judge_card_current(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The card of `?judge=` in the project's current snapshot (the latest done default one,
     else the latest done one): a redirect to that snapshot's card, so what is downloaded
-    names the snapshot it was built from."""
+    names the snapshot it was built from. Without a judge: the page listing the project's
+    judges, each with the links to its card."""
     project = project_get_for_staff(request.user, slug)
+    if not request.GET.get("judge"):
+        snapshot = selectors.snapshot_current(project=project)
+        judges = selectors.card_judges(project=project, snapshot=snapshot)
+        context = {"project": project, "snapshot": snapshot, "judges": judges}
+        return render(request, CARDS, context)
     judge = _judge_name(request)
     fmt = request.GET.get("format", "md")
     if fmt not in FORMATS:

@@ -12,7 +12,7 @@ The report is one JSON-ready dict; `manage.py analytics_report` and the API retu
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analytics import bootstrap, metrics
-from analytics.report import resampled, wide_tables
+from analytics.report import resampled, small_samples, wide_tables
 from analytics.rows import Row
 
 #: A response's exact human total: an int for whole scores, else a Fraction.
@@ -41,16 +41,19 @@ IccDesign = tuple[npt.NDArray[np.float64], npt.NDArray[np.intp], bool]
 class PairwiseSpearman(TypedDict):
     value: float | None
     pairs: int
+    units: int  # the distinct responses the pairs cover: its n (docs/SMALL_SAMPLES.md)
 
 
 class LooCeiling(TypedDict):
     pearson: float | None
     spearman: float | None
     annotators: int
+    units: int  # the distinct responses the annotators cover: its n
 
 
 class JudgeStanding(TypedDict):
     mean: float | None
+    n: NotRequired[int]  # the judge's responses of the system (N/A left out)
     rank: NotRequired[int | None]
 
 
@@ -205,12 +208,19 @@ def _register_agreement(
         )
     # The mean pairwise Spearman and the ceiling come from the intervals' tables, like
     # alpha (test_resampled.py checks them against _mean_pairwise_spearman/_loo_ceiling).
-    pairs = resampled.pairwise_spearman_register(
+    pairs, units = resampled.pairwise_spearman_register(
         rs, matrix, unit_items, sink=result, key="mean_pairwise_spearman_ci"
     )
-    result["mean_pairwise_spearman"] = {"value": None, "pairs": pairs}
-    annotators = resampled.loo_register(rs, matrix, unit_items, sink=result, key="loo_ceiling_ci")
-    result["loo_ceiling"] = {"pearson": None, "spearman": None, "annotators": annotators}
+    result["mean_pairwise_spearman"] = {"value": None, "pairs": pairs, "units": units}
+    annotators, units = resampled.loo_register(
+        rs, matrix, unit_items, sink=result, key="loo_ceiling_ci"
+    )
+    result["loo_ceiling"] = {
+        "pearson": None,
+        "spearman": None,
+        "annotators": annotators,
+        "units": units,
+    }
 
     def kappas() -> None:
         if "kappas" in found:
@@ -281,30 +291,40 @@ def _mean_pairwise_spearman(matrix: npt.NDArray[np.float64]) -> PairwiseSpearman
     # scipy is imported where used: at module top it added ~0.5 s of CPU to every process start
     from scipy import stats
 
-    ids, x, y, _units = resampled.rater_pairs(matrix)
+    ids, x, y, units = resampled.rater_pairs(matrix)
     values: list[float] = []
+    covered: set[int] = set()
     if ids.size:
         bounds = np.flatnonzero(np.diff(ids)) + 1
-        for gx, gy in zip(np.split(x, bounds), np.split(y, bounds), strict=True):
+        groups = zip(np.split(x, bounds), np.split(y, bounds), np.split(units, bounds), strict=True)
+        for gx, gy, gu in groups:
             if gx.size >= 3 and np.ptp(gx) > 0 and np.ptp(gy) > 0:
                 rx, ry = stats.rankdata(gx), stats.rankdata(gy)  # Spearman: Pearson of ranks
                 rx -= rx.mean()
                 ry -= ry.mean()
                 values.append(float((rx * ry).sum() / np.sqrt((rx * rx).sum() * (ry * ry).sum())))
-    return {"value": float(np.mean(values)) if values else None, "pairs": len(values)}
+                covered.update(gu.tolist())
+    return {
+        "value": float(np.mean(values)) if values else None,
+        "pairs": len(values),
+        "units": len(covered),
+    }
 
 
 def _loo_ceiling(matrix: npt.NDArray[np.float64]) -> LooCeiling:
     """Each annotator against the mean of the others on the units they share (a human
     ceiling for judge correlations), averaged over the annotators of `resampled.loo_sides`."""
-    found = [metrics.correlate(side.own, side.rest) for side in resampled.loo_sides(matrix)]
+    sides = resampled.loo_sides(matrix)
+    found = [metrics.correlate(side.own, side.rest) for side in sides]
     pearsons = [c.pearson for c in found if c.pearson is not None]
     # both are defined or neither (metrics.correlate)
     spearmans = [c.spearman for c in found if c.pearson is not None and c.spearman is not None]
+    counted = [side for side, c in zip(sides, found, strict=True) if c.pearson is not None]
     return {
         "pearson": float(np.mean(pearsons)) if pearsons else None,
         "spearman": float(np.mean(spearmans)) if spearmans else None,
         "annotators": len(pearsons),
+        "units": resampled.sides_units(counted),
     }
 
 
@@ -786,7 +806,8 @@ def build_report(
         for s in names
         if human_by_skill.get(s) or judge_by_skill.get(s)
     }
-    return _clean_dict(report)
+    # flagged once clean: the flags are strings and counts, nothing to clean in them
+    return small_samples.flag_report(_clean_dict(report))
 
 
 def _share(progress: Callable[[float], None], done: int, parts: int) -> Callable[[float], None]:
@@ -856,8 +877,8 @@ def leaderboard(
     """Per system, one skill: the mean human score (of per-response means, exact) and each
     judge's mean, with the ranks they give (1 = best; equal means share the best rank);
     sorted by the human mean, best first. Rows: {"system", "n", "humans", "humans_rank",
-    "judges": {JUDGE: {"mean", "rank"}}} (judges nested, so no judge name can collide with
-    a key)."""
+    "judges": {JUDGE: {"mean", "n", "rank"}}} (judges nested, so no judge name can collide
+    with a key; a judge's `n` counts its scored responses of the system)."""
     means = human_means(human_rows) if means is None else means
     entries = list(means.values())
     humans = group_means([e[1] for e in entries], [e[3] for e in entries], [e[4] for e in entries])
@@ -872,6 +893,8 @@ def leaderboard(
             scored[rater][1].append(value)
     raters = sorted({r[4] for r in judge_rows})
     by_judge = {name: group_means(systems, values) for name, (systems, values) in scored.items()}
+    judge_sizes = {name: Counter(systems) for name, (systems, _values) in scored.items()}
+    no_scores: Counter[str] = Counter()
     table: list[LeaderboardRow] = []
     for system in list(humans) + sorted(
         {s for found in by_judge.values() for s in found} - set(humans)
@@ -881,7 +904,13 @@ def leaderboard(
                 "system": system,
                 "n": sizes.get(system, 0),
                 "humans": humans.get(system),
-                "judges": {name: {"mean": by_judge.get(name, {}).get(system)} for name in raters},
+                "judges": {
+                    name: {
+                        "mean": by_judge.get(name, {}).get(system),
+                        "n": judge_sizes.get(name, no_scores)[system],
+                    }
+                    for name in raters
+                },
             }
         )
 
@@ -997,6 +1026,7 @@ def _compare_judges(
                         second.sink["ci"]["pearson"]["estimate"],
                         first.resampler.kept_values(first.sink, "pearson"),
                         second.resampler.kept_values(second.sink, "pearson"),
+                        first.sink["ci"]["pearson"].get("items"),
                     ),
                 }
                 continue

@@ -26,6 +26,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict
 
+from analytics import minimums
+from analytics.bootstrap import interval_note
 from analytics.report.build import HumanMean, Json, Total, human_means, mean_of_means
 from analytics.rows import ReportRows, Row
 
@@ -58,11 +60,17 @@ class Dataset(TypedDict):
 
 class HeadlineJudge(TypedDict):
     """One judge of the headline: its correlation per skill (None where undefined), the
-    interval of each ([low, high], None without), their mean and its rank (None: no value)."""
+    interval of each ([low, high]; None without one, or when it cannot be read as shown:
+    `notes` says why), each figure's n and, below its minimum, why it is too few
+    (docs/SMALL_SAMPLES.md), the mean of the figures that are neither undefined nor too few
+    and its rank (None: no such figure)."""
 
     label: str
     data: list[float | None]
     errors: list[list[float] | None]
+    n: list[int | None]
+    too_few: list[str]
+    notes: list[str]
     mean: float | None
     skills: int
     rank: int | None
@@ -74,12 +82,19 @@ class RadarChart(TypedDict):
     labels: list[str]
     datasets: list[Dataset]
     scale: ScaleHint
+    drawn: bool  # whether it has a value to draw (not when every mean is too few)
 
 
 class FacetRow(TypedDict):
+    """One group's row of a facet chart's table: the responses with a human score (`n`),
+    each dataset's mean, its own count and, below the minimum of a stratum, why it is too
+    few (that value is left out of the chart)."""
+
     label: str
     n: int
     values: list[float | None]
+    counts: list[int]
+    too_few: list[str]
 
 
 class FacetChart(TypedDict):
@@ -91,6 +106,7 @@ class FacetChart(TypedDict):
     datasets: list[Dataset]
     scale: ScaleHint
     rows: list[FacetRow]
+    drawn: bool  # whether it has a value to draw (not when every mean is too few)
 
 
 class Headline(TypedDict):
@@ -100,6 +116,9 @@ class Headline(TypedDict):
     judges: list[HeadlineJudge]  # best ranked first
     ceiling: list[float | None] | None  # the human ceiling per skill; None: none at all
     ceiling_errors: list[list[float] | None] | None
+    ceiling_n: list[int | None] | None  # the responses each ceiling is computed on
+    ceiling_too_few: list[str] | None
+    ceiling_notes: list[str] | None
 
 
 class DashboardCharts(TypedDict):
@@ -143,6 +162,12 @@ def report_skills(report: Json) -> list[str]:
 # --- tables ---------------------------------------------------------------------------------
 
 
+def _too_few(figures: Json, name: str) -> str:
+    """Why figure `name` of a dict of the report's figures is too few ("" when it is not,
+    or when the report predates the flags): analytics.report.small_samples."""
+    return str((figures.get("too_few") or {}).get(name) or "")
+
+
 def report_tables(report: Json) -> Json:
     """The report as lists for the dashboard's tables (values as in the report; each
     figure's interval beside it where the report has one, else None)."""
@@ -156,6 +181,7 @@ def report_tables(report: Json) -> Json:
                     "level": level,
                     "value": (figures.get("krippendorff_alpha") or {}).get(level),
                     "ci": (figures.get("krippendorff_alpha_ci") or {}).get(level),
+                    "too_few": _too_few(figures, "krippendorff_alpha"),
                 }
                 for level in ALPHA_LEVELS
             ],
@@ -164,6 +190,7 @@ def report_tables(report: Json) -> Json:
                     "form": form,
                     "value": (figures.get("icc") or {}).get(form),
                     "ci": (figures.get("icc_ci") or {}).get(form),
+                    "too_few": _too_few(figures, "icc"),
                 }
                 for form in ICC_FORMS
             ],
@@ -172,6 +199,7 @@ def report_tables(report: Json) -> Json:
                     "weights": weights,
                     "value": figures["cohen_kappa"].get(weights),
                     "ci": (figures.get("cohen_kappa_ci") or {}).get(weights),
+                    "too_few": _too_few(figures, "cohen_kappa"),
                 }
                 for weights in KAPPA_WEIGHTS
             ]
@@ -214,8 +242,18 @@ def report_tables(report: Json) -> Json:
                         "system": row["system"],
                         "n": row["n"],
                         "scores": [
-                            {"mean": row.get("humans"), "rank": row.get("humans_rank")},
-                            *(row.get("judges", {}).get(name, {}) for name in raters),
+                            {
+                                "mean": row.get("humans"),
+                                "rank": row.get("humans_rank"),
+                                "n": row.get("n"),
+                                "too_few": _too_few(row, "humans"),
+                            },
+                            *(
+                                {**standing, "too_few": _too_few(standing, "mean")}
+                                for standing in (
+                                    row.get("judges", {}).get(name, {}) for name in raters
+                                )
+                            ),
                         ],
                     }
                     for row in rows
@@ -255,7 +293,8 @@ def _scale_hint(datasets: Sequence[Dataset]) -> ScaleHint:
 def radar_charts(report: Json, *, off_scale: Iterable[tuple[str, str]] = ()) -> list[RadarChart]:
     """One chart per system: the mean score per skill of the humans and of each judge, from
     the leaderboards. A radar needs three axes; with fewer skills it is a bar chart. A judge's
-    values on its own scale (off_scale) are left out: they do not share the axis."""
+    values on its own scale (off_scale) are left out: they do not share the axis; so are
+    means on too few responses (the leaderboards' `too_few`; the tables show them greyed)."""
     leaderboard = report.get("leaderboard", {})
     skills = list(leaderboard)
     raw = set(off_scale)
@@ -268,15 +307,17 @@ def radar_charts(report: Json, *, off_scale: Iterable[tuple[str, str]] = ()) -> 
             for skill, rows in leaderboard.items()
         }
         datasets: list[Dataset] = []
-        humans = [by_skill[skill].get("humans") for skill in skills]
+        humans = [
+            None if _too_few(by_skill[skill], "humans") else by_skill[skill].get("humans")
+            for skill in skills
+        ]
         if any(v is not None for v in humans):
             datasets.append({"label": HUMANS, "data": humans})
         for name in judges:
+            standings = [by_skill[skill].get("judges", {}).get(name, {}) for skill in skills]
             data = [
-                None
-                if (name, skill) in raw
-                else by_skill[skill].get("judges", {}).get(name, {}).get("mean")
-                for skill in skills
+                None if (name, skill) in raw or _too_few(standing, "mean") else standing.get("mean")
+                for skill, standing in zip(skills, standings, strict=True)
             ]
             if any(v is not None for v in data):
                 datasets.append({"label": name, "data": data})
@@ -287,9 +328,14 @@ def radar_charts(report: Json, *, off_scale: Iterable[tuple[str, str]] = ()) -> 
                 "labels": skills,
                 "datasets": datasets,
                 "scale": _scale_hint(datasets),
+                "drawn": _drawn(datasets),
             }
         )
     return charts
+
+
+def _drawn(datasets: Sequence[Dataset]) -> bool:
+    return any(v is not None for d in datasets for v in d["data"])
 
 
 def _facet_keys(facets: Mapping[int, Json], item_id: int, facet: str) -> list[str]:
@@ -312,7 +358,9 @@ def facet_bars(
     """Per skill, one bar chart: for each domain (facet="domain") or difficulty level
     ("difficulty"), the mean human score and each judge's mean score over the responses of
     that group (FLASK's per-domain and per-difficulty views). An item with several domains
-    counts in each. `n` counts the responses with a human score per group."""
+    counts in each. `n` counts the responses with a human score per group; a mean on fewer
+    responses than a stratum needs (analytics.minimums) is left out of the chart, and its
+    row of the table says why."""
     human_by_skill: dict[str, list[Row]] = defaultdict(list)
     for row in rows.human:
         human_by_skill[row[3]].append(row)
@@ -335,15 +383,31 @@ def facet_bars(
         if not keys:
             continue
         labels = _facet_order(keys)
-        datasets: list[Dataset] = []
+        means: list[tuple[str, list[float | None], list[int]]] = []
         if human_parts:
-            datasets.append(
-                {"label": HUMANS, "data": [mean_of_means(human_parts[k]) for k in labels]}
+            means.append(
+                (
+                    HUMANS,
+                    [mean_of_means(human_parts[k]) for k in labels],
+                    [len(human_parts[k]) for k in labels],
+                )
             )
         for judge in judges:
             parts = judge_values.get((judge, skill))
             if parts:
-                datasets.append({"label": judge, "data": [mean_of_means(parts[k]) for k in labels]})
+                means.append(
+                    (
+                        judge,
+                        [mean_of_means(parts[k]) for k in labels],
+                        [len(parts[k]) for k in labels],
+                    )
+                )
+        # a group's mean on too few responses is left out of the chart; its table says why
+        too_few = [[minimums.too_few("stratum", c) for c in counts] for _, _, counts in means]
+        datasets: list[Dataset] = [
+            {"label": label, "data": [None if few else v for v, few in zip(data, why, strict=True)]}
+            for (label, data, _), why in zip(means, too_few, strict=True)
+        ]
         n = [len(human_parts[k]) for k in labels]
         charts.append(
             {
@@ -354,9 +418,16 @@ def facet_bars(
                 "n": n,
                 "datasets": datasets,
                 "scale": _scale_hint(datasets),
+                "drawn": _drawn(datasets),
                 # the same numbers by row, for the table under the chart
                 "rows": [
-                    {"label": k, "n": n[i], "values": [d["data"][i] for d in datasets]}
+                    {
+                        "label": k,
+                        "n": n[i],
+                        "values": [data[i] for _, data, _ in means],
+                        "counts": [counts[i] for _, _, counts in means],
+                        "too_few": [why[i] for why in too_few],
+                    }
                     for i, k in enumerate(labels)
                 ],
             }
@@ -365,10 +436,11 @@ def facet_bars(
 
 
 def _interval(ci: Json | None) -> list[float] | None:
-    """[low, high] of a report interval, None where the report has none (or it is undefined)."""
+    """[low, high] of a report interval, None where the report has none (or it is
+    undefined), or where it cannot be read as shown (its `flags`: `interval_note`)."""
     ci = ci or {}
     low, high = ci.get("low"), ci.get("high")
-    return None if low is None or high is None else [low, high]
+    return None if low is None or high is None or ci.get("flags") else [low, high]
 
 
 def _rank(value: float | None, values: Iterable[float | None]) -> int | None:
@@ -383,8 +455,9 @@ def headline(report: Json, level: str = "instance", measure: str = "pearson") ->
     None for Kendall, which the ceiling is not computed in); the judges ranked.
 
     A judge's `mean` is the mean of its correlations over the skills where it is defined
-    (`skills` says how many); judges are ranked by it, best first, equal means sharing a
-    rank, then by name; a judge with no defined correlation comes last without a rank."""
+    and not too few (docs/SMALL_SAMPLES.md; `skills` says how many); judges are ranked by
+    it, best first, equal means sharing a rank, then by name; a judge with no such
+    correlation comes last without a rank."""
     if level not in LEVELS or measure not in MEASURES:
         raise ValueError(f"no headline for level {level!r} and measure {measure!r}")
     correlation = report.get("correlation", {})
@@ -394,16 +467,26 @@ def headline(report: Json, level: str = "instance", measure: str = "pearson") ->
     for judge in names:
         data: list[float | None] = []
         errors: list[list[float] | None] = []
+        sizes: list[int | None] = []
+        few: list[str] = []
+        notes: list[str] = []
         for skill in skills:
             figures = correlation[judge].get(skill, {}).get(level, {})
+            ci = (figures.get("ci") or {}).get(measure)
             data.append(figures.get(measure))
-            errors.append(_interval((figures.get("ci") or {}).get(measure)))
-        defined = [v for v in data if v is not None]
+            errors.append(_interval(ci))
+            sizes.append(figures.get("n"))
+            few.append(_too_few(figures, measure))
+            notes.append(interval_note(ci))
+        defined = [v for v, why in zip(data, few, strict=True) if v is not None and not why]
         rows.append(
             {
                 "label": judge,
                 "data": data,
                 "errors": errors,
+                "n": sizes,
+                "too_few": few,
+                "notes": notes,
                 "mean": math.fsum(defined) / len(defined) if defined else None,
                 "skills": len(defined),
                 "rank": None,
@@ -413,12 +496,9 @@ def headline(report: Json, level: str = "instance", measure: str = "pearson") ->
     for row in rows:
         row["rank"] = _rank(row["mean"], means)
     rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0, r["label"]))
-    agreement = report.get("agreement", {})
-    ceiling = [((agreement.get(s) or {}).get("loo_ceiling") or {}).get(measure) for s in skills]
-    ceiling_errors = [
-        _interval(((agreement.get(s) or {}).get("loo_ceiling_ci") or {}).get(measure))
-        for s in skills
-    ]
+    agreement = [report.get("agreement", {}).get(s) or {} for s in skills]
+    ceiling = [(a.get("loo_ceiling") or {}).get(measure) for a in agreement]
+    ceiling_cis = [(a.get("loo_ceiling_ci") or {}).get(measure) for a in agreement]
     has_ceiling = any(v is not None for v in ceiling)
     return {
         "level": level,
@@ -426,7 +506,12 @@ def headline(report: Json, level: str = "instance", measure: str = "pearson") ->
         "labels": skills,
         "judges": rows,
         "ceiling": ceiling if has_ceiling else None,
-        "ceiling_errors": ceiling_errors if has_ceiling else None,
+        "ceiling_errors": [_interval(ci) for ci in ceiling_cis] if has_ceiling else None,
+        "ceiling_n": [(a.get("loo_ceiling") or {}).get("units") for a in agreement]
+        if has_ceiling
+        else None,
+        "ceiling_too_few": [_too_few(a, "loo_ceiling") for a in agreement] if has_ceiling else None,
+        "ceiling_notes": [interval_note(ci) for ci in ceiling_cis] if has_ceiling else None,
     }
 
 

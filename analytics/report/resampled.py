@@ -295,9 +295,10 @@ def _table_spearman_mean(
 
 def pairwise_spearman_register(
     rs: Resampler, matrix: npt.NDArray[np.float64], unit_items: ArrayLike, *, sink: Sink, key: str
-) -> int:
+) -> tuple[int, int]:
     """The mean pairwise Spearman (build._mean_pairwise_spearman) over the annotator pairs
-    sharing at least three units with variation on both sides; returns how many pairs."""
+    sharing at least three units with variation on both sides; returns how many pairs, and
+    how many distinct units they cover."""
     pid, x, y, unit = rater_pairs(matrix)
     kept_pairs: npt.NDArray[np.intp] = np.array([], dtype=np.int64)
     keep = np.zeros(pid.size, dtype=bool)
@@ -312,7 +313,7 @@ def pairwise_spearman_register(
         kept_pairs = pid[starts[good]]
     if not kept_pairs.size:
         sink[key] = _none()
-        return 0
+        return 0, 0
     values = np.unique(np.concatenate([x[keep], y[keep]]))
     group = np.searchsorted(kept_pairs, pid[keep])
     _table_spearman_mean(
@@ -329,7 +330,7 @@ def pairwise_spearman_register(
         key=key,
         single=True,
     )
-    return int(kept_pairs.size)
+    return int(kept_pairs.size), int(np.unique(unit[keep]).size)
 
 
 class LooSide(NamedTuple):
@@ -372,13 +373,13 @@ def loo_sides(matrix: npt.NDArray[np.float64]) -> list[LooSide]:
 
 def loo_register(
     rs: Resampler, matrix: npt.NDArray[np.float64], unit_items: ArrayLike, *, sink: Sink, key: str
-) -> int:
+) -> tuple[int, int]:
     """The leave-one-out ceiling (`loo_sides`) with its interval; returns how many
-    annotators it averages over."""
+    annotators it averages over, and how many distinct units they cover."""
     sides = loo_sides(matrix)
     if not sides:
         sink[key] = {"pearson": _none(), "spearman": _none()}
-        return 0
+        return 0, 0
     own = np.concatenate([side.own for side in sides])
     rest = np.concatenate([side.rest for side in sides])
     groups = np.concatenate([np.full(side.own.size, g) for g, side in enumerate(sides)])
@@ -397,7 +398,12 @@ def loo_register(
         sink=sink,
         key=key,
     )
-    return len(sides)
+    return len(sides), sides_units(sides)
+
+
+def sides_units(sides: Sequence[LooSide]) -> int:
+    """The distinct units the leave-one-out ceiling's annotators cover (its n)."""
+    return int(np.unique(np.concatenate([side.units for side in sides])).size) if sides else 0
 
 
 # --- human-judge correlation -----------------------------------------------------------------

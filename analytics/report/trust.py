@@ -129,9 +129,10 @@ BA_X = (1.0, 5.0)
 BA_Y = (-4.0, 4.0)
 
 
-def _bland_altman_svg(ba: dict[str, Any]) -> dict[str, Any]:
+def _bland_altman_svg(ba: dict[str, Any], *, lines: bool = True) -> dict[str, Any]:
     """Coordinates of the Bland-Altman chart (mean of judge and human on x, judge - human
-    on y): circles sized by count, the bias and the limits of agreement as lines."""
+    on y): circles sized by count, the bias and the limits of agreement as lines (not
+    drawn without `lines`: too few responses)."""
     w, h, pad = BA_WIDTH, BA_HEIGHT, BA_PAD
 
     def x(v: float) -> float:
@@ -143,10 +144,10 @@ def _bland_altman_svg(ba: dict[str, Any]) -> dict[str, Any]:
 
     points = ba.get("points") or []
     most = max((p[2] for p in points), default=1)
-    lines = [
+    drawn = [
         {"name": name, "y": y(ba[key]), "value": ba[key]}
         for name, key in (("bias", "bias"), ("−1.96 SD", "loa_low"), ("+1.96 SD", "loa_high"))
-        if ba.get(key) is not None
+        if lines and ba.get(key) is not None
     ]
     return {
         "width": w,
@@ -160,7 +161,7 @@ def _bland_altman_svg(ba: dict[str, Any]) -> dict[str, Any]:
             {"x": x(m), "y": y(d), "r": round(1.5 + 3.5 * (c / most) ** 0.5, 1), "n": c}
             for m, d, c in points
         ],
-        "lines": lines,
+        "lines": drawn,
         "xticks": [{"x": x(v), "label": v} for v in (1, 2, 3, 4, 5)],
         "yticks": [{"y": y(v), "label": v} for v in (-4, -2, 0, 2, 4)],
     }
@@ -175,13 +176,17 @@ def _page_context(figures: dict[str, Any]) -> dict[str, Any]:
             continue
         ba = cal["bland_altman"]
         conf = cal["confusion"]
+        # on too few responses (docs/SMALL_SAMPLES.md) the figures say so, and the chart
+        # shows the points without the bias and limit lines
+        too_few = (cal.get("too_few") or {}).get("offset", "")
         calibration.append(
             {
                 "skill": skill,
                 "cal": cal,
+                "too_few": too_few,
                 "ci": ba.get("ci") or {},
                 "iso_ci": cal["isotonic"].get("ci") or {},
-                "svg": _bland_altman_svg(ba),
+                "svg": _bland_altman_svg(ba, lines=not too_few),
                 "confusion": [
                     {"label": label, "counts": row}
                     for label, row in zip(conf["labels"], conf["counts"], strict=True)

@@ -328,34 +328,92 @@ def _headline_context(stored: dict | None, level: str, measure: str, *, every: b
         return {"headline": found}
     shown = found["judges"][:HEADLINE_CHART_JUDGES]
     listed = found["judges"] if every else found["judges"][:HEADLINE_TABLE_JUDGES]
+    ceiling = found.get("ceiling")
     chart = {
         "level": level,
         "title": f"{LEVEL_LABELS[level]}-level {MEASURE_LABELS[measure]}",
         "labels": found["labels"],
+        # a figure on too few data is not drawn (its cell in the table says why)
         "datasets": [
-            {"label": j["label"], "data": j["data"], "errors": j["errors"]} for j in shown
+            {
+                "label": j["label"],
+                "data": _drawn(j["data"], j.get("too_few")),
+                "errors": j["errors"],
+            }
+            for j in shown
         ],
-        "ceiling": found["ceiling"],
+        "ceiling": _drawn(ceiling, found.get("ceiling_too_few")) if ceiling else ceiling,
         "ceiling_errors": found["ceiling_errors"],
     }
     return {
         "headline": found,
         "headline_charts": {"headline": [chart]},
+        # nothing to draw when every figure is too few: the table says why
+        "headline_drawn": any(
+            v is not None
+            for values in [*(d["data"] for d in chart["datasets"]), chart["ceiling"] or []]
+            for v in values
+        ),
         "headline_shown": len(shown),
         "headline_hidden": len(found["judges"]) - len(shown),
-        "headline_rows": [{**j, "cells": _cells(j["data"], j["errors"])} for j in listed],
+        "headline_rows": [
+            {
+                **j,
+                "cells": _cells(
+                    j["data"], j["errors"], j.get("n"), j.get("too_few"), j.get("notes")
+                ),
+            }
+            for j in listed
+        ],
         "headline_table_hidden": len(found["judges"]) - len(listed),
         "headline_ceiling": (
-            _cells(found["ceiling"], found["ceiling_errors"] or []) if found["ceiling"] else None
+            _cells(
+                ceiling,
+                found["ceiling_errors"] or [],
+                found.get("ceiling_n"),
+                found.get("ceiling_too_few"),
+                found.get("ceiling_notes"),
+            )
+            if ceiling
+            else None
         ),
     }
 
 
-def _cells(values: list, errors: list) -> list[dict]:
-    """Values with their [low, high] intervals as the table's cells ({"value", "ci"})."""
+def _drawn(values: list, too_few: list | None) -> list:
+    """The values a chart draws: None where the figure is too few."""
     return [
-        {"value": v, "ci": {"low": e[0], "high": e[1]} if e else None}
-        for v, e in zip(values, errors or [None] * len(values), strict=True)
+        None if few else v for v, few in zip(values, too_few or [""] * len(values), strict=True)
+    ]
+
+
+def _cells(
+    values: list,
+    errors: list,
+    sizes: list | None = None,
+    too_few: list | None = None,
+    notes: list | None = None,
+) -> list[dict]:
+    """Values with their [low, high] intervals as the table's cells ({"value", "ci", "n",
+    "too_few", "note"}: docs/SMALL_SAMPLES.md; a headline stored before the flags has
+    none of them)."""
+    count = len(values)
+    return [
+        {
+            "value": v,
+            "ci": {"low": e[0], "high": e[1]} if e else None,
+            "n": n,
+            "too_few": few,
+            "note": note,
+        }
+        for v, e, n, few, note in zip(
+            values,
+            errors or [None] * count,
+            sizes or [None] * count,
+            too_few or [""] * count,
+            notes or [""] * count,
+            strict=True,
+        )
     ]
 
 

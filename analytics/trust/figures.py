@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analytics import bootstrap, metrics
-from analytics.report import resampled
+from analytics.report import resampled, small_samples
 from analytics.rows import Row
 
 Json = dict[str, Any]
@@ -682,6 +682,8 @@ def trust_figures(
             rs.run()
         if progress is not None:
             progress((position + 1) / len(skills))
+    for figures in result.values():
+        small_samples.flag_trust(figures)
     return {name: _clean_json(figures) for name, figures in result.items()}
 
 

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analytics.bootstrap import CONFIDENCE, Interval, IntervalDict
+from analytics.bootstrap import CONFIDENCE, Interval, IntervalDict, interval_flags
+from analytics.report import small_samples
 from analytics.rows import Row
 
 Stat = Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]
@@ -67,10 +68,11 @@ def item_interval(
     found = np.concatenate(values) if values else np.zeros(0)
     found = found[np.isfinite(found)]
     if not found.size:
-        return Interval(float(estimate), None, None, 0).as_dict()
+        return Interval(float(estimate), None, None, 0, n_items).as_dict()
     tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(found, [tail, 100 - tail])
-    return Interval(float(estimate), float(low), float(high), int(found.size)).as_dict()
+    low, high = (float(v) for v in np.percentile(found, [tail, 100 - tail]))
+    flags = interval_flags(float(estimate), low, high, n_items)
+    return Interval(float(estimate), low, high, int(found.size), n_items, flags).as_dict()
 
 
 def _sums(
@@ -197,10 +199,13 @@ def run_figures(run: Any, resamples: int) -> dict[str, Any]:
     keys = sorted(set(run.base_scores) & set(run.probe_scores))
     diffs = [run.probe_scores[k] - run.base_scores[k] for k in keys]
     items = [run.items[k[0]] for k in keys]
-    skills: dict[str, IntervalDict] = {}
+    skills: dict[str, dict[str, Any]] = {}
     for skill in sorted({k[1] for k in keys}):
         mine = [i for i, k in enumerate(keys) if k[1] == skill]
-        skills[skill] = mean_interval([items[i] for i in mine], [diffs[i] for i in mine], resamples)
+        skills[skill] = {
+            **mean_interval([items[i] for i in mine], [diffs[i] for i in mine], resamples),
+            "n": len(mine),
+        }
     out.update(
         n=len(keys),
         responses=len({k[0] for k in keys}),
@@ -288,5 +293,5 @@ def probe_figures(
             ),
         }
         if figures["runs"] or figures["length"] or figures["self_preference"]:
-            out[name] = figures
+            out[name] = small_samples.flag_probes(figures)
     return out

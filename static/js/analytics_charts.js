@@ -7,6 +7,10 @@
  * (analytics/report/chart_data.py builds them). Labels are drawn on the canvas as text, so
  * names from the data are never parsed as HTML. The tables of the page carry the same
  * numbers for readers who cannot see the charts.
+ *
+ * A long label (an axis or radar label, a legend entry) is cut on the canvas; it keeps its
+ * full name: pointing at it puts the name in the canvas's title (the browser's tooltip),
+ * and the canvas's accessible name (aria-label) lists the cut names in full.
  */
 (function () {
   "use strict";
@@ -18,10 +22,16 @@
   var DASHES = [[], [5, 3], [2, 2]];
   // a label longer than this is cut on the canvas; the tooltip shows it whole
   var SHORT = 18;
+  // legend entries have more room
+  var LEGEND_SHORT = 32;
+
+  function cut(label, most) {
+    var text = String(label);
+    return text.length > most ? text.slice(0, most - 1) + "…" : text;
+  }
 
   function shorten(label) {
-    var text = String(label);
-    return text.length > SHORT ? text.slice(0, SHORT - 1) + "…" : text;
+    return cut(label, SHORT);
   }
 
   function alpha(hex, a) {
@@ -115,7 +125,10 @@
             pointLabels: { font: { size: 11 }, padding: 6, callback: shorten },
           }),
         },
-        plugins: { tooltip: { callbacks: { title: tooltipTitle, label: tooltipValue } } },
+        plugins: {
+          legend: { labels: { generateLabels: shortLegend } },
+          tooltip: { callbacks: { title: tooltipTitle, label: tooltipValue } },
+        },
       },
     };
   }
@@ -127,7 +140,10 @@
       options: {
         maintainAspectRatio: false,
         scales: { x: { ticks: { callback: shortTick } }, y: valueScale(spec.scale) },
-        plugins: { tooltip: { callbacks: { title: tooltipTitle, label: tooltipValue } } },
+        plugins: {
+          legend: { labels: { generateLabels: shortLegend } },
+          tooltip: { callbacks: { title: tooltipTitle, label: tooltipValue } },
+        },
       },
     };
   }
@@ -183,9 +199,81 @@
   function shortLegend(chart) {
     var items = window.Chart.defaults.plugins.legend.labels.generateLabels(chart);
     items.forEach(function (item) {
-      item.text = shorten(item.text);
+      item.text = cut(item.text, LEGEND_SHORT);
     });
     return items;
+  }
+
+  function inside(box, x, y) {
+    return box && x >= box.left && x <= box.right && y >= box.top && y <= box.bottom;
+  }
+
+  // The full name of the cut label under the pointer, or "": an x-axis tick, a radar
+  // label or a legend entry.
+  function cutNameAt(chart, x, y) {
+    var labels = chart.data.labels || [];
+    var axis = chart.scales.x;
+    if (axis && axis.type === "category" && inside(axis, x, y)) {
+      var label = labels[axis.getValueForPixel(x)];
+      if (label !== undefined && shorten(label) !== String(label)) return String(label);
+    }
+    var radar = chart.scales.r;
+    if (radar && radar.getPointLabelPosition) {
+      for (var i = 0; i < labels.length; i++) {
+        if (inside(radar.getPointLabelPosition(i), x, y) && shorten(labels[i]) !== String(labels[i])) {
+          return String(labels[i]);
+        }
+      }
+    }
+    var legend = chart.legend;
+    if (legend && legend.legendHitBoxes && inside(legend, x, y)) {
+      for (var k = 0; k < legend.legendHitBoxes.length; k++) {
+        var hit = legend.legendHitBoxes[k];
+        var item = legend.legendItems[k];
+        var box = { left: hit.left, top: hit.top, right: hit.left + hit.width, bottom: hit.top + hit.height };
+        var dataset = item && chart.data.datasets[item.datasetIndex];
+        if (dataset && inside(box, x, y) && item.text !== String(dataset.label)) {
+          return String(dataset.label);
+        }
+      }
+    }
+    return "";
+  }
+
+  // Pointing at a cut label shows its full name (the canvas's title: the browser's tooltip).
+  var fullNames = {
+    id: "flaskwebFullNames",
+    afterEvent: function (chart, args) {
+      var event = args.event;
+      var canvas = chart.canvas;
+      if (event.type === "mouseout") {
+        canvas.removeAttribute("title");
+        return;
+      }
+      if (event.type !== "mousemove") return;
+      var name = cutNameAt(chart, event.x, event.y);
+      if (name) canvas.setAttribute("title", name);
+      else canvas.removeAttribute("title");
+    },
+  };
+
+  // The canvas's accessible name lists in full every name the chart cuts.
+  function nameCutLabels(canvas, chart) {
+    var names = [];
+    (chart.data.labels || []).forEach(function (label) {
+      if (shorten(label) !== String(label)) names.push(String(label));
+    });
+    chart.data.datasets.forEach(function (d) {
+      if (d.label !== undefined && cut(d.label, LEGEND_SHORT) !== String(d.label)) {
+        names.push(String(d.label));
+      }
+    });
+    var base = canvas.dataset.label || canvas.getAttribute("aria-label") || "";
+    canvas.dataset.label = base;
+    canvas.setAttribute(
+      "aria-label",
+      names.length ? base + " Names cut on the chart, in full: " + names.join("; ") + "." : base
+    );
   }
 
   // A chart with many bars gets wider than its box and scrolls inside it.
@@ -223,7 +311,9 @@
       var spec = (data(canvas)[kind] || [])[Number(canvas.dataset.index)];
       if (!spec || !BUILDERS[kind]) return;
       if (kind === "headline") widen(canvas, spec);
-      new Chart(canvas, BUILDERS[kind](spec));
+      var config = BUILDERS[kind](spec);
+      config.plugins = (config.plugins || []).concat([fullNames]);
+      nameCutLabels(canvas, new Chart(canvas, config));
     });
   }
 

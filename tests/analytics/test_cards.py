@@ -11,6 +11,7 @@ import re
 import zlib
 from datetime import timedelta
 from decimal import Decimal
+from html import unescape
 from unittest import mock
 
 import pytest
@@ -21,8 +22,9 @@ from django.utils import timezone
 from markdown_it import MarkdownIt
 
 from analytics.cards import selectors
-from analytics.cards.markdown import card_markdown, md_escape, md_fenced
+from analytics.cards.markdown import card_markdown, md_code, md_fenced, md_heading, md_text
 from analytics.cards.views import card_document
+from analytics.minimums import too_few
 from analytics.models import ReportSnapshot, SnapshotPart, SnapshotStatus
 from analytics.report import snapshots
 from analytics.report.parts import leaderboard_part
@@ -75,16 +77,24 @@ def _figures(pearson: float, low: float, high: float, n: int) -> dict:
     }
 
 
-def report_of(judges: list[str], *, trust: dict | None = None, skills=("Factuality",)) -> dict:
-    """A report as the snapshot worker stores it, with figures chosen by hand."""
+def report_of(
+    judges: list[str], *, trust: dict | None = None, skills=("Factuality",), n: int = 6
+) -> dict:
+    """A report as the snapshot worker stores it, with figures chosen by hand (`n`
+    responses scored by the judge and people, and by two people or more)."""
     report: dict = {
         "project": "x",
         "resamples": 1000,
         "agreement": {
             skill: {
-                "n_units": 6,
+                "n_units": n,
                 "n_raters": 3,
-                "loo_ceiling": {"pearson": 0.7123456, "spearman": 0.65, "annotators": 3},
+                "loo_ceiling": {
+                    "pearson": 0.7123456,
+                    "spearman": 0.65,
+                    "annotators": 3,
+                    "units": n,
+                },
                 "loo_ceiling_ci": {
                     "pearson": {"estimate": 0.7123456, "low": 0.51, "high": 0.83},
                     "spearman": {"estimate": 0.65, "low": 0.4, "high": 0.8},
@@ -96,7 +106,7 @@ def report_of(judges: list[str], *, trust: dict | None = None, skills=("Factuali
         "correlation": {
             judge: {
                 skill: {
-                    "instance": _figures(0.123456789 + i / 10, -0.41, 0.66, 6),
+                    "instance": _figures(0.123456789 + i / 10, -0.41, 0.66, n),
                     "item": {"pearson": 0.2, "spearman": 0.1, "kendall": 0.1, "n": 3},
                     "system": {"pearson": 1.0, "spearman": 1.0, "kendall": 1.0, "n": 2},
                 }
@@ -210,13 +220,26 @@ def card_of(carded, judge=HOSTILE) -> dict:
 # --- the card's content -----------------------------------------------------------------------
 
 
+def without_flags(value):
+    """`value` without the card's small-sample flags (what the snapshot stored)."""
+    if isinstance(value, dict):
+        return {
+            k: without_flags(v)
+            for k, v in value.items()
+            if k not in ("too_few", "intervals_not_holding")
+        }
+    if isinstance(value, list):
+        return [without_flags(v) for v in value]
+    return value
+
+
 def test_the_card_copies_the_snapshots_figures_and_states_the_snapshot(carded):
     card = card_of(carded)
     report, snapshot = carded["report"], carded["snapshot"]
     assert card["snapshot"]["id"] == snapshot.pk
     assert card["snapshot"]["params"] == snapshot_params()
-    assert card["correlation"] == report["correlation"][HOSTILE]
-    assert card["trust"] == report["trust"][HOSTILE]
+    assert without_flags(card["correlation"]) == report["correlation"][HOSTILE]
+    assert without_flags(card["trust"]) == report["trust"][HOSTILE]
     ceiling = card["human_ceiling"]["Factuality"]
     assert ceiling["loo_ceiling"] == report["agreement"]["Factuality"]["loo_ceiling"]
     assert ceiling["loo_ceiling_ci"] == report["agreement"]["Factuality"]["loo_ceiling_ci"]
@@ -228,10 +251,17 @@ def test_the_card_copies_the_snapshots_figures_and_states_the_snapshot(carded):
     assert card["rubrics"]["Factuality"] == {"version": 1, "source": "built-in"}
     assert card["data"]["items"] == 3 and card["data"]["responses"] == 6
     assert card["data"]["models"] == ["m1", "m2"]
-    # the Markdown shows the figures (rounded) with their intervals and the ceiling
+    # the Markdown shows the figures (rounded) with their intervals and the ceiling, on
+    # enough responses (on 6, too few: see test_figures_below_their_minimum_say_too_few)
     text = card_document(card, "md").decode()
     assert f"report snapshot {snapshot.pk}" in text
-    assert "0.123 [-0.410, 0.660]" in text and "0.712 [0.510, 0.830]" in text
+    assert "0.123 [-0.410, 0.660]" not in text
+    report = report_of([HOSTILE, "llm"], trust=report["trust"], n=12)
+    plenty = seed_snapshot(carded["project"], report, params=snapshot_params(resamples=200))
+    card = selectors.card_build(project=carded["project"], snapshot=plenty, judge=HOSTILE)
+    text = card_document(card, "md").decode()
+    assert "| Factuality | 12 | 0.123 [-0.410, 0.660] |" in text
+    assert "| 12 | 0.712 [0.510, 0.830] | 0.650 [0.400, 0.800] |" in text
     assert "### Calibration" in text and "**ece**: 0.083" in text
     assert "### N/A" in text and "### Where the judge fails (strata)" in text
 
@@ -305,8 +335,17 @@ def test_hostile_names_and_texts_are_escaped_in_the_markdown(carded):
     assert "&lt;/script&gt; ```` still text" in rendered
 
 
-def test_md_escape_and_fence_by_hand():
-    assert md_escape("a*b\n<c> (d) http://e.f &amp;") == "a\\*b \\<c\\> (d) http://e.f \\&amp;"
+def test_md_text_and_fence_by_hand():
+    assert md_text("a*b\n<c> (d) http://e.f &amp;") == "a\\*b \\<c> (d) http://e.f \\&amp;"
+    # brackets, braces, pipes and underscores inside words are text where they stand
+    assert md_text('{"a_b": [1]} | x & y < 2') == '{"a_b": [1]} | x & y < 2'
+    assert md_text("[a](b) _c_ ~d~ `e` \\f \\*") == "[a\\](b) \\_c\\_ \\~d\\~ \\`e\\` \\f \\\\\\*"
+    # at the start of a list item, a block marker is escaped too
+    assert md_text("1. x", start=True) == "1\\. x"
+    assert md_text("  # x", start=True) == "\\# x"
+    assert md_text("[x] y", start=True) == "\\[x] y"
+    assert md_heading("C# #") == "C# \\#"
+    assert md_code("a ` b") == "``a ` b``" and md_code("`x") == "`` `x ``"
     assert md_fenced("x ``` y") == "````text\nx ``` y\n````"
 
 
@@ -325,7 +364,8 @@ def test_a_card_without_trust_figures_says_so(project, tmp_path):
         in limits
     )
     assert "Factuality: only 6 responses" in limits
-    assert "the Pearson interval is wide" in limits
+    # an interval of a figure not shown (too few) is not quoted either
+    assert "the Pearson interval is wide" not in limits
     assert "the item level rests on 3 items" in limits
     text = card_document(card, "md").decode()
     assert "This snapshot holds no trust figures for this judge." in text
@@ -481,6 +521,13 @@ def test_a_site_admin_and_a_researcher_of_both_see_both(two_projects, admin_user
     assert row["pearson"] == {"value": 0.123456789, "low": -0.41, "high": 0.66}
     assert row["human_ceiling"]["pearson"] == {"value": 0.7123456, "low": 0.51, "high": 0.83}
     assert row["n"] == 6 and row["snapshot"] > 0
+    # on 6 responses: the numbers for reference, and why they are not shown
+    assert row["too_few"] == {
+        "correlation": "too few: n = 6 (at least 10 responses)",
+        "human_ceiling": "too few: n = 6 (at least 10 responses)",
+    }
+    page = _client(admin_user).get(LEADERBOARD).content.decode()
+    assert "data-too-few" in page and "0.123" not in page
 
 
 def test_leaderboard_filters_and_htmx(two_projects, admin_user):
@@ -539,6 +586,7 @@ def test_a_card_and_the_leaderboard_from_a_computed_snapshot(scored_project, res
     report = snapshots.snapshot_part(done, "report")
     card = selectors.card_build(project=scored_project, snapshot=done, judge="rouge")
     assert card is not None
+    # the figures and their small-sample flags as the report stores them
     assert card["correlation"] == report["correlation"]["rouge"]
     assert card["trust"] == ((report.get("trust") or {}).get("rouge") or None)
     run = JudgeRun.objects.get(judge__name="rouge")
@@ -681,6 +729,8 @@ def test_the_markdown_shows_the_ceiling_and_each_trust_figure_as_tables():
             "na": {
                 skill: {
                     "responses": 24,
+                    "people_scores": 72,
+                    "judge_scores": 24,
                     "people_rate": 0.05,
                     "judge_rate": 0.3,
                     "agreement": 0.75,
@@ -732,15 +782,19 @@ def test_the_markdown_shows_the_ceiling_and_each_trust_figure_as_tables():
     assert "|  | 1 | 2 | 3 | 4 | 5 | N/A |" in text
     assert "| N/A | 30 | 31 | 32 | 33 | 34 | 35 |" in text
     assert f"| {esc} | all | all | 24 | 6 | 0.740 | 0.700 | 0.700 |" in text
-    assert f"| {esc} | people's spread | low | 8 | 4 | 0.900 | – | 0.400 |" in text
-    assert f"| {esc} | domain | \\<b\\>Coding\\</b\\> | 5 | 2 | 0.500 | – | – |" in text
+    # rows below the minimum of a stratum say so instead of their figures
+    assert (
+        f"| {esc} | people's spread | low | 8 | 4 | too few: n = 8 (at least 10 responses) |"
+        " too few | too few |"
+    ) in text
+    assert f"| {esc} | domain | \\<b>Coding\\</b> | 5 | 2 | too few: n = 5 (at least" in text
     assert f"| {esc} | 24 | 0.050 | 0.300 | 0.750 | 0.200 [-0.100, 0.500] |" in text
     assert f"| {esc} | 3 | 24 | 0.810 | 0.500 | 10 | 0.600 | 0.700 |" in text
     assert "| 41 | padded | score change | 0.400 [0.100, 0.700] | 24 | 6 | 0.02 |" in text
     assert "````text\nIn other words, ``` the answer above.\n````" in text
     assert "partial correlation of the judge's score with response length" in text
     # an unknown figure stays nested, escaped
-    assert "### novel" in text and "**shape**: \\<i\\>unknown\\</i\\>" in text
+    assert "### novel" in text and "**shape**: \\<i>unknown\\</i>" in text
     assert "**offset**" not in text  # no nested lists for known figures
 
 
@@ -789,3 +843,138 @@ def test_limitations_say_one_response_and_one_item_in_the_singular():
     limits = selectors.card_limitations(card)
     assert "Metacognition: only 1 response scored by both the judge and people." in limits
     assert "Metacognition: the item level rests on 1 item." in limits
+
+
+# --- the Markdown reads cleanly; small samples; the cards page ------------------------------
+
+ORDINARY = "rouge_l [v2] {beta}"
+
+
+def rendered_text(markdown: str) -> str:
+    """What a reader sees of `markdown` rendered (CommonMark with GFM tables and
+    strikethrough, markdown-it as the app's pages use it): the text without the tags."""
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
+    return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def test_the_markdown_reads_cleanly_with_json_in_code_spans(project, tmp_path):
+    """JSON, brackets, braces and underscores are not Markdown in the middle of a line: the
+    card writes them as they are (JSON in code spans), so neither the file nor its
+    rendering shows a stray backslash."""
+    dataset = make_dataset(project, tmp_path, items=2, models=("m_1", "m_2"))
+    judge = judge_config_create(
+        project=project, name=ORDINARY, kind=JudgeKind.BASELINE, baseline="token-f1"
+    )
+    baseline_run(judge, dataset)
+    snapshot = seed_snapshot(project, report_of([ORDINARY], n=12))
+    card = selectors.card_build(project=project, snapshot=snapshot, judge=ORDINARY)
+    text = card_document(card, "md").decode()
+    # nothing in this card needs an escape where it stands
+    assert "\\" not in text
+    assert 'Snapshot params: `{"compare": [], "compare_all": false, ' in text
+    assert f"# Evaluation card: {ORDINARY} on " in text
+    assert "| skills | `[]` |" in text or '| skills | `["' in text or "| skills |" not in text
+    # and rendered, the JSON is literal code and the names read as they are
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(text)
+    assert "<code>{&quot;compare&quot;: [], &quot;compare_all&quot;: false, " in html
+    seen = rendered_text(text)
+    assert "\\" not in seen
+    assert f"Evaluation card: {ORDINARY} on" in seen and "m_1, m_2" in seen
+    assert "[[item content hash, response id, response text], ...]" in seen
+
+
+def test_escapes_render_away_and_hostile_json_stays_in_its_code_span(carded):
+    for judge in (HOSTILE, "llm"):
+        seen = rendered_text(card_document(card_of(carded, judge), "md").decode())
+        assert "\\" not in seen, judge
+    # a configuration value with a pipe and backticks: one cell, literal JSON
+    text = card_markdown(
+        {
+            **card_of(carded, "llm"),
+            "configuration": {"extra": {"stop": ["|", "``"]}, "model": "a|b"},
+        }
+    )
+    assert '| extra | ```{"stop": ["\\|", "``"]}``` |' in text
+    assert "| model | a\\|b |" in text
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert "<td><code>{&quot;stop&quot;: [&quot;|&quot;, &quot;``&quot;]}</code></td>" in html
+    assert "<td>a|b</td>" in html
+
+
+def test_figures_below_their_minimum_say_too_few_with_n_beside_them(carded):
+    """analytics/minimums.py: on 6 responses a correlation is not shown (the reason is, in
+    the Markdown and in the JSON beside its n); at the minimum it is, with its interval."""
+    card = card_of(carded)  # 6 responses scored by the judge and people, 6 by two people
+    levels = card["correlation"]["Factuality"]
+    assert levels["instance"]["n"] == 6
+    six = "too few: n = 6 (at least 10 responses)"
+    assert levels["instance"]["too_few"]["pearson"] == six
+    assert set(levels["instance"]["too_few"]) >= {"pearson", "spearman", "kendall"}
+    assert levels["item"]["too_few"]["pearson"] == too_few("item_level", 3)
+    assert levels["system"]["too_few"]["pearson"] == too_few("ranking", 2)
+    # the ceiling names the figures it copies only, each with its reason
+    ceiling = card["human_ceiling"]["Factuality"]
+    assert set(ceiling["too_few"]) == {"krippendorff_alpha", "loo_ceiling"}
+    assert ceiling["too_few"]["krippendorff_alpha"] == "too few: n = 6 (at least 10 units)"
+    exported = json.loads(card_document(card, "json"))
+    assert exported["correlation"]["Factuality"]["instance"]["too_few"]["pearson"] == six
+    assert exported["correlation"]["Factuality"]["instance"]["pearson"] == pytest.approx(0.1234568)
+    text = card_document(card, "md").decode()
+    assert (
+        "| Factuality | 6 | too few: n = 6 (at least 10 responses) | too few | too few | 6 |"
+        " too few | too few |"
+    ) in text
+    assert (
+        "| Factuality | 3 | 6 | too few: n = 6 (at least 10 units) | too few | too few |"
+        " too few: n = 6 (at least 10 responses) | – |"
+    ) in text
+    assert "| Factuality | 2 | too few: n = 2 (at least 4 systems) | too few | too few |" in text
+    assert "-0.410" not in text and "0.510" not in text  # no interval of a figure not shown
+
+    # at the minimum: the figures, their intervals and an empty reason
+    report = report_of([HOSTILE], n=10)
+    report["correlation"][HOSTILE]["Factuality"]["instance"]["ci"]["spearman"] = {
+        "estimate": 0.06,
+        "low": 0.2,
+        "high": 0.4,
+    }
+    enough = seed_snapshot(carded["project"], report, params=snapshot_params(resamples=200))
+    card = selectors.card_build(project=carded["project"], snapshot=enough, judge=HOSTILE)
+    instance = card["correlation"]["Factuality"]["instance"]
+    assert instance["too_few"] == {} and card["human_ceiling"]["Factuality"]["too_few"] == {}
+    text = card_document(card, "md").decode()
+    assert "| Factuality | 10 | 0.123 [-0.410, 0.660] |" in text
+    assert "Factuality: the Pearson interval is wide (-0.41 to 0.66)." in card["limitations"]
+    # an interval that does not contain its estimate is never shown as one
+    assert "| 0.062 (no interval: it does not contain the estimate) |" in text
+
+
+def test_the_card_page_without_a_judge_lists_the_projects_judges(
+    carded, researcher_client, annotator_client, outsider_client
+):
+    slug, pk = carded["project"].slug, carded["snapshot"].pk
+    url = reverse("analytics:judge-card", args=[slug])
+    page = researcher_client.get(url)
+    assert page.status_code == 200
+    body = page.content.decode()
+    md = reverse("analytics:judge-card-md", args=[slug, pk])
+    js = reverse("analytics:judge-card-json", args=[slug, pk])
+    assert f'href="{md}?judge=llm"' in body and f'href="{js}?judge=llm"' in body
+    assert f'href="{md}?judge=%3Cscript%3E' in body
+    assert "&lt;script&gt;" in body and "<script>alert" not in body
+    assert f"report snapshot {pk}" in body and "Factuality (n = 6)" in body
+    # each link gives that judge's card
+    card = researcher_client.get(f"{md}?judge=llm")
+    assert card.status_code == 200 and card.content.startswith(b"# Evaluation card: llm")
+    # same access as the cards
+    assert annotator_client.get(url).status_code == 403
+    assert outsider_client.get(url).status_code == 404
+    assert Client().get(url).status_code == 302
+
+
+def test_the_card_page_of_a_project_without_a_report_lists_its_judges(project, researcher_client):
+    judge_config_create(project=project, name="f1", kind=JudgeKind.BASELINE, baseline="token-f1")
+    page = researcher_client.get(reverse("analytics:judge-card", args=[project.slug]))
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert "no finished report yet" in body and 'data-judge="f1"' in body

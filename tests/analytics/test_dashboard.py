@@ -20,6 +20,7 @@ from django.template.defaultfilters import floatformat
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from analytics.bootstrap import interval_note
 from analytics.imports.services import scores_import
 from analytics.models import ReportSnapshot
 from analytics.report import chart_data, snapshots
@@ -88,13 +89,23 @@ def test_bars_per_domain_are_mean_human_and_judge_scores_of_each_domain():
     # then: item 10 counts under both its domains, item 11 under "(none)"
     assert chart["title"] == "S" and chart["labels"] == ["History", "Math", "(none)"]
     assert chart["n"] == [2, 2, 2]
-    assert chart["datasets"] == [
-        {"label": "Humans", "data": [3.0, 3.0, 4.0]},  # (4.5 + 1.5) / 2, (5 + 3) / 2
-        {"label": "J", "data": [3.5, 3.5, 3.5]},  # (5 + 2) / 2, (4 + 3) / 2
-        {"label": "K", "data": [4.25, 4.25, 2.0]},  # N/A left out; (3 + 1) / 2
-    ]
-    assert chart["rows"][2] == {"label": "(none)", "n": 2, "values": [4.0, 3.5, 2.0]}
-    assert chart["scale"] == {"min": 1, "max": 5}
+    means = {
+        "Humans": [3.0, 3.0, 4.0],  # (4.5 + 1.5) / 2, (5 + 3) / 2
+        "J": [3.5, 3.5, 3.5],  # (5 + 2) / 2, (4 + 3) / 2
+        "K": [4.25, 4.25, 2.0],  # N/A left out; (3 + 1) / 2
+    }
+    assert [d["label"] for d in chart["datasets"]] == list(means)
+    assert [[row["values"][k] for row in chart["rows"]] for k in range(3)] == list(means.values())
+    assert chart["rows"][2] == {
+        "label": "(none)",
+        "n": 2,
+        "values": [4.0, 3.5, 2.0],
+        "counts": [2, 2, 2],
+        "too_few": ["too few: n = 2 (at least 10 responses)"] * 3,
+    }
+    assert chart["rows"][0]["counts"] == [2, 2, 1]  # K's N/A is not counted
+    # two responses a group are too few for a stratum (docs/SMALL_SAMPLES.md): not drawn
+    assert all(v is None for d in chart["datasets"] for v in d["data"])
 
 
 def test_bars_per_difficulty_order_levels_and_leave_a_judge_on_its_own_scale_out():
@@ -102,10 +113,8 @@ def test_bars_per_difficulty_order_levels_and_leave_a_judge_on_its_own_scale_out
         rows(off_scale={("K", "S")}), "difficulty", skills=["S"], judges=["J", "K"]
     )
     assert chart["labels"] == ["2", "(none)"]
-    assert chart["datasets"] == [
-        {"label": "Humans", "data": [3.0, 4.0]},
-        {"label": "J", "data": [3.5, 3.5]},
-    ]
+    assert [d["label"] for d in chart["datasets"]] == ["Humans", "J"]
+    assert [row["values"] for row in chart["rows"]] == [[3.0, 3.5], [4.0, 3.5]]
 
 
 def test_the_heatmap_counts_responses_by_rounded_human_mean_and_judge_score():
@@ -148,9 +157,20 @@ def test_heatmap_shades_cells_relative_to_the_largest_count_and_skips_raw_judges
     assert chart_data.heatmaps(raw, skills=["S"], judges=["J"]) == []
 
 
+def _unflagged(report):
+    """The report without its small-sample flags: two responses a system are too few for a
+    mean, and these tests check which means the charts take."""
+    for rows in report["leaderboard"].values():
+        for row in rows:
+            row.pop("too_few")
+            for standing in row["judges"].values():
+                standing.pop("too_few", None)
+    return report
+
+
 def test_radar_per_system_takes_the_leaderboard_means_of_humans_and_each_judge():
     # given
-    report = build_report(HUMAN, JUDGE)
+    report = _unflagged(build_report(HUMAN, JUDGE))
 
     # when
     charts = chart_data.radar_charts(report)
@@ -233,17 +253,19 @@ def test_the_headline_gives_each_judges_correlations_with_intervals_and_the_ceil
     # then: J's mean (0.5 + 0.3) / 2 = 0.4 ties L's 0.4 (one skill): they share rank 2
     assert found["level"] == "instance" and found["measure"] == "pearson"
     assert found["labels"] == ["S", "T"]
+    unflagged = {"n": [None, None], "too_few": ["", ""], "notes": ["", ""]}  # no n, no flags
     assert found["judges"] == [
         {"label": "K", "data": [0.6, None], "errors": [None, None], "mean": 0.6, "skills": 1,
-         "rank": 1},
+         "rank": 1, **unflagged},
         {"label": "J", "data": [0.5, 0.3], "errors": [[0.1, 0.8], None], "mean": 0.4,
-         "skills": 2, "rank": 2},
+         "skills": 2, "rank": 2, **unflagged},
         {"label": "L", "data": [None, 0.4], "errors": [None, None], "mean": 0.4, "skills": 1,
-         "rank": 2},
+         "rank": 2, **unflagged},
         {"label": "M", "data": [None, None], "errors": [None, None], "mean": None, "skills": 0,
-         "rank": None},
+         "rank": None, **unflagged},
     ]  # fmt: skip
     assert found["ceiling"] == [0.7, None] and found["ceiling_errors"] == [[0.5, 0.9], None]
+    assert found["ceiling_n"] == [None, None] and found["ceiling_too_few"] == ["", ""]
 
 
 def test_the_headline_reads_the_chosen_level_and_measure():
@@ -265,6 +287,9 @@ def test_the_headline_reads_the_chosen_level_and_measure():
         "label": "J",
         "data": [0.1, None],
         "errors": [None, None],
+        "n": [None, None],
+        "too_few": ["", ""],
+        "notes": ["", ""],
         "mean": 0.1,
         "skills": 1,
         "rank": 1,
@@ -290,9 +315,13 @@ def test_headlines_are_stored_for_every_level_and_measure_from_a_real_report():
             for judge in found["judges"]:
                 figures = report["correlation"][judge["label"]]["S"][level]
                 assert judge["data"] == [figures[measure]]
+                assert judge["n"] == [figures["n"]]
+                assert judge["too_few"] == [figures["too_few"].get(measure, "")]
                 ci = figures["ci"][measure]
-                expected = None if ci["low"] is None else [[ci["low"], ci["high"]]]
-                assert judge["errors"] == (expected or [None])
+                # two items: no interval stands (docs/SMALL_SAMPLES.md); the notes say why
+                assert ci["low"] is None or "too_few_items" in ci["flags"]
+                assert judge["errors"] == [None]
+                assert judge["notes"][0].startswith("2 items resampled") or ci["low"] is None
     ceiling = report["agreement"]["S"]["loo_ceiling"]
     assert stored["item"]["spearman"]["ceiling"] == [ceiling["spearman"]]
 
@@ -432,12 +461,41 @@ def f3(value) -> str:
     return floatformat(value, 3) if value is not None else "—"
 
 
-def cell(value, ci=None, count=None) -> str:
-    """A figure as the page shows it: 3 decimals, a count in brackets, then the interval."""
+def cell(value, ci=None, count=None, too_few="", n=None) -> str:
+    """A figure as the page shows it (docs/SMALL_SAMPLES.md): on too few data "too few" and
+    the reason; else 3 decimals, a count in brackets, its n, then the interval, or why it
+    is not shown."""
+    if too_few:
+        return "too few " + too_few.removeprefix("too few: ")
     text = f3(value) + (f" ({count})" if count is not None else "")
-    if ci and ci.get("low") is not None:
+    text += f" n = {n}" if n is not None else ""
+    if ci and ci.get("flags"):
+        text += f" no interval: {interval_note(ci)}"
+    elif ci and ci.get("low") is not None:
         text += f" [{f3(ci['low'])}, {f3(ci['high'])}]"
     return text
+
+
+def level_cells(figures) -> list[str]:
+    """A correlation level's six figures as the page shows them: those too few for the same
+    reason share one cell (the three correlations; all six at the system level)."""
+    keys = ("pearson", "spearman", "kendall", "mae", "exact", "within_one")
+    few = figures.get("too_few", {})
+    shown = [
+        cell(figures.get(k), (figures.get("ci") or {}).get(k), too_few=few.get(k, "")) for k in keys
+    ]
+    reason = few.get("pearson", "")
+    if reason and all(few.get(k) == reason for k in keys):
+        return shown[:1]
+    if reason and all(few.get(k) == reason for k in keys[:3]):
+        return shown[:1] + shown[3:]
+    return shown
+
+
+def ranked(mean, rank, too_few="") -> str:
+    """A leaderboard's mean with its rank, greyed with the reason when too few."""
+    text = f"{f3(mean)} #{rank}" if rank else f3(mean)
+    return text + (f" too few: {too_few.removeprefix('too few: ')}" if too_few else "")
 
 
 def section_url(project, name: str) -> str:
@@ -552,7 +610,12 @@ def test_the_headline_is_the_reports_correlations_ranked(scored, researcher_clie
                 "—",
                 "—",
                 *(
-                    cell(ceiling[s]["loo_ceiling"][measure], ceiling[s]["loo_ceiling_ci"][measure])
+                    cell(
+                        ceiling[s]["loo_ceiling"][measure],
+                        ceiling[s]["loo_ceiling_ci"][measure],
+                        too_few=ceiling[s]["too_few"].get("loo_ceiling", ""),
+                        n=ceiling[s]["loo_ceiling"]["units"],
+                    )
                     for s in skills
                 ),
             ]
@@ -561,15 +624,30 @@ def test_the_headline_is_the_reports_correlations_ranked(scored, researcher_clie
         for row, judge in zip(body, expected["judges"], strict=True):
             figures = [report["correlation"][judge["label"]][s][level] for s in skills]
             assert row[1:] == [
-                str(judge["rank"]),
+                str(judge["rank"]) if judge["rank"] else "—",  # none: every figure too few
                 cell(judge["mean"], count=judge["skills"]),
-                *(cell(f[measure], (f.get("ci") or {}).get(measure)) for f in figures),
+                *(
+                    cell(
+                        f[measure],
+                        (f.get("ci") or {}).get(measure),
+                        too_few=f["too_few"].get(measure, ""),
+                        n=f["n"],
+                    )
+                    for f in figures
+                ),
             ]
         # the chart draws the same numbers
         [chart] = page.context["headline_charts"]["headline"]
         assert [d["label"] for d in chart["datasets"]] == [j["label"] for j in expected["judges"]]
-        assert chart["datasets"][0]["data"] == expected["judges"][0]["data"]
-        assert chart["ceiling"] == expected["ceiling"]
+        # ... but for the figures on too few data, which it leaves out
+        drawn = [
+            None if few else v
+            for v, few in zip(
+                expected["judges"][0]["data"], expected["judges"][0]["too_few"], strict=True
+            )
+        ]
+        assert chart["datasets"][0]["data"] == drawn
+        assert (chart["ceiling"] is None) == (expected["ceiling"] is None)
 
 
 def test_the_level_links_keep_the_filters_and_htmx_swaps_the_report_only(scored, researcher_client):
@@ -626,31 +704,44 @@ def test_the_sections_show_the_reports_numbers(scored, researcher_client):
     among = {row[0]: row for row in tables["annotator-correlation-table"][1:]}
     assert set(agreement) == set(icc) == set(among) == set(SKILLS)
     for skill, a in expected["agreement"].items():
+        few = a["too_few"]
         assert agreement[skill][1:] == [
             str(a["n_units"]),
             str(a["n_raters"]),
             str(a["n_scores"]),
             str(a["n_na"]),
             *(
-                cell(a["krippendorff_alpha"][level], a["krippendorff_alpha_ci"][level])
+                cell(
+                    a["krippendorff_alpha"][level],
+                    a["krippendorff_alpha_ci"][level],
+                    too_few=few.get("krippendorff_alpha", ""),
+                )
                 for level in ("nominal", "ordinal", "interval", "ratio")
             ),
-            cell(a["fleiss_kappa"], a["fleiss_kappa_ci"]),
-            cell(a["gwet_ac1"], a["gwet_ac1_ci"]),
+            cell(a["fleiss_kappa"], a["fleiss_kappa_ci"], too_few=few.get("fleiss_kappa", "")),
+            cell(a["gwet_ac1"], a["gwet_ac1_ci"], too_few=few.get("gwet_ac1", "")),
         ]
         forms = ("ICC1", "ICC1k", "ICC2", "ICC2k", "ICC3", "ICC3k")
+        assert "icc" not in few  # 12 units: enough for an ICC
         assert icc[skill][1:] == [
             *(cell(a["icc"][form], a["icc_ci"][form]) for form in forms),
             f"{a['icc']['n']} × {a['icc']['k']}",
             a["icc"]["design"],
         ]
+        assert "loo_ceiling" not in few and "cohen_kappa" not in few
         assert among[skill][1:] == [
             cell(
                 a["mean_pairwise_spearman"]["value"],
                 a["mean_pairwise_spearman_ci"],
                 a["mean_pairwise_spearman"]["pairs"],
+                too_few=few.get("mean_pairwise_spearman", ""),
+                n=a["mean_pairwise_spearman"]["units"],
             ),
-            cell(a["loo_ceiling"]["pearson"], a["loo_ceiling_ci"]["pearson"]),
+            cell(
+                a["loo_ceiling"]["pearson"],
+                a["loo_ceiling_ci"]["pearson"],
+                n=a["loo_ceiling"]["units"],
+            ),
             cell(
                 a["loo_ceiling"]["spearman"],
                 a["loo_ceiling_ci"]["spearman"],
@@ -670,12 +761,8 @@ def test_the_sections_show_the_reports_numbers(scored, researcher_client):
             shown[0] = shown[0][1:]  # the skill spans the three rows
             for row, level in zip(shown, ("instance", "item", "system"), strict=True):
                 figures = levels[level]
-                ci = figures.get("ci") or {}
                 assert row[:2] == [level, str(figures["n"])]
-                assert row[2:8] == [
-                    cell(figures.get(key), ci.get(key))
-                    for key in ("pearson", "spearman", "kendall", "mae", "exact", "within_one")
-                ]
+                assert row[2:-1] == level_cells(figures)
     comparison = tables["comparison-table"][1:]
     pairs = expected["judge_comparison"]
     assert len(comparison) == sum(len(p) for p in pairs.values()) > 0
@@ -683,7 +770,7 @@ def test_the_sections_show_the_reports_numbers(scored, researcher_client):
         figures = pairs[row[0]][row[1]]
         assert row[2:] == [
             str(figures["n"]),
-            cell(figures["estimate"], figures),
+            cell(figures["estimate"], figures, too_few=figures["too_few"].get("estimate", "")),
             f3(figures["p_value_a_not_better"]),
         ]
     for n, board in enumerate(expected["leaderboard"].values(), start=1):
@@ -691,8 +778,14 @@ def test_the_sections_show_the_reports_numbers(scored, researcher_client):
         assert body[0] == ["System", "n", "Humans", *JUDGES]
         for shown, row in zip(body[1:], board, strict=True):
             assert shown[:2] == [row["system"], str(row["n"])]
-            expected_cells = [f"{f3(row['humans'])} #{row['humans_rank']}"] + [
-                f"{f3(row['judges'][name]['mean'])} #{row['judges'][name]['rank']}"
+            expected_cells = [
+                ranked(row["humans"], row["humans_rank"], row["too_few"].get("humans", ""))
+            ] + [
+                ranked(
+                    row["judges"][name]["mean"],
+                    row["judges"][name]["rank"],
+                    row["judges"][name].get("too_few", {}).get("mean", ""),
+                )
                 for name in JUDGES
             ]
             assert shown[2:] == expected_cells
@@ -720,7 +813,10 @@ def test_the_sections_charts_are_computed_from_the_same_rows(scored, researcher_
     assert [c["title"] for c in facets["domain"]] == sorted(SKILLS)
     assert facets["domain"][0]["labels"] == ["History", "Math"]
     assert facets["difficulty"][0]["labels"] == ["1", "2", "3"]
-    assert breakdowns.content.decode().count('<canvas data-chart="') == 3 + 3
+    # a chart whose every mean rests on too few responses says so in place of its canvas
+    drawn = sum(c["drawn"] for c in (*facets["domain"], *facets["difficulty"]))
+    assert breakdowns.content.decode().count('<canvas data-chart="') == drawn
+    assert breakdowns.content.decode().count("data-chart-empty") == 3 + 3 - drawn
     radar = chart_blob(leaderboards.content.decode(), "charts-leaderboards")
     assert list(radar) == ["radar"] and [c["title"] for c in radar["radar"]] == list(SYSTEMS)
     assert leaderboards.content.decode().count('<canvas data-chart="radar"') == 2

@@ -136,7 +136,8 @@ def test_a_pair_equals_paired_difference_on_the_same_responses():
             [m[r][0] for r in shared],
             resamples=150,
         )
-        assert got == {"n": len(shared), **expected}
+        # and the pair says whether it rests on too few responses (docs/SMALL_SAMPLES.md)
+        assert got == {"n": len(shared), **expected, "too_few": {}}
 
 
 def test_the_command_compares_the_pairs_asked_for(scored_project):  # noqa: F811

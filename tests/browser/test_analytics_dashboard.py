@@ -6,6 +6,9 @@ names that carry markup stay text."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from django.urls import reverse
 
@@ -14,6 +17,7 @@ from analytics.report import snapshots
 from tests.analytics.snapshot_worker import compute_pending
 from tests.analytics.test_dashboard import XSS, import_scores, score_lines
 from tests.browser.conftest import login
+from tests.browser.layout import LAPTOP, overflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -47,12 +51,14 @@ def no_worker(monkeypatch):
 
 @pytest.fixture
 def hostile_project(live_server, project, researcher, no_worker):
+    # 15 items: enough for the intervals and the breakdowns to be drawn (docs/SMALL_SAMPLES.md)
     import_scores(
         project,
         score_lines(
             systems=("sys-a", XSS),
             skills=("Factuality", "Readability", XSS),
             judges=("judge-x", JUDGE),
+            items=15,
         ),
     )
     snapshot, _ = snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
@@ -167,7 +173,7 @@ def test_wide_tables_scroll_in_their_box_with_the_first_column_in_view(
 ):
     # given twelve judges with long names
     judges = tuple(f"a-rather-long-automatic-metric-name-{n:02}" for n in range(12))
-    import_scores(project, score_lines(judges=judges, items=3))
+    import_scores(project, score_lines(judges=judges, items=5))
     snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
     compute_pending()
     problems = watch(page)
@@ -231,13 +237,13 @@ def test_a_refresh_shows_its_progress_while_a_worker_computes_it(
     # given a computed report, then a third judge's scores imported
     from tests.conftest import wait_for
 
-    import_scores(project, score_lines(items=3))
+    import_scores(project, score_lines(items=5))
     first, _ = snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
     wait_for(lambda: snapshots.snapshot_get(project=project, snapshot_id=first.pk).status == "done")
     problems = watch(page)
     open_dashboard(page, live_server, project)
     page.wait_for_function(HEADLINE)
-    import_scores(project, score_lines(items=3, judges=("judge-z",)))
+    import_scores(project, score_lines(items=5, judges=("judge-z",)))
     page.reload()
     assert "imported score" in page.inner_text("[data-stale]")
 
@@ -262,3 +268,114 @@ def test_an_empty_project_shows_its_empty_state(page, live_server, project, rese
     page.wait_for_selector("text=No scores yet")
     assert page.locator("canvas").count() == 0
     assert problems == []
+
+
+#: Where the screenshots of the small-sample pages go to be looked at (FLASKWEB_TEST_SHOTS).
+def shots(tmp_path) -> Path:
+    where = Path(os.environ.get("FLASKWEB_TEST_SHOTS") or tmp_path / "shots")
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+CUT_LABELS = """() => {
+  const canvas = document.querySelector('canvas[data-chart=headline]');
+  canvas.scrollIntoView({block: 'center'});
+  const chart = Chart.getChart(canvas);
+  const box = canvas.getBoundingClientRect();
+  const x = chart.scales.x;
+  const at = chart.data.labels.map((label, i) => ({
+    label, x: box.left + x.getPixelForTick(i), y: box.top + (x.top + x.bottom) / 2,
+  }));
+  const legend = chart.legend.legendItems.map((item, k) => {
+    const hit = chart.legend.legendHitBoxes[k];
+    return {text: item.text, label: chart.data.datasets[item.datasetIndex].label,
+            x: box.left + hit.left + hit.width / 2, y: box.top + hit.top + hit.height / 2};
+  });
+  return {ticks: at, legend, name: canvas.getAttribute('aria-label')};
+}"""
+
+
+def test_cut_chart_labels_keep_their_full_names(page, live_server, hostile_project, tmp_path):
+    # given
+    problems = watch(page)
+    open_dashboard(page, live_server, hostile_project)
+    page.wait_for_function(HEADLINE)
+    page.locator("#headline").screenshot(path=str(shots(tmp_path) / "headline.png"))
+    found = page.evaluate(CUT_LABELS)
+
+    # then: a skill's name longer than the axis allows is cut on the canvas, and pointing at
+    # it shows it whole; so does a judge's name cut in the legend
+    tick = next(t for t in found["ticks"] if t["label"] == XSS)
+    page.mouse.move(tick["x"], tick["y"])
+    page.wait_for_function(
+        "name => document.querySelector('canvas[data-chart=headline]').title === name", arg=XSS
+    )
+    entry = next(e for e in found["legend"] if e["label"] == JUDGE)
+    assert entry["text"] != JUDGE and entry["text"].endswith("…")
+    page.mouse.move(entry["x"], entry["y"])
+    page.wait_for_function(
+        "name => document.querySelector('canvas[data-chart=headline]').title === name", arg=JUDGE
+    )
+    # the human ceiling's entry is not cut any more
+    ceiling = next(e for e in found["legend"] if e["label"].startswith("Human ceiling"))
+    assert ceiling["text"] == "Human ceiling (leave-one-out)"
+    page.locator("#headline").screenshot(path=str(shots(tmp_path) / "headline-legend-hover.png"))
+    # away from the labels there is no title
+    page.mouse.move(5, 5)
+    page.wait_for_function("() => !document.querySelector('canvas[data-chart=headline]').title")
+    # the accessible name lists every cut name in full
+    assert f"Names cut on the chart, in full: {XSS}; {JUDGE}." in found["name"]
+    assert page.dialogs == [] and problems == []
+
+
+def test_figures_on_too_few_data_say_so_on_the_dashboard_and_the_trust_page(
+    page, live_server, project, researcher, no_worker, tmp_path
+):
+    # given three items of two systems: too few responses for a correlation, too few items
+    # for an interval, two systems for the system level
+    import_scores(project, score_lines(items=3))
+    snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
+    compute_pending()
+    page.set_viewport_size(LAPTOP)
+    problems = watch(page)
+    where = shots(tmp_path)
+
+    # when
+    open_dashboard(page, live_server, project)
+    page.wait_for_selector("#headline-table")
+
+    # then: the headline's cells say "too few" and why, and there is no chart to draw
+    assert page.locator("canvas[data-chart=headline]").count() == 0
+    assert "Nothing to draw" in page.inner_text("[data-chart-empty]")
+    cells = page.locator("#headline-table td[data-too-few]")
+    assert cells.count() == 2 * 3 + 3  # two judges and the ceiling, three skills
+    assert cells.first.inner_text().split() == ["too", "few", "n", "=", "6", "(at", "least",
+                                                "10", "responses)"]  # fmt: skip
+    assert "[" not in page.inner_text("#headline-table")  # no interval at all
+    page.screenshot(path=str(where / "dashboard-too-few.png"), full_page=True)
+    for name in ("agreement", "correlation", "leaderboards", "breakdowns", "heatmaps"):
+        open_section(page, name)
+    assert page.locator("#correlation-1 td[data-too-few]").count() > 0
+    assert page.locator("#agreement-table td[data-too-few]").count() > 0
+    assert page.locator("[data-no-interval]").count() > 0  # ICC: 6 units, 3 items
+    assert page.locator("[data-heat-legend]").is_visible()
+    # the breakdowns' groups (3 to 6 responses) and the systems' means (3 responses): no chart
+    assert page.locator("canvas[data-chart=domain], canvas[data-chart=radar]").count() == 0
+    assert page.locator("#domain-1 td[data-too-few]").count() > 0
+    found = overflow(page)
+    assert found["scrollWidth"] <= found["innerWidth"], found["offenders"]
+    page.screenshot(path=str(where / "dashboard-sections-too-few.png"), full_page=True)
+    for name in ("agreement", "correlation", "leaderboards", "breakdowns", "heatmaps"):
+        page.locator(f"details[data-section={name}]").screenshot(
+            path=str(where / f"section-{name}-too-few.png")
+        )
+
+    # the trust page: every stratum and the calibration say too few
+    page.click("a[data-trust-link]:text-is('judge-x')")
+    page.wait_for_selector("#trust-calibration-table")
+    assert page.locator("#trust-calibration-table td[data-too-few]").count() == 0  # 6 >= 5
+    assert page.locator("table.strata td[data-too-few]").count() > 0
+    found = overflow(page)
+    assert found["scrollWidth"] <= found["innerWidth"], found["offenders"]
+    page.screenshot(path=str(where / "trust-too-few.png"), full_page=True)
+    assert page.dialogs == [] and problems == []

@@ -18,9 +18,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def test_the_admin_and_the_app_run_under_the_policy(
     page, live_server, admin_user, project, monkeypatch
 ):
-    # the dashboard with its report computed, so that its charts' script runs too
+    # the dashboard with its report computed, so that its charts' script runs too (5 items:
+    # enough responses for the charts to draw, docs/SMALL_SAMPLES.md)
     monkeypatch.setattr(tasks.report_snapshot_compute_task, "delay", lambda *args, **kw: None)
-    import_scores(project, score_lines(items=3))
+    import_scores(project, score_lines(items=5))
     snapshots.snapshot_request(project=project, params=snapshots.snapshot_params())
     compute_pending()
     refused: list[str] = []

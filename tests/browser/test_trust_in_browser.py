@@ -14,13 +14,19 @@ from tests.browser.test_analytics_dashboard import (  # noqa: F401 (fixtures)
     hostile_project,
     no_worker,
     open_dashboard,
+    shots,
     watch,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_the_trust_page_renders_its_figures_and_fits_a_laptop(page, live_server, hostile_project):  # noqa: F811
+def test_the_trust_page_renders_its_figures_and_fits_a_laptop(
+    page,
+    live_server,
+    hostile_project,  # noqa: F811
+    tmp_path,
+):
     page.set_viewport_size(LAPTOP)
     problems = watch(page)
     dialogs: list[str] = []
@@ -52,6 +58,7 @@ def test_the_trust_page_renders_its_figures_and_fits_a_laptop(page, live_server,
     assert page.locator("#stochasticity").is_visible()
     found = overflow(page)
     assert found["scrollWidth"] <= found["innerWidth"], found["offenders"]
+    page.screenshot(path=str(shots(tmp_path) / "trust.png"), full_page=True)
 
     # the chooser: the other judge's figures, swapped in by htmx, its markup shown as text
     page.select_option("select[name=trust_judge]", JUDGE)
