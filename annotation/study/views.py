@@ -184,12 +184,13 @@ def campaign_study_participants(request: HtmxHttpRequest, pk: int) -> HttpRespon
     decision = request.GET.get("decision", "")
     if decision and decision not in ss.DECISIONS:
         decision = ""
-    rows = ss.participant_approval_rows(campaign=campaign, decision=decision)
+    everyone = ss.participant_approval_rows(campaign=campaign)  # the figures, computed once
+    rows = [r for r in everyone if r.decision == decision] if decision else everyone
     fmt = request.GET.get("format", "")
     if fmt in ("csv", "mturk"):
         return _approval_csv(campaign, rows, decision=decision, mturk=fmt == "mturk")
     counts = {key: 0 for key in ss.DECISIONS}
-    for row in ss.participant_approval_rows(campaign=campaign) if decision else rows:
+    for row in everyone:
         counts[row.decision] += 1
     try:
         page = max(1, int(request.GET.get("page", "1")))
