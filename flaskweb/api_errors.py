@@ -21,6 +21,13 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import set_rollback
 
+from flaskweb.unavailable import (
+    API_BODY,
+    unavailable_cause,
+    unavailable_headers,
+    unavailable_note,
+)
+
 #: Problems listed in a 400 (all are counted in problem_count).
 MAX_PROBLEMS_SHOWN = 1000
 
@@ -114,9 +121,10 @@ def service_error(exc) -> serializers.ValidationError:
 
 def api_exception_handler(exc: Exception, context: dict) -> ApiResponse:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: every error as {"detail", "code"[, "fields"]};
-    what Django itself answers 400 to as a 400; and an unexpected exception as a JSON 500
-    that shows no traceback (it is logged, and Django's got_request_exception is sent, so
-    the test client re-raises it)."""
+    what Django itself answers 400 to as a 400; a lost database or Redis as a 503
+    {"detail", "code": "service_unavailable"} with Retry-After (flaskweb/unavailable.py);
+    and any other unexpected exception as a JSON 500 that shows no traceback (it is logged,
+    and Django's got_request_exception is sent, so the test client re-raises it)."""
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
@@ -134,6 +142,10 @@ def api_exception_handler(exc: Exception, context: dict) -> ApiResponse:
     if not isinstance(exc, exceptions.APIException):
         request = context.get("request")
         django_request = getattr(request, "_request", None)
+        cause = unavailable_cause(exc)
+        if cause is not None:  # a lost database or Redis: 503 with Retry-After
+            unavailable_note(django_request, cause)
+            return unavailable_headers(ApiResponse(dict(API_BODY), status=503))
         logger.error(
             "Internal Server Error: %s",
             getattr(django_request, "path", "?"),
@@ -177,7 +189,7 @@ class ErrorSerializer(serializers.Serializer):
         help_text="invalid, parse_error, bad_request, not_authenticated, "
         "authentication_failed, permission_denied, not_found, method_not_allowed, "
         "not_acceptable, unsupported_media_type, throttled, too_large (413), server_error, "
-        "or an "
+        "service_unavailable (503: try again after Retry-After), or an "
         "operation's own code"
     )
     fields = serializers.DictField(  # type: ignore[assignment]  # a declared field, not Serializer.fields

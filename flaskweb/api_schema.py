@@ -14,6 +14,8 @@ _ERRORS = {
     "401": "No credentials, or an unknown token (code not_authenticated / authentication_failed).",
     "403": "Your role in the project does not allow this (code permission_denied).",
     "404": "No such object, or one you may not know about (code not_found).",
+    "503": "The database or Redis did not answer for a moment (code service_unavailable): "
+    "send the request again after Retry-After seconds.",
 }
 _INVALID = "The request is not valid (code invalid): `fields` names each problem."
 _MEDIA_TYPE = "The body's media type is not one the operation reads (code unsupported_media_type)."
