@@ -48,3 +48,66 @@ limit_request_field_size = 8190
 max_requests = _int("GUNICORN_MAX_REQUESTS", 10000)
 max_requests_jitter = max_requests // 10
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
+
+# --- metrics of several processes (docs/OPERATIONS.md "Several web processes") ---------------
+# Each worker writes its request counters to a file of its own in PROMETHEUS_MULTIPROC_DIR
+# and a scrape adds them up (flaskweb/metrics_dir.py). Unset, this master makes a private
+# directory and removes it at exit (a USR2 upgrade's new master, started with the original
+# environment, makes its own). Set (`manage.py serve`: var/prometheus; compose), what an
+# earlier run left there is deleted when the master starts, unless it is a USR2 upgrade's new
+# master (the old workers still count there). A worker that exits is folded into an archive
+# file, so its counts stay and the files do not pile up as workers are replaced.
+_METRICS_DIR_OWNER = "FLASKWEB_METRICS_DIR_OWNER"
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    import tempfile
+
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
+        prefix=f"flaskweb-metrics-{os.getpid()}-"
+    )
+    os.environ[_METRICS_DIR_OWNER] = str(os.getpid())
+
+
+def _own_metrics_dir() -> bool:
+    return os.environ.get(_METRICS_DIR_OWNER) == str(os.getpid())
+
+
+def on_starting(server):
+    from flaskweb import metrics_dir
+
+    path = metrics_dir.directory_usable()
+    if path and not _own_metrics_dir() and "GUNICORN_PID" not in os.environ:
+        metrics_dir.wipe(path)
+    metrics_dir.remove_orphans()  # private directories of masters that were killed
+
+
+def child_exit(server, worker):
+    from flaskweb import metrics_dir
+
+    try:
+        metrics_dir.archive_process(worker.pid)
+    except Exception:  # a metrics file must never stop the master replacing a worker
+        server.log.exception("metrics of worker %s could not be archived", worker.pid)
+
+
+def on_exit(server):
+    if _own_metrics_dir():
+        import shutil
+
+        shutil.rmtree(os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""), ignore_errors=True)
+
+
+# The health probes (/healthz, /readyz) come every few seconds from each load balancer or
+# compose: their successful answers are left out of the access log, failures stay in it.
+from gunicorn.glogging import Logger  # noqa: E402
+
+_PROBES = frozenset({"/healthz", "/readyz"})
+
+
+class ProbeQuietLogger(Logger):
+    def access(self, resp, req, wsgi_environ, request_time):
+        if wsgi_environ.get("PATH_INFO") in _PROBES and str(resp.status).startswith("2"):
+            return
+        super().access(resp, req, wsgi_environ, request_time)
+
+
+logger_class = ProbeQuietLogger

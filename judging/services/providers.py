@@ -33,6 +33,7 @@ SERVER_VARIABLES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"PYTEST_", "PYTEST_* variables are refused"),
         (r"GUNICORN_", "GUNICORN_* variables are refused"),
         (r"WEB_CONCURRENCY$", "gunicorn's number of workers"),
+        (r"PROMETHEUS_", "PROMETHEUS_* variables are refused"),
         (r"POSTGRES", "POSTGRES* variables are refused"),
         (r"PG[A-Z]*$", "PG* variables are refused"),
         (r"AWS_", "AWS_* variables are refused"),
