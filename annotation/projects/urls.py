@@ -1,5 +1,5 @@
-"""URLs of the hub pages (home, a project's page) and the projects API (api_urlpatterns,
-mounted under /api/v1/annotation/). Included by annotation/urls.py."""
+"""URLs of the hub pages (home, a new project, a project's page) and the projects API
+(api_urlpatterns, mounted under /api/v1/annotation/). Included by annotation/urls.py."""
 
 from django.urls import path
 
@@ -7,6 +7,8 @@ from annotation.projects import apis, views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    # before the project page: "new" is a reserved slug (annotation.services.projects)
+    path("projects/new/", views.project_create, name="project-create"),
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
 ]
 

@@ -56,11 +56,23 @@ def project_name_check(*, name: str, project: Project | None = None) -> str:
     return name
 
 
+#: Slugs the site's own pages take under /projects/ (the new-project page): a project with
+#: one of them could not be opened.
+RESERVED_SLUGS = frozenset({"new"})
+
+
 @transaction.atomic
 def project_create(*, slug: str, name: str = "", description: str = "") -> Project:
+    """A project (slugified slug; the name defaults to it); ValidationError for an empty,
+    reserved or taken slug or a refused name. Site admins are admins of every project, so
+    it has no members yet: its admins add them (annotation/members)."""
     slug = slugify(slug)
     if not slug:
         raise ValidationError("a project needs a slug (letters, digits, hyphens)")
+    if slug in RESERVED_SLUGS:
+        raise ValidationError(
+            {"slug": f"{slug!r} is the name of a page of the site: choose another slug"}
+        )
     name = project_name_check(name=name.strip() or slug)
     project = Project(slug=slug, name=name, description=description)
     project.full_clean()
