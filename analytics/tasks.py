@@ -2,7 +2,11 @@
 
 Each task imports its service inside its body: the services import this module at the top
 to enqueue their task on commit, so a top-level import here would be a cycle (STYLE.md,
-point 8)."""
+point 8).
+
+Every task retries infrastructure errors (the database or the broker lost) the one way of
+flaskweb.infra: in the task, connections closed, jittered backoff, from what is written; a
+job it claimed stays claimed by it in between (flaskweb.jobs.claim_token)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,9 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+
+from flaskweb.infra import BEAT_RETRY_SECONDS, reconnecting
+from flaskweb.jobs import claim_token
 
 logger = logging.getLogger(__name__)
 
@@ -21,12 +28,18 @@ EXPORT_STALE_SECONDS = 2 * 3600
 def export_run_task(job_id: int) -> None:
     """Write export `job_id` to its file. Idempotent: the job is claimed pending -> running
     by a conditional update, so a redelivered message finds it claimed and returns. Enqueues
-    nothing. Not retried: a failed export is recorded on the job row (with the error) and
-    asked for again by a new job. Routed to the `imports` queue, off the default queue where
-    the per-minute lease expiry runs."""
+    nothing. Retries infrastructure errors (flaskweb.infra) for up to
+    FLASKWEB_INFRA_RETRY_SECONDS, writing the file again under this task's claim; any other
+    failure is recorded on the job row (with the error) and asked for again by a new job.
+    Routed to the `imports` queue, off the default queue where the per-minute lease expiry
+    runs."""
     from analytics.exports.services import export_job_run
 
-    if export_job_run(job_id=job_id) is None:
+    claim = claim_token()
+    if (
+        reconnecting(lambda: export_job_run(job_id=job_id, claim=claim), what=f"export {job_id}")
+        is None
+    ):
         logger.info("export %s is missing or already claimed; nothing to do", job_id)
 
 
@@ -34,23 +47,34 @@ def export_run_task(job_id: int) -> None:
 def export_jobs_health_check_task() -> int:
     """Fail exports stuck in `running` for longer than EXPORT_STALE_SECONDS (their worker
     died) and delete the files of exports older than FLASKWEB_EXPORT_RETENTION_DAYS.
-    Idempotent (conditional updates); run by beat every 10 minutes."""
+    Idempotent (conditional updates); run by beat every 10 minutes; retries infrastructure
+    errors for BEAT_RETRY_SECONDS (flaskweb.infra)."""
     from analytics.exports.services import export_files_expire, export_jobs_fail_stale
 
-    failed = export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
-    return failed + export_files_expire(older_than_days=settings.FLASKWEB_EXPORT_RETENTION_DAYS)
+    def sweep() -> int:
+        failed = export_jobs_fail_stale(older_than_seconds=EXPORT_STALE_SECONDS)
+        days = settings.FLASKWEB_EXPORT_RETENTION_DAYS
+        return failed + export_files_expire(older_than_days=days)
+
+    return reconnecting(sweep, what="exports health check", seconds=BEAT_RETRY_SECONDS)
 
 
 @shared_task(soft_time_limit=3300, time_limit=3500)
 def score_import_task(job_id: int) -> None:
     """Run score import job `job_id` from its stored files. Idempotent: the job is claimed
     pending -> running by a conditional update, so a redelivered message finds it claimed
-    and returns. Enqueues nothing. Not retried: a failed import is recorded on the job row
-    (with the error; nothing written) and asked for again by a new upload. Routed to the
-    `imports` queue."""
+    and returns. Enqueues nothing. Retries infrastructure errors (flaskweb.infra) for up to
+    FLASKWEB_INFRA_RETRY_SECONDS: the import is one transaction, so each attempt starts it
+    over under this task's claim. Any other failure is recorded on the job row (with the
+    error; nothing written) and asked for again by a new upload. Routed to the `imports`
+    queue."""
     from analytics.imports.jobs import score_import_job_run
 
-    if score_import_job_run(job_id=job_id) is None:
+    claim = claim_token()
+    job = reconnecting(
+        lambda: score_import_job_run(job_id=job_id, claim=claim), what=f"score import {job_id}"
+    )
+    if job is None:
         logger.info("score import job %s is missing or already claimed; nothing to do", job_id)
 
 
@@ -59,11 +83,19 @@ def preference_import_task(job_id: int) -> None:
     """Run preference import job `job_id` from its stored file. Idempotent: the job is
     claimed pending -> running by a conditional update, so a redelivered message finds it
     claimed and returns (and the same bytes imported again write nothing). Enqueues
-    nothing. Not retried: a failed import is recorded on the job row (with the error;
-    nothing written) and asked for again by a new upload. Routed to the `imports` queue."""
+    nothing. Retries infrastructure errors (flaskweb.infra) for up to
+    FLASKWEB_INFRA_RETRY_SECONDS: the import is one transaction, so each attempt starts it
+    over under this task's claim. Any other failure is recorded on the job row (with the
+    error; nothing written) and asked for again by a new upload. Routed to the `imports`
+    queue."""
     from analytics.imports.jobs import preference_import_job_run
 
-    if preference_import_job_run(job_id=job_id) is None:
+    claim = claim_token()
+    job = reconnecting(
+        lambda: preference_import_job_run(job_id=job_id, claim=claim),
+        what=f"preference import {job_id}",
+    )
+    if job is None:
         logger.info("preference import job %s is missing or already claimed", job_id)
 
 
@@ -71,22 +103,34 @@ def preference_import_task(job_id: int) -> None:
 def import_jobs_health_check_task() -> int:
     """Fail score and preference import jobs stuck in `running` longer than
     FLASKWEB_IMPORT_STALE_SECONDS (their worker died). Idempotent (conditional updates); run
-    by beat every 5 minutes."""
+    by beat every 5 minutes; retries infrastructure errors for BEAT_RETRY_SECONDS
+    (flaskweb.infra)."""
     from analytics.imports.jobs import import_jobs_fail_stale
 
-    return import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS)
+    return reconnecting(
+        lambda: import_jobs_fail_stale(older_than_seconds=settings.FLASKWEB_IMPORT_STALE_SECONDS),
+        what="imports health check",
+        seconds=BEAT_RETRY_SECONDS,
+    )
 
 
 @shared_task(soft_time_limit=1700, time_limit=1800)
 def report_snapshot_compute_task(snapshot_id: int) -> None:
     """Compute report snapshot `snapshot_id` (analytics/report/snapshots.py). Idempotent: the
     snapshot is claimed pending -> running by a conditional update, so a redelivered message
-    finds it claimed and returns. Enqueues nothing. Not retried: a failure is recorded on the
-    row and a refresh asks again. Routed to the `analytics` queue: a long report never waits
-    behind imports, nor they behind it."""
+    finds it claimed and returns. Enqueues nothing. Retries infrastructure errors
+    (flaskweb.infra) for up to FLASKWEB_INFRA_RETRY_SECONDS, computing it again from the
+    start under this task's claim; any other failure is recorded on the row and a refresh
+    asks again. Routed to the `analytics` queue: a long report never waits behind imports,
+    nor they behind it."""
     from analytics.report.snapshots import report_snapshot_compute
 
-    if report_snapshot_compute(snapshot_id=snapshot_id) is None:
+    claim = claim_token()
+    snapshot = reconnecting(
+        lambda: report_snapshot_compute(snapshot_id=snapshot_id, claim=claim),
+        what=f"report snapshot {snapshot_id}",
+    )
+    if snapshot is None:
         logger.info("report snapshot %s is missing or already claimed", snapshot_id)
 
 
@@ -97,7 +141,8 @@ def report_snapshots_refresh_task() -> int:
     data has arrived and has none, mark snapshots stale whose scores changed, and enqueue a
     refresh of stale default snapshots (rate limited per project and tick). Idempotent
     (conditional updates; one snapshot in flight per key: a second enqueue finds the
-    pending one); run by beat every minute."""
+    pending one); run by beat every minute; retries infrastructure errors for
+    BEAT_RETRY_SECONDS (flaskweb.infra)."""
     from analytics.report.snapshots import (
         report_snapshots_expire,
         report_snapshots_fail_stale,
@@ -105,10 +150,13 @@ def report_snapshots_refresh_task() -> int:
         report_snapshots_request_first,
     )
 
-    report_snapshots_fail_stale(older_than_seconds=settings.FLASKWEB_REPORT_STALE_SECONDS)
-    report_snapshots_expire(older_than_days=settings.FLASKWEB_REPORT_KEEP_DAYS)
-    first = report_snapshots_request_first()
-    return len(first) + len(report_snapshots_refresh_stale())
+    def refresh() -> int:
+        report_snapshots_fail_stale(older_than_seconds=settings.FLASKWEB_REPORT_STALE_SECONDS)
+        report_snapshots_expire(older_than_days=settings.FLASKWEB_REPORT_KEEP_DAYS)
+        first = report_snapshots_request_first()
+        return len(first) + len(report_snapshots_refresh_stale())
+
+    return reconnecting(refresh, what="report snapshots refresh", seconds=BEAT_RETRY_SECONDS)
 
 
 @shared_task(soft_time_limit=600, time_limit=660)
@@ -116,18 +164,21 @@ def trust_calibrated_copy_task(snapshot_id: int, judge: str, run_id: int, user_i
     """Make the calibrated copy of judge run `run_id` under the isotonic maps of `judge` in
     report snapshot `snapshot_id` (docs/JUDGE_TRUST.md "Calibration"). Idempotent: the same
     maps find the copy made before and write nothing; other maps replace its scores (one
-    copy per source run, serialized on the calibrated judge's row). Enqueues nothing. Not
-    retried: a refusal (no maps, a run that cannot be calibrated) is logged."""
+    copy per source run, serialized on the calibrated judge's row). Enqueues nothing.
+    Retries infrastructure errors (flaskweb.infra) for up to FLASKWEB_INFRA_RETRY_SECONDS
+    (the copy is idempotent); a refusal (no maps, a run that cannot be calibrated) is
+    logged, not retried."""
     from analytics.report.trust import calibrated_copy_make
     from judging.services.calibrated import CalibrationRefused
 
     try:
-        if (
-            calibrated_copy_make(
+        copy = reconnecting(
+            lambda: calibrated_copy_make(
                 snapshot_id=snapshot_id, judge=judge, run_id=run_id, user_id=user_id
-            )
-            is None
-        ):
+            ),
+            what=f"calibrated copy of run {run_id}",
+        )
+        if copy is None:
             logger.info("calibrated copy of run %s: snapshot or run gone", run_id)
     except CalibrationRefused as exc:
         logger.warning("calibrated copy of run %s refused: %s", run_id, exc)

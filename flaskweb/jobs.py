@@ -9,6 +9,8 @@ The pieces every such import shares live here:
   (pending -> running -> succeeded | rejected | failed), counts, problems and error;
 - job_claim / job_finish / jobs_fail_stale: the transitions, each a conditional UPDATE, so
   a redelivered message, a late worker or the stale-job check never overwrite each other;
+  a claim token (claim_token, recorded as started_at) lets the task that claimed a job
+  claim it again after a lost database connection (flaskweb.infra), and no one else;
 - files_store / file_open / files_delete: the uploaded files in the default storage;
 - Progress: {"phase", "done", "total"} in the cache (the import runs in one transaction,
   so its rows are invisible to a poller until it commits);
@@ -27,7 +29,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import PurePath
 from typing import IO, Any, Protocol, TypeVar, cast
 
@@ -39,6 +41,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from flaskweb.db import TimestampedModel, is_postgres
+from flaskweb.infra import is_infra_error, reconnecting
 from flaskweb.streams import HashingReader  # noqa: F401 (importers use it from here)
 
 logger = logging.getLogger(__name__)
@@ -101,12 +104,27 @@ J = TypeVar("J", bound=models.Model)
 IJ = TypeVar("IJ", bound="ImportJob")
 
 
-def job_claim(model: type[J], job_id: int) -> J | None:
+def claim_token() -> datetime:
+    """A claim for job_claim: the time it is made, recorded as the job's started_at."""
+    return timezone.now()
+
+
+def job_claim(model: type[J], job_id: int, *, claim: datetime | None = None) -> J | None:
     """pending -> running, by conditional update; None if another worker won or it is done
-    (or the row is gone)."""
+    (or the row is gone).
+
+    `claim` (claim_token(), made once by the task before its first attempt) is recorded as
+    the job's started_at, and a job still running under that same claim is claimed again:
+    a task that lost its database connection after claiming (flaskweb.infra) resumes its
+    own job, even when it cannot know whether its first claim was committed, while a job
+    claimed by another worker or finished stays theirs."""
+    started = claim or timezone.now()
+    mine = Q(status=JobStatus.PENDING)
+    if claim is not None:
+        mine |= Q(status=JobStatus.RUNNING, started_at=claim)
     # _default_manager is the typed name of `objects` on a model class known only by its base
-    won = model._default_manager.filter(pk=job_id, status=JobStatus.PENDING).update(
-        status=JobStatus.RUNNING, started_at=timezone.now()
+    won = model._default_manager.filter(mine, pk=job_id).update(
+        status=JobStatus.RUNNING, started_at=started
     )
     return model._default_manager.get(pk=job_id) if won else None
 
@@ -227,13 +245,21 @@ def job_execute(
     progress_key: str,
     rejected: type[Exception],
     run: Callable[[IJ, list[tuple[str, IO[bytes]]], Progress], dict[str, Any]],
+    claim: datetime | None = None,
 ) -> IJ | None:
-    """Claim job `job_id` (pending -> running) and run it to its end state: `run(job,
-    streams, progress)` imports from the stored files and returns the job fields of a
-    success; `rejected` (with `.problems` and `.count`) ends it rejected; any other
-    exception ends it failed with the error. None when the job is gone or another worker
-    claimed it. Never raises for bad input. The stored files are deleted when it ends."""
-    job = job_claim(model, job_id)
+    """Claim job `job_id` (pending -> running, or again under `claim`: job_claim) and run it
+    to its end state: `run(job, streams, progress)` imports from the stored files in one
+    transaction and returns the job fields of a success; `rejected` (with `.problems` and
+    `.count`) ends it rejected; any other exception ends it failed with the error. None when
+    the job is gone or another worker claimed it. Never raises for bad input. The stored
+    files are deleted when it ends.
+
+    With `claim` (a task that retries: flaskweb.infra), an infrastructure error (the
+    database or the broker lost) during the import is raised, not recorded: the job stays
+    running under `claim` with its files, the import's transaction rolled back, so the
+    task's retry starts it over cleanly. One while recording the outcome is retried in
+    place."""
+    job = job_claim(model, job_id, claim=claim)
     if job is None:
         return None
     streams: list[tuple[str, IO[bytes]]] = []
@@ -250,6 +276,8 @@ def job_execute(
             "problem_count": rejection.count,
         }
     except Exception as exc:  # a crash: the import's transaction rolled back; record why
+        if claim is not None and is_infra_error(exc):
+            raise  # finally: closes the streams; the files stay for the retry
         logger.exception("%s %s failed", label, job.pk)
         fields = {"error": f"{type(exc).__name__}: {exc}"[:5000]}
     else:
@@ -257,11 +285,15 @@ def job_execute(
     finally:
         for _, stream in streams:
             stream.close()
-    if not job_finish(model, job.pk, status, **fields):
+    # The outcome is recorded here once the database answers again, not by running the
+    # import over: a committed import run again would find its own rows (already imported).
+    # A finish whose commit was not confirmed is found finished by its retry: nothing lost.
+    what = f"{label} {job.pk}"
+    if not reconnecting(lambda: job_finish(model, job.pk, status, **fields), what=what):
         logger.warning("%s %s was finished elsewhere", label, job.pk)
     files_delete(job.files)
     Progress(progress_key, 1).set("done", force=True)
-    job.refresh_from_db()
+    reconnecting(job.refresh_from_db, what=what)
     return job
 
 

@@ -70,6 +70,7 @@ from analytics.tasks import export_run_task
 from annotation import selectors as annotation_selectors
 from annotation.models import Project
 from flaskweb.db import is_postgres
+from flaskweb.infra import is_infra_error, reconnecting
 from flaskweb.jobs import job_claim, job_finish, jobs_fail_stale
 from judging import selectors as judging_selectors
 from judging.models import JudgeRun
@@ -725,14 +726,20 @@ def export_job_create(
     return job
 
 
-def export_job_run(*, job_id: int) -> ExportJob | None:
+def export_job_run(*, job_id: int, claim: datetime | None = None) -> ExportJob | None:
     """Claim and run an export job to done (its file saved) or failed (with the error).
     Returns None when the job is missing or was claimed already (a redelivered task). The
     transitions are flaskweb.jobs' (ExportStatus shares JobStatus's pending, running and
-    failed values)."""
-    job = job_claim(ExportJob, job_id)
+    failed values).
+
+    With `claim` (the task, which retries: flaskweb.infra), an infrastructure error while
+    writing is raised, not recorded: the job stays running under `claim` and the retry
+    writes the file again (over the one an earlier attempt of this claim left). One while
+    recording the outcome is retried in place."""
+    job = job_claim(ExportJob, job_id, claim=claim)
     if job is None:
         return None
+    what = f"export {job.pk}"
     try:
         options = export_options_clean(
             project=job.project, kind=job.kind, fmt=job.format, filters=job.filters
@@ -741,16 +748,34 @@ def export_job_run(*, job_id: int) -> ExportJob | None:
             rows = export_write(options, tmp)
             tmp.seek(0)
             stored_name = f"{job.project.slug}-{job.kind}-{job.pk}.{job.format}"
+            # a file of this name can only be left by an earlier attempt of this claim that
+            # lost the database before recording it (the job is still running under it)
+            path = job.file.field.generate_filename(job, stored_name)
+            if job.file.storage.exists(path):
+                job.file.storage.delete(path)
             job.file.save(stored_name, File(tmp, name=stored_name), save=False)
     except Exception as exc:  # a soft time limit included: record why, never leave it running
+        if claim is not None and is_infra_error(exc):
+            raise
         logger.exception("export %s failed", job.pk)
         error = str(exc) if isinstance(exc, ExportOptionsError) else f"{type(exc).__name__}: {exc}"
-        job_finish(ExportJob, job.pk, ExportStatus.FAILED, error=error[:5000])
+        reconnecting(
+            lambda: job_finish(ExportJob, job.pk, ExportStatus.FAILED, error=error[:5000]),
+            what=what,
+        )
     else:
-        won = job_finish(ExportJob, job.pk, ExportStatus.DONE, file=job.file.name, rows=rows)
-        if not won:  # failed meanwhile (stale-job check): the file belongs to no job
-            job.file.storage.delete(job.file.name)
-    job.refresh_from_db()
+        name = job.file.name
+        won = reconnecting(
+            lambda: job_finish(ExportJob, job.pk, ExportStatus.DONE, file=name, rows=rows),
+            what=what,
+        )
+        if not won and not reconnecting(
+            # a finish retried after its commit went unconfirmed finds it done with this file
+            ExportJob.objects.filter(pk=job.pk, status=ExportStatus.DONE, file=name).exists,
+            what=what,
+        ):  # failed meanwhile (stale-job check): the file belongs to no job
+            job.file.storage.delete(name)
+    reconnecting(job.refresh_from_db, what=what)
     return job
 
 

@@ -9,6 +9,7 @@ docs/IMPORT_FORMATS.md, "Long-format scores (analytics)" and "Preference labels"
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import IO, Any
 
 from django.db import transaction
@@ -116,7 +117,7 @@ def preference_import_job_create(
     )
 
 
-def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
+def score_import_job_run(*, job_id: int, claim: datetime | None = None) -> ScoreImportJob | None:
     """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
     every problem or the error, is on the job row. Returns the ScoreImportJob row, or None when
     it is gone or another worker claimed it."""
@@ -151,10 +152,13 @@ def score_import_job_run(*, job_id: int) -> ScoreImportJob | None:
         progress_key=progress_key(job_id, KINDS[ScoreImportJob]),
         rejected=ScoreImportRejected,
         run=run,
+        claim=claim,
     )
 
 
-def preference_import_job_run(*, job_id: int) -> PreferenceImportJob | None:
+def preference_import_job_run(
+    *, job_id: int, claim: datetime | None = None
+) -> PreferenceImportJob | None:
     """Run preference import job `job_id` to its end state (flaskweb.jobs.job_execute):
     succeeded with its PreferenceImport (`result.already_imported` when these bytes were
     imported into the project before), rejected with every problem (nothing written) or
@@ -192,6 +196,7 @@ def preference_import_job_run(*, job_id: int) -> PreferenceImportJob | None:
         progress_key=progress_key(job_id, KINDS[PreferenceImportJob]),
         rejected=PreferenceImportRejected,
         run=run,
+        claim=claim,
     )
 
 

@@ -63,6 +63,7 @@ from annotation.selectors import (
     human_scores_changed_since,
     project_system_names,
 )
+from flaskweb.infra import is_infra_error
 from judging.selectors import judge_runs_finished_since
 
 logger = logging.getLogger(__name__)
@@ -408,12 +409,23 @@ def snapshot_request(
 # --- computing ------------------------------------------------------------------------------
 
 
-def report_snapshot_compute(*, snapshot_id: int) -> ReportSnapshot | None:
+def report_snapshot_compute(
+    *, snapshot_id: int, claim: datetime | None = None
+) -> ReportSnapshot | None:
     """Compute pending snapshot `snapshot_id` (claimed pending -> running by a conditional
-    update; None if it is gone or claimed already). Ends done, with its parts, or failed."""
-    claimed = ReportSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.PENDING).update(
+    update; None if it is gone or claimed already). Ends done, with its parts, or failed.
+
+    `claim` (flaskweb.jobs.claim_token) is recorded as started_at, and a snapshot still
+    running under it is claimed again: with a claim (the task, which retries), an
+    infrastructure error (flaskweb.infra: the database lost) is raised, not recorded as a
+    failure, and the retry computes it again from the start (the parts and the done state
+    are written in one transaction)."""
+    mine = Q(status=SnapshotStatus.PENDING)
+    if claim is not None:
+        mine |= Q(status=SnapshotStatus.RUNNING, started_at=claim)
+    claimed = ReportSnapshot.objects.filter(mine, pk=snapshot_id).update(
         status=SnapshotStatus.RUNNING,
-        started_at=timezone.now(),
+        started_at=claim or timezone.now(),
         progress=0.0,
         phase="reading the scores",
     )
@@ -471,6 +483,8 @@ def report_snapshot_compute(*, snapshot_id: int) -> ReportSnapshot | None:
             )
             _forget_older(snapshot)
     except Exception as exc:
+        if claim is not None and is_infra_error(exc):
+            raise
         logger.exception("report snapshot %s failed", snapshot_id)
         ReportSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).update(
             status=SnapshotStatus.FAILED,

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
@@ -46,6 +47,7 @@ from annotation.names import NameRefused, NameScope
 from annotation.parsers import ACCEPT, PROBLEM_CLASSES, REJECT, SKIP, ItemRow, Problem, ResponseRow
 from annotation.selectors import domain_list_for_project, skill_list_for_project
 from annotation.services.items import dataset_name_check, metadata_dataset_snapshot
+from flaskweb.infra import is_infra_error
 from flaskweb.jobs import job_claim, job_finish, jobs_fail_stale
 
 logger = logging.getLogger(__name__)
@@ -295,12 +297,18 @@ def _catalogue(project: Project) -> tuple[parsers.Catalogue, dict[str, int], dic
 
 
 def dataset_import_run(
-    *, upload: DatasetUpload, on_problem: Callable[[Problem, str], None] | None = None
+    *,
+    upload: DatasetUpload,
+    on_problem: Callable[[Problem, str], None] | None = None,
+    retried: bool = False,
 ) -> DatasetUpload:
     """Run a claimed (running) import to its end state: succeeded, rejected or failed.
 
     Never raises for bad input: the outcome is on the returned job row. `on_problem` is
-    called for every problem found (the CLI prints them all).
+    called for every problem found (the CLI prints them all). With `retried` (the caller
+    retries infrastructure errors: flaskweb.infra), a lost database or broker is raised
+    instead of recorded as a failure: the import's transaction rolled back, the upload
+    stays running for the retry to start it over.
     """
     policies = upload.options.get("policies", {})
     problems = _Problems(policies, on_problem)
@@ -324,6 +332,8 @@ def dataset_import_run(
     except _Rejected:
         return _finish(upload, UploadStatus.REJECTED, problems, summary, {})
     except Exception as exc:  # crash: the transaction rolled back, record why
+        if retried and is_infra_error(exc):
+            raise  # the database or broker is away: the task's retry starts it over cleanly
         logger.exception("import %s failed", upload.pk)
         upload.error = f"{type(exc).__name__}: {exc}"[:5000]
         return _finish(upload, UploadStatus.FAILED, problems, summary, {})
@@ -376,18 +386,25 @@ def _finish_done(upload) -> DatasetUpload:
     return upload
 
 
-def dataset_upload_claim(*, upload_id: int) -> DatasetUpload | None:
+def dataset_upload_claim(*, upload_id: int, claim: datetime | None = None) -> DatasetUpload | None:
     """pending -> running, by conditional update; None if another worker won or it is done.
-    The job-row transitions are flaskweb.jobs' (UploadStatus has JobStatus's values)."""
-    return job_claim(DatasetUpload, upload_id)
+    With `claim`, also an upload still running under that claim (its task's retry after a
+    lost connection). The job-row transitions are flaskweb.jobs' (UploadStatus has
+    JobStatus's values)."""
+    return job_claim(DatasetUpload, upload_id, claim=claim)
 
 
-def dataset_import(*, upload_id: int, on_problem=None) -> DatasetUpload | None:
-    """Claim and run an import (the Celery task and the CLI both come here)."""
-    upload = dataset_upload_claim(upload_id=upload_id)
+def dataset_import(
+    *, upload_id: int, on_problem=None, claim: datetime | None = None
+) -> DatasetUpload | None:
+    """Claim and run an import (the Celery task and the CLI both come here). The import is
+    one transaction: with `claim` (the task, which retries), an infrastructure error
+    (flaskweb.infra) rolls it back and is raised, leaving the upload running under `claim`
+    for the retry to start over; without (the command), it is recorded as a failure."""
+    upload = dataset_upload_claim(upload_id=upload_id, claim=claim)
     if upload is None:
         return None
-    return dataset_import_run(upload=upload, on_problem=on_problem)
+    return dataset_import_run(upload=upload, on_problem=on_problem, retried=claim is not None)
 
 
 def uploads_fail_stale(*, older_than_seconds: int) -> int:

@@ -6,6 +6,7 @@ command calls it in process). Docs: docs/JUDGE_OUTPUT_IMPORTS.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import IO
 
 from django.db import transaction
@@ -59,7 +60,9 @@ def judge_output_import_job_create(
     return job
 
 
-def judge_output_import_job_run(*, job_id: int) -> JudgeOutputImportJob | None:
+def judge_output_import_job_run(
+    *, job_id: int, claim: datetime | None = None
+) -> JudgeOutputImportJob | None:
     """Run job `job_id` to its end state (flaskweb.jobs.job_execute): the outcome, with
     every problem or the error, is on the job row. Returns the JudgeOutputImportJob row, or
     None when it is gone or another worker claimed it."""
@@ -86,6 +89,7 @@ def judge_output_import_job_run(*, job_id: int) -> JudgeOutputImportJob | None:
         progress_key=progress_key(job_id),
         rejected=JudgeOutputImportRejected,
         run=run,
+        claim=claim,
     )
 
 

@@ -5,8 +5,11 @@ baseline, or both orders of a pair) are planned here, answered from the cache wh
 be, and the rest handed to this process's judging engine (judging.llm.engine), which keeps
 many calls in flight at the provider's pace. This thread writes the outcomes as they come,
 many per transaction, and watches the run: a pause, a cancel or a used-up budget stops the
-batch within about a second; at FLASKWEB_JUDGE_TASK_SECONDS it launches nothing more and
-hands what it did not start to a follow-up task.
+batch within about a second; at FLASKWEB_JUDGE_TASK_SECONDS, or when its worker begins a warm
+shutdown (flaskweb.infra.shutting_down), it launches nothing more, lets the calls on the wire
+come back and writes them, and hands what it did not start to a follow-up task. When the
+database goes away, the answers that come back meanwhile wait in memory and are written
+when it is back (`_drain`): a restart costs no call and no judgment.
 
 Idempotent: judgments are unique per (run, response, sample) and only missing ones are
 planned, so a redelivered or duplicated batch records nothing twice."""
@@ -23,8 +26,9 @@ from django.db import transaction
 
 from annotation.models import Response
 from annotation.selectors import anchor_responses_for, responses_for_judging, skills_for_responses
+from flaskweb.infra import Outage, shutting_down
 from judging import prompts
-from judging.llm.clients import ChatRequest
+from judging.llm.clients import ChatRequest, ChatResult
 from judging.llm.engine import Batch, Call, Engine, Outcome
 from judging.models import (
     JudgeConfig,
@@ -198,6 +202,8 @@ def _llm(run: JudgeRun, units: list[Unit]) -> list[int]:
     record.flush()
     if not calls:
         return []
+    if shutting_down():  # the worker is stopping: the next one makes these calls
+        return _responses(asked, [call.key for call in calls])
     watch = _Watch(run)
     batch = engine().submit(calls, limit=limit_spec(judge, access), credit=watch.credit())
     deadline = time.monotonic() + settings.FLASKWEB_JUDGE_TASK_SECONDS
@@ -208,10 +214,15 @@ def _llm(run: JudgeRun, units: list[Unit]) -> list[int]:
         raise
     if watch.stopped or not batch.unfinished:
         return []
+    return _responses(asked, batch.unfinished)
+
+
+def _responses(asked: Asked, keys: list) -> list[int]:
+    """The responses of the calls `keys` (and of the units answered with them), sorted."""
     return sorted(
         unit.target.response.pk
-        for key in batch.unfinished
-        for unit in [asked[int(key)][0], *asked[int(key)][3]]  # type: ignore[call-overload]
+        for key in keys
+        for unit in [asked[int(key)][0], *asked[int(key)][3]]
     )
 
 
@@ -284,34 +295,55 @@ def _drain(
     watch: _Watch,
     deadline: float,
 ) -> None:
-    """Write the batch's outcomes as they come; stop it when the run stops or time is up."""
-    pending: list[Outcome] = []
+    """Write the batch's outcomes as they come; stop it when the run stops, time is up or
+    the worker begins a warm shutdown.
+
+    The outcomes are answers already paid for, so a lost database does not throw them
+    away: they wait in the recorder while the batch goes on (its calls on the wire come
+    back, its budget credit is held by what is unwritten), and every write is tried again
+    after a jittered backoff (flaskweb.infra.Outage) until it goes through, within about
+    FLASKWEB_INFRA_BACKOFF_CAP_SECONDS of the database coming back; past
+    FLASKWEB_INFRA_RETRY_SECONDS of failures it gives up (Unavailable). Writes are
+    idempotent (judgments are unique per run, response and sample), so a write whose
+    commit went unconfirmed is not made twice."""
+    outage = Outage(f"run {watch.run.pk}: writing judgments")
     oldest = 0.0
-    past_deadline = False
+    released = 0.0  # reserved cost of the outcomes taken and not yet written
+    stopping = False
     while not batch.finished():
-        for outcome in batch.take(timeout=0.05):
-            if not pending:
+        outcomes = batch.take(timeout=0.05)
+        if outcomes:
+            if not record.waiting:
                 oldest = time.monotonic()
-            pending.append(outcome)
+            released += _record(outcomes, asked, record)
         now = time.monotonic()
-        if pending and (
-            len(pending) >= WRITE_MANY or now - oldest >= WRITE_EVERY or batch.finished()
+        if record.waiting and (
+            len(record.items) >= WRITE_MANY or now - oldest >= WRITE_EVERY or batch.finished()
         ):
-            released = _write(pending, asked, record)
-            pending = []
-            watch.after_write(batch, released)
+            if outage.attempt(record.flush):
+                watch.released(released)
+                released = 0.0
+                outage.attempt(lambda: watch.check(batch, force=True))
         elif watch.due():
-            watch.check(batch)
-        if not past_deadline and now > deadline:
-            past_deadline = True
+            outage.attempt(lambda: watch.check(batch))
+        if not stopping and shutting_down():
+            stopping = True
+            logger.info(
+                "run %s: the worker is shutting down; the rest goes to a follow-up task",
+                watch.run.pk,
+            )
+            batch.stop(grace=settings.FLASKWEB_JUDGE_SHUTDOWN_GRACE_SECONDS)
+        elif not stopping and now > deadline:
+            stopping = True
             logger.info("run %s: batch time is up; the rest goes to a follow-up task", watch.run.pk)
             batch.stop(grace=None)  # calls on the wire end by their own timeout
-    if pending:
-        _write(pending, asked, record)
+    while record.waiting and not outage.attempt(record.flush):
+        outage.wait()
 
 
-def _write(outcomes: list[Outcome], asked: Asked, record: _Recorder) -> float:
-    cache = []
+def _record(outcomes: list[Outcome], asked: Asked, record: _Recorder) -> float:
+    """Hand outcomes to the recorder (nothing is written yet); returns the cost the engine
+    reserved for them."""
     for outcome in outcomes:
         unit, body, key, followers = asked[int(outcome.key)]  # type: ignore[call-overload]
         if outcome.result is not None:
@@ -328,7 +360,7 @@ def _write(outcomes: list[Outcome], asked: Asked, record: _Recorder) -> float:
                     "attempts": outcome.attempts,
                 },
             )
-            cache.append((key, result))
+            record.cache.append((key, result))
             for follower in followers:  # as the cache would have answered it
                 answer = {**NO_CALL, "content": result.content, "from_cache": True}
                 record.add(follower, body, key, answer)
@@ -349,23 +381,29 @@ def _write(outcomes: list[Outcome], asked: Asked, record: _Recorder) -> float:
             for follower in followers:
                 failed = {**NO_CALL, "error": f"{error} (the same request as another judgment)"}
                 record.add(follower, body, key, failed)
-    record.flush(cache=cache)
     return sum(o.cost for o in outcomes)
 
 
 class _Recorder:
     """Outcomes waiting to be written, and the write: judgments many at a time, pair
-    judgments one by one, answers into the cache, in one transaction."""
+    judgments one by one, answers into the cache, in one transaction. What is waiting is
+    dropped only once its transaction commits: a write that fails (the database lost) is
+    made again, whole, by the next flush."""
 
     def __init__(self, run: JudgeRun) -> None:
         self.run = run
         self.items: list[tuple[Unit, Recorded]] = []
+        self.cache: list[tuple[str, ChatResult]] = []
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.items or self.cache)
 
     def add(self, unit: Unit, body: dict, key: str, outcome: dict) -> None:
         self.items.append((unit, Recorded(unit.target, unit.sample, body, key, outcome)))
 
-    def flush(self, cache=()) -> None:
-        items, self.items = self.items, []
+    def flush(self) -> None:
+        items, cache = list(self.items), list(self.cache)
         if not items and not cache:
             return
         run = self.run
@@ -403,6 +441,8 @@ class _Recorder:
                         item.key,
                         **item.outcome,
                     )
+        del self.items[: len(items)]
+        del self.cache[: len(cache)]
 
 
 class _Watch:
@@ -433,9 +473,10 @@ class _Watch:
             return None
         return float(self.run.budget - Decimal(self.cost))
 
-    def after_write(self, batch: Batch, released: float) -> None:
-        self._released += released
-        self.check(batch, force=True)
+    def released(self, cost: float) -> None:
+        """Outcomes whose reserved cost adds up to `cost` are written: the next check
+        hands it back to the engine with the credit it reads."""
+        self._released += cost
 
     def check(self, batch: Batch, force: bool = False) -> None:
         """Read the run; stop the batch if it was paused or cancelled, or its budget is used

@@ -33,8 +33,9 @@ from annotation.selectors import (
     metadata_proposal_items_present,
 )
 from annotation.services.metadata import ProposalSpec, metadata_proposals_record, run_origin
+from flaskweb.infra import Outage, shutting_down
 from judging import prompts
-from judging.llm.engine import Call, Outcome
+from judging.llm.engine import Batch, Call, Outcome
 from judging.models import (
     JudgeConfig,
     JudgeKind,
@@ -349,34 +350,59 @@ def _ask(run: MetadataRun, item_ids: list[int]) -> list[int]:
     recorder.flush()
     if not calls:
         return []
+    if shutting_down():  # the worker is stopping: the next one asks about these items
+        return sorted(asked)
     credit = None if run.budget is None else float(run.budget - Decimal(run.cost))
     batch = engine().submit(calls, limit=limit_spec(judge, access), credit=credit)
-    deadline = time.monotonic() + settings.FLASKWEB_JUDGE_TASK_SECONDS
-    stopped = past_deadline = False
     try:
-        while not batch.finished():
-            outcomes: list[Outcome] = batch.take(timeout=0.25, max_items=WRITE_MANY)
-            released = 0.0
-            for outcome in outcomes:
-                recorder.add_outcome(int(outcome.key), asked[int(outcome.key)], outcome)  # type: ignore[call-overload]
-                released += outcome.cost
-            if outcomes:
-                recorder.flush()
-            status, cost = MetadataRun.objects.values_list("status", "cost").get(pk=run.pk)
-            if not stopped and (status != RunStatus.RUNNING or _over_budget(run)):
-                stopped = True
-                batch.stop(grace=settings.FLASKWEB_JUDGE_STOP_GRACE_SECONDS)
-            elif run.budget is not None:
-                batch.update_credit(float(run.budget - Decimal(cost)), released)
-            if not past_deadline and time.monotonic() > deadline:
-                past_deadline = True
-                batch.stop(grace=None)
+        stopped = _drain(run, batch, asked, recorder)
     except BaseException:
         batch.stop(grace=0)
         raise
     if stopped or not batch.unfinished:
         return []
     return sorted(int(k) for k in batch.unfinished)  # type: ignore[call-overload]
+
+
+def _drain(run: MetadataRun, batch: Batch, asked: dict[int, str], recorder: _Recorder) -> bool:
+    """Write the batch's answers as they come and read the run after each write; stop the
+    batch when the run stops or its budget is used (returns True then), when its time is up
+    or when the worker begins a warm shutdown (calls on the wire come back and are written;
+    the caller hands the rest to a follow-up). The answers are paid for: while the database
+    is away they wait in the recorder and every write is tried again after a jittered
+    backoff (flaskweb.infra.Outage) until it goes through."""
+    outage = Outage(f"metadata run {run.pk}: writing proposals")
+    deadline = time.monotonic() + settings.FLASKWEB_JUDGE_TASK_SECONDS
+    stopped = stopping = False
+    released = 0.0  # reserved cost of the answers taken and not yet written
+
+    def watch() -> None:
+        nonlocal stopped, released
+        recorder.flush()
+        status, cost = MetadataRun.objects.values_list("status", "cost").get(pk=run.pk)
+        if not stopped and (status != RunStatus.RUNNING or _over_budget(run)):
+            stopped = True
+            batch.stop(grace=settings.FLASKWEB_JUDGE_STOP_GRACE_SECONDS)
+        elif run.budget is not None:
+            batch.update_credit(float(run.budget - Decimal(cost)), released)
+            released = 0.0
+
+    while not batch.finished():
+        outcomes: list[Outcome] = batch.take(timeout=0.25, max_items=WRITE_MANY)
+        for outcome in outcomes:
+            recorder.add_outcome(int(outcome.key), asked[int(outcome.key)], outcome)  # type: ignore[call-overload]
+            released += outcome.cost
+        outage.attempt(watch)
+        if not stopping and shutting_down():
+            stopping = True
+            logger.info("metadata run %s: warm shutdown; the rest goes to a follow-up", run.pk)
+            batch.stop(grace=settings.FLASKWEB_JUDGE_SHUTDOWN_GRACE_SECONDS)
+        elif not stopping and time.monotonic() > deadline:
+            stopping = True
+            batch.stop(grace=None)
+    while recorder.waiting and not outage.attempt(recorder.flush):
+        outage.wait()
+    return stopped
 
 
 class _Recorder:
@@ -411,11 +437,21 @@ class _Recorder:
         else:
             self.add(item_id, key, {**NO_CALL, "error": str(outcome.error)})
 
+    @property
+    def waiting(self) -> bool:
+        return bool(self.pending or self.cache)
+
     def flush(self) -> None:
-        pending, self.pending = self.pending, []
-        cache, self.cache = self.cache, []
+        """Write what is waiting in one transaction; it is dropped only once that commits
+        (a write that fails, the database lost, is made again whole by the next flush)."""
+        pending, cache = list(self.pending), list(self.cache)
         if not pending and not cache:
             return
+        self._write(pending, cache)
+        del self.pending[: len(pending)]
+        del self.cache[: len(cache)]
+
+    def _write(self, pending: list[tuple[int, str, dict]], cache: list) -> None:
         run, judge = self.run, self.judge
         provider = judge.provider
         with transaction.atomic():

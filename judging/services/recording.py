@@ -71,7 +71,9 @@ def judgments_record_many(run: JudgeRun, recorded: list[Recorded]) -> int:
     """judgment_record for many outcomes in one transaction and four statements (the
     judgments already there are skipped; the counters move once, by what was inserted).
     A concurrent duplicate (another task inserting one of them meanwhile) rolls the batch
-    back and records them one by one instead. Returns how many were inserted."""
+    back and records them one by one instead. A batch written again after a lost database
+    connection (judging.services.batches) finds what an unconfirmed commit wrote and skips
+    it, so nothing is counted twice. Returns how many were inserted."""
     if not recorded:
         return 0
     try:
