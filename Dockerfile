@@ -5,6 +5,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     DJANGO_STATIC_ROOT=/app/staticfiles FLASKWEB_VAR_DIR=/app/var
 WORKDIR /app
 
+# pg_dump, pg_restore and psql for `manage.py backup` and `restore` (docs/SERVING.md
+# "Backups and restores"): Debian bookworm's are PostgreSQL 15, the server docker-compose.yml
+# runs; a newer server needs that version's client (postgresql-client-N from PostgreSQL's apt
+# repository).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends postgresql-client \
+ && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first (pinned in pyproject.toml), so code changes reuse this layer.
 COPY pyproject.toml ./
 RUN pip install --upgrade "pip==25.3" \
