@@ -21,6 +21,7 @@ from flaskweb.env import (
     env_secret,
     env_str,
 )
+from flaskweb.metrics_dir import directory_usable
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("FLASKWEB_VAR_DIR", str(BASE_DIR / "var")))
@@ -62,6 +63,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz and /readyz, answered before anything else runs (no session, cookie, HTTPS
+    # redirect or host check: a load balancer probes the server's own address over HTTP)
+    "flaskweb.health.ProbeMiddleware",
+    # requests by view, status and latency (docs/OPERATIONS.md), around everything below
+    "flaskweb.metrics.MetricsMiddleware",
     # the client's address from a trusted reverse proxy, before anything reads it
     "flaskweb.proxy.ForwardedForMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -328,6 +334,17 @@ FLASKWEB_JUDGE_BACKOFF_BASE_SECONDS = env_float("FLASKWEB_JUDGE_BACKOFF_BASE_SEC
 FLASKWEB_JUDGE_BACKOFF_CAP_SECONDS = env_float("FLASKWEB_JUDGE_BACKOFF_CAP_SECONDS", 120.0)
 # An upload still "running" after this many seconds is marked failed by the health check.
 FLASKWEB_IMPORT_STALE_SECONDS = env_int("FLASKWEB_IMPORT_STALE_SECONDS", 2 * 3600)
+# A request that lost the database or Redis answers 503 with this Retry-After (seconds);
+# the annotate and review pages wait that long before sending it again (flaskweb/unavailable.py).
+FLASKWEB_RETRY_AFTER_SECONDS = env_int("FLASKWEB_RETRY_AFTER_SECONDS", 3)
+# A background task that loses the database or the broker (flaskweb/infra.py) closes its
+# connections and tries again after a jittered backoff capped at BACKOFF_CAP_SECONDS, for up
+# to RETRY_SECONDS of failures in a row; past that it fails and the sweeps take over. A judge
+# or metadata batch in a worker's warm shutdown gives its calls on the wire SHUTDOWN_GRACE
+# seconds to come back (they are written), then hands the rest to the next worker.
+FLASKWEB_INFRA_RETRY_SECONDS = env_int("FLASKWEB_INFRA_RETRY_SECONDS", 300)
+FLASKWEB_INFRA_BACKOFF_CAP_SECONDS = env_float("FLASKWEB_INFRA_BACKOFF_CAP_SECONDS", 2.0)
+FLASKWEB_JUDGE_SHUTDOWN_GRACE_SECONDS = env_float("FLASKWEB_JUDGE_SHUTDOWN_GRACE_SECONDS", 20.0)
 
 # --- REST API -------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -396,17 +413,39 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Production hardening -------------------------------------------------------------------
+# `manage.py serve --local` sets this for its own web server and worker only (docs/SERVING.md
+# "Trying it on your own machine"): plain HTTP on a loopback address, so no redirect to HTTPS,
+# no HSTS and no secure-only cookies (a browser does not send those back over plain HTTP, and
+# every POST would fail CSRF). Never set it on a server; it refuses any non-loopback host name.
+LOCAL_TRIAL = env_bool("FLASKWEB_LOCAL_TRIAL", False)
+if LOCAL_TRIAL and set(ALLOWED_HOSTS) - {"127.0.0.1", "localhost", "::1", "[::1]"}:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("FLASKWEB_LOCAL_TRIAL serves loopback host names only")
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 60 * 60 * 24 * 30)
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True) and not LOCAL_TRIAL
+    SESSION_COOKIE_SECURE = not LOCAL_TRIAL
+    CSRF_COOKIE_SECURE = not LOCAL_TRIAL
+    SECURE_HSTS_SECONDS = (
+        0 if LOCAL_TRIAL else env_int("DJANGO_SECURE_HSTS_SECONDS", 60 * 60 * 24 * 30)
+    )
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_CONTENT_TYPE_NOSNIFF = True
     SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# The health probes are answered before SecurityMiddleware (flaskweb/health.py); should they
+# ever reach it, they are still not redirected to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# /metrics (docs/OPERATIONS.md): the bearer token Prometheus sends (or _FILE); unset, only a
+# signed-in site admin sees the page and everyone else gets 404.
+FLASKWEB_METRICS_TOKEN = env_secret("FLASKWEB_METRICS_TOKEN", required=False)
+# Several web processes add up their request counters through this directory (gunicorn.conf.py
+# and `manage.py serve` set it; flaskweb/metrics_dir.py): made when missing, and left unset,
+# each process counting alone, when it cannot be written. Checked here, before
+# prometheus_client is imported, as it picks its mode at import.
+PROMETHEUS_MULTIPROC_DIR = directory_usable()
 # Sign-in throttling (flaskweb.security, for /login/ and the admin's login): failed sign-ins
 # per username and per client address within the window, counted in the cache.
 LOGIN_FAILURES_PER_USER = env_int("FLASKWEB_LOGIN_FAILURES_PER_USER", 5)

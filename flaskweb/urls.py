@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from analytics.report.apis import AnalyticsReportApi
 from analytics.urls import api_urlpatterns as analytics_api
 from annotation.urls import api_urlpatterns as annotation_api
+from flaskweb import health, metrics
 from flaskweb.account import api_token
 from flaskweb.security import ThrottledLoginView
 from flaskweb.views import favicon
@@ -39,6 +40,13 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", api_docs, name="api-docs"),
     path("favicon.ico", favicon, name="favicon"),
+    # health probes and Prometheus metrics (docs/OPERATIONS.md); the probes and a scrape with
+    # the bearer token are answered by middleware before these (flaskweb/health.py)
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
 ]
 
 handler404 = "flaskweb.views.not_found"
+# a lost database or Redis is a 503 with Retry-After, not a 500 (flaskweb/unavailable.py)
+handler500 = "flaskweb.unavailable.server_error"

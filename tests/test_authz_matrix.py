@@ -175,6 +175,10 @@ RULES: dict[str, Rule] = {
     #              anon ann  oth  res  padm site
     "annotation:home":
         Rule(get=S(302, 200, 200, 200, 200, 200)),
+    # site admins create projects (an empty form: 200 with its errors)
+    "annotation:project-create":
+        Rule(get=S(302, 403, 403, 403, 403, 200),
+            post=S(302, 403, 403, 403, 403, 200)),
     "annotation:project-detail":
         Rule(get=S(302, 403, 404, 200, 200, 200)),
     "annotation:upload-create":
@@ -664,6 +668,15 @@ RULES: dict[str, Rule] = {
         Rule(get=S(200, 200, 200, 200, 200, 200)),
     "favicon":
         Rule(get=S(200, 200, 200, 200, 200, 200)),
+    # --- operations (docs/OPERATIONS.md) ---------------------------------------------------
+    # the health probes are public and hold no data; /metrics: a site admin, or Prometheus
+    # with its bearer token (none is configured here); anyone else is told nothing is there
+    "healthz":
+        Rule(get=S(200, 200, 200, 200, 200, 200)),
+    "readyz":
+        Rule(get=S(200, 200, 200, 200, 200, 200)),
+    "metrics":
+        Rule(get=S(404, 404, 404, 404, 404, 200)),
 }
 # fmt: on
 
