@@ -222,6 +222,16 @@ SCENARIOS = {
             about="R = 600/min, 30 % faults incl. 20 s hangs, judge timeout 30 s",
         ),
         Scenario(
+            "faults3000",
+            1.0,
+            3000,
+            1000,
+            fault_rate=0.3,
+            hang_seconds=20.0,
+            judge_timeout=30.0,
+            about="R = 3000/min, 30 % faults incl. 20 s hangs, judge timeout 30 s: the tail",
+        ),
+        Scenario(
             "faults-no429",
             1.0,
             600,
@@ -255,6 +265,7 @@ DEFAULT_SCENARIOS = "rpm600,rpm3000,rpm600-l10,unlimited,faults,inflight100,infl
 SCENARIO_SHAPES = {
     "unlimited": ("production", "previous"),
     "faults": ("production", "previous"),
+    "faults3000": ("production", "embedded"),
     "faults-no429": ("production",),
     "inflight100": ("production",),
     "inflight500": ("production",),

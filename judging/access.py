@@ -38,10 +38,11 @@ def judge_get_for_staff(user, pk: int) -> JudgeConfig:
 
 
 def run_get_for_staff(user, pk: int) -> JudgeRun:
-    """The run with its judge, project, dataset and campaign (the run page shows them all)."""
+    """The run with its judge, project, provider (its limits: the live figures), dataset and
+    campaign (the run page shows them all)."""
     run = get_object_or_404(
         JudgeRun.objects.select_related(
-            "judge__project", "judge__prompt_template", "dataset", "campaign"
+            "judge__project", "judge__prompt_template", "judge__provider", "dataset", "campaign"
         ),
         pk=pk,
     )

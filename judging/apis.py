@@ -36,6 +36,7 @@ from judging.forms import (
     validate_extra_params,
 )
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, JudgmentStatus, RunStatus
+from judging.services.calls import judge_limits
 
 #: Input keys that would carry a secret (in any case): refused with a message of their own.
 SECRET_INPUT_KEYS = ("api_key", "key", "token", "authorization")
@@ -113,6 +114,50 @@ class JudgeOutputSerializer(serializers.Serializer):
         return judge.provider.name if judge.provider is not None else None
 
 
+class ProviderLiveSerializer(serializers.Serializer):
+    in_flight = serializers.IntegerField(
+        source="provider.in_flight", help_text="its calls on the wire now, from every run"
+    )
+    requests_per_minute = serializers.IntegerField(
+        allow_null=True, source="rpm", help_text="its declared limit (null: none)"
+    )
+    tokens_per_minute = serializers.IntegerField(allow_null=True, source="tpm")
+    learned_window = serializers.FloatField(
+        allow_null=True,
+        source="provider.window",
+        help_text="with no declared limit: the calls in flight it accepts, learned from its"
+        " 429s (null: none refused yet, or a declared limit)",
+    )
+    throttled_last_minute = serializers.IntegerField(source="provider.throttled_last_minute")
+    retries_last_minute = serializers.IntegerField(source="provider.retries_last_minute")
+    latency_p50_s = serializers.FloatField(allow_null=True, source="provider.latency_p50_s")
+    latency_p95_s = serializers.FloatField(allow_null=True, source="provider.latency_p95_s")
+
+    class Meta:
+        ref_name = "JudgingProviderLive"
+
+
+class RunLiveSerializer(serializers.Serializer):
+    """What a running run's calls are doing now, from every worker (docs/JUDGING.md,
+    "Watching a run")."""
+
+    in_flight = serializers.IntegerField(source="run.in_flight")
+    throttled_last_minute = serializers.IntegerField(source="run.throttled_last_minute")
+    retries_last_minute = serializers.IntegerField(source="run.retries_last_minute")
+    errors_last_minute = serializers.IntegerField(source="run.errors_last_minute")
+    judgments_per_minute = serializers.FloatField(
+        allow_null=True, help_text="over the last minute (null: too few data yet)"
+    )
+    eta_seconds = serializers.FloatField(allow_null=True, help_text="null: too few data yet")
+    waiting_for_provider = serializers.BooleanField(
+        help_text="its calls were refused (429) in the last minute and it is waiting them out"
+    )
+    provider = ProviderLiveSerializer(source="*")
+
+    class Meta:
+        ref_name = "JudgingRunLive"
+
+
 class RunOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     judge = serializers.IntegerField(source="judge_id")
@@ -144,6 +189,11 @@ class RunOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    live = serializers.SerializerMethodField(
+        help_text="while it runs: calls in flight, the provider's pace, 429s and retries in"
+        " the last minute, judgments a minute and the ETA; null otherwise (and while the"
+        " store of these figures does not answer)"
+    )
 
     class Meta:
         ref_name = "JudgingRun"
@@ -165,6 +215,23 @@ class RunOutputSerializer(serializers.Serializer):
 
     def get_partial(self, run: JudgeRun) -> int:
         return self._progress(run).partial
+
+    @extend_schema_field(RunLiveSerializer(allow_null=True))
+    def get_live(self, run: JudgeRun) -> dict[str, Any] | None:
+        if run.status != RunStatus.RUNNING or run.judge.provider_id is None:
+            return None
+        rpm, tpm = judge_limits(run.judge)
+        try:
+            pace = selectors.run_pace(
+                run=selectors.run_key("judge", run.pk),
+                provider_id=run.judge.provider_id,
+                remaining=self._progress(run).waiting,
+                rpm=rpm,
+                tpm=tpm,
+            )
+        except selectors.ActivityUnavailable:  # their store is away: the rest still answers
+            return None
+        return RunLiveSerializer(pace).data
 
 
 def _run_data(run: JudgeRun) -> dict[str, Any]:

@@ -21,6 +21,16 @@ from annotation.selectors import (
     skills_for_response,
 )
 from judging import preference, prompts
+
+# re-exported: what judge calls are doing now, per provider and per run (judging.llm.activity)
+from judging.llm.activity import ActivityUnavailable as ActivityUnavailable
+from judging.llm.activity import ProviderActivity as ProviderActivity
+from judging.llm.activity import RunActivity as RunActivity
+from judging.llm.activity import RunPace as RunPace
+from judging.llm.activity import provider_activity as provider_activity
+from judging.llm.activity import run_activity as run_activity
+from judging.llm.activity import run_key as run_key
+from judging.llm.activity import run_pace as run_pace
 from judging.models import (
     JudgeConfig,
     JudgeRun,

@@ -15,6 +15,7 @@ from django.db import IntegrityError
 from django.forms import Form
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
@@ -32,6 +33,7 @@ from judging.forms import (
 )
 from judging.models import JudgeRun, RunStatus
 from judging.probes import views as probe_views
+from judging.services.calls import judge_limits
 
 JUDGE_LIST = "judging/judge_list.html"
 JUDGE_FORM = "judging/judge_form.html"
@@ -39,6 +41,12 @@ JUDGE_DETAIL = "judging/judge_detail.html"
 RUN_FORM = "judging/run_form.html"
 RUN_DETAIL = "judging/run_detail.html"
 JUDGMENT_DETAIL = "judging/judgment_detail.html"
+PROBES = "judging/_probe_form.html"
+#: what a running run's page says in place of its live figures when their store is away
+LIVE_UNAVAILABLE = (
+    "What the calls are doing cannot be shown just now: the store of these figures (the"
+    " cache's Redis) does not answer. The run goes on; its progress above is up to date."
+)
 TEMPLATE_LIST = "judging/template_list.html"
 TEMPLATE_FORM = "judging/template_form.html"
 TEMPLATE_IMPORT = "judging/template_import.html"
@@ -143,12 +151,33 @@ def run_create(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, template_for(request, RUN_FORM, "run-form"), context)
 
 
+def run_pace(run: JudgeRun, remaining: int) -> selectors.RunPace | str | None:
+    """What a running LLM judge run is doing now (calls in flight, the provider's pace, 429s
+    and retries, judgments a minute, ETA), from every worker's activity; why not, when the
+    store of those figures does not answer; None when the run is not running."""
+    if run.status != RunStatus.RUNNING or run.judge.provider_id is None:
+        return None
+    rpm, tpm = judge_limits(run.judge)
+    try:
+        return selectors.run_pace(
+            run=selectors.run_key("judge", run.pk),
+            provider_id=run.judge.provider_id,
+            remaining=remaining,
+            rpm=rpm,
+            tpm=tpm,
+        )
+    except selectors.ActivityUnavailable:
+        return LIVE_UNAVAILABLE
+
+
 def _run_context(run: JudgeRun, notice: str = "") -> dict[str, Any]:
+    progress = selectors.run_progress(run=run)
     return {
         "project": run.judge.project,
         "judge": run.judge,
         "run": run,
-        "progress": selectors.run_progress(run=run),
+        "progress": progress,
+        "live": run_pace(run, progress.waiting),
         "problems": selectors.run_problem_list(run=run),
         # read over every score of the run: not on each progress poll of a running run
         "skill_summaries": (
@@ -179,16 +208,27 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     # htmx polls the progress panel every 2 s while the run is running.
     response = render(request, f"{RUN_DETAIL}#run-progress", context)
     if not context["progress"].polling:
-        return HttpResponseStopPolling(response.content)  # 286: nothing moves any more
+        # 286: nothing moves any more. The run stopped since the page was drawn, so the
+        # sections that depend on its status come along (e.g. the probe form once it is done)
+        return HttpResponseStopPolling(response.content + _status_sections(request, context))
     return response
 
 
+def _status_sections(request: HtmxHttpRequest, context: dict[str, Any]) -> bytes:
+    """The page's sections outside the progress panel that depend on the run's status, as
+    htmx out-of-band swaps (each replaces the element with its id)."""
+    return render_to_string(PROBES, {**context, "oob": True}, request).encode()
+
+
 def _after_action(request: HtmxHttpRequest, run: JudgeRun, notice: str) -> HttpResponse:
-    """htmx swaps the progress panel in place (polling again if the run now runs); a plain
-    form post goes back to the run page."""
+    """htmx swaps the progress panel in place (polling again if the run now runs), and the
+    sections that depend on its status; a plain form post goes back to the run page."""
     run.refresh_from_db()
     if request.htmx:
-        return render(request, f"{RUN_DETAIL}#run-progress", _run_context(run, notice))
+        context = _run_context(run, notice)
+        response = render(request, f"{RUN_DETAIL}#run-progress", context)
+        response.content += _status_sections(request, context)
+        return response
     messages.info(request, notice)
     return redirect("judging:run-detail", pk=run.pk)
 

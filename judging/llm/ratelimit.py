@@ -43,6 +43,7 @@ __all__ = [
     "RateLimiter",
     "key_fingerprint",
     "limiter_name",
+    "provider_of",
 ]
 
 DEFAULT_PREFIX = "ratelimit:"
@@ -179,6 +180,17 @@ def key_fingerprint(api_key: str | None, length: int = 12) -> str:
 def limiter_name(provider: str, api_key: str | None) -> str:
     """The conventional limiter name for judge calls: ``judge:{provider}:{fingerprint}``."""
     return f"judge:{provider}:{key_fingerprint(api_key)}"
+
+
+def provider_of(name: str) -> str:
+    """The provider a judge limiter's name stands for: "12" for ``judge:provider-12:<fp>``
+    (judging.services.calls.limit_spec's names), else the name itself."""
+    parts = name.split(":")
+    if len(parts) == 3 and parts[0] == "judge" and parts[1].startswith("provider-"):
+        ident = parts[1].removeprefix("provider-")
+        if ident.isdigit():
+            return ident
+    return name
 
 
 def _limit(value: float | None, what: str) -> float:

@@ -14,8 +14,10 @@ from django_htmx.http import HttpResponseStopPolling
 
 from annotation.access import dataset_get_for_user, project_require_role
 from flaskweb.htmx import HtmxHttpRequest
+from judging import selectors
 from judging.metadata.forms import MetadataRunActionForm, MetadataRunForm
 from judging.models import MetadataRun, RunStatus
+from judging.services.calls import judge_limits
 from judging.services.metadata import (
     metadata_run_create,
     metadata_run_estimate,
@@ -23,10 +25,10 @@ from judging.services.metadata import (
     metadata_run_start,
 )
 from judging.services.runs import KEEP_BUDGET
+from judging.views import LIVE_UNAVAILABLE
 
 FORM = "judging/metadata_run_form.html"
 DETAIL = "judging/metadata_run.html"
-FINISHED = {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED}
 
 
 def metadata_run_get_for_staff(user, pk: int) -> MetadataRun:
@@ -68,16 +70,40 @@ def metadata_run_create_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, FORM, context)
 
 
+def _run_pace(run: MetadataRun) -> selectors.RunPace | str | None:
+    """What a running metadata run's calls are doing now (judging.llm.activity), or why it
+    cannot be said (judging.views.run_pace)."""
+    if run.status != RunStatus.RUNNING or run.judge.provider_id is None:
+        return None
+    rpm, tpm = judge_limits(run.judge)
+    try:
+        return selectors.run_pace(
+            run=selectors.run_key("metadata", run.pk),
+            provider_id=run.judge.provider_id,
+            remaining=max(0, run.total - run.done - run.failed - run.parse_failed),
+            rpm=rpm,
+            tpm=tpm,
+        )
+    except selectors.ActivityUnavailable:
+        return LIVE_UNAVAILABLE
+
+
 @require_GET
 @login_required
 def metadata_run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = metadata_run_get_for_staff(request.user, pk)
-    context = {"run": run, "dataset": run.dataset, "project": run.dataset.project}
+    context = {
+        "run": run,
+        "dataset": run.dataset,
+        "project": run.dataset.project,
+        "live": _run_pace(run),
+    }
     if not request.htmx:
         return render(request, DETAIL, context)
-    # htmx polls the progress panel every 2 s; 286 stops it once nothing moves any more
+    # htmx polls the progress section (with the buttons) every 2 s while the run runs; 286
+    # stops it once nothing moves any more (the section swapped in then has no poll)
     response = render(request, f"{DETAIL}#metadata-run-progress", context)
-    if run.status in FINISHED or run.status == RunStatus.PAUSED:
+    if run.status != RunStatus.RUNNING:
         return HttpResponseStopPolling(response.content)
     return response
 

@@ -70,10 +70,13 @@ def drain(batch: Batch, timeout: float = 60) -> list[Outcome]:
 
 @pytest.mark.slow
 def test_one_process_keeps_hundreds_of_calls_on_the_wire(engine):
-    # given a provider answering in 1 s and no limit
+    # given a provider answering in 1 s and a declared limit far above what is asked (a
+    # provider without one starts with 32 calls and doubles them each latency: see
+    # tests/judging/test_hedging_cut.py)
+    spec = LimitSpec(name=f"test-engine:{uuid.uuid4().hex}", rpm=60_000, tpm=None, burst=1000)
     with FakeOpenAIServer(style="json", latency=1.0) as srv:
         # when one batch of 200 calls is handed to the engine
-        outcomes = drain(engine.submit(calls(srv, 200), limit=None))
+        outcomes = drain(engine.submit(calls(srv, 200), limit=spec))
         stats = srv.stats()
     # then they were all on the wire together (not one per thread or process), and all ok
     assert len(outcomes) == 200 and all(o.result is not None for o in outcomes)
