@@ -28,6 +28,7 @@ from annotation.models import Response
 from annotation.selectors import anchor_responses_for, responses_for_judging, skills_for_responses
 from flaskweb.infra import Outage, shutting_down
 from judging import prompts
+from judging.llm.activity import run_key
 from judging.llm.clients import ChatRequest, ChatResult
 from judging.llm.engine import Batch, Call, Engine, Outcome
 from judging.models import (
@@ -48,7 +49,7 @@ from judging.services.calls import (
     judge_access,
     limit_spec,
 )
-from judging.services.estimates import tokens_cost
+from judging.services.estimates import token_prices, tokens_cost
 from judging.services.pairwise import pair_judgment_record
 from judging.services.probe_prompts import (
     Probe,
@@ -205,7 +206,9 @@ def _llm(run: JudgeRun, units: list[Unit]) -> list[int]:
     if shutting_down():  # the worker is stopping: the next one makes these calls
         return _responses(asked, [call.key for call in calls])
     watch = _Watch(run)
-    batch = engine().submit(calls, limit=limit_spec(judge, access), credit=watch.credit())
+    batch = engine().submit(
+        calls, limit=limit_spec(judge, access), credit=watch.credit(), run=run_key("judge", run.pk)
+    )
     deadline = time.monotonic() + settings.FLASKWEB_JUDGE_TASK_SECONDS
     try:
         _drain(batch, asked, record, watch, deadline)
@@ -269,6 +272,7 @@ def _calls(
                 max_attempts=judge.max_attempts,
                 cost=float(tokens_cost(judge, prompt_tokens, judge.max_tokens)),
                 local=access.provider.is_local,
+                prices=token_prices(judge),
             )
         )
         asked[index] = (unit, body, key, [])

@@ -27,6 +27,15 @@ class RunEstimate:
     cost: Decimal
 
 
+def token_prices(judge: JudgeConfig) -> tuple[float, float]:
+    """USD per prompt token and per completion token of `judge` (what the engine's activity
+    figures charge an answer: flaskweb_judge_cost_usd_total in docs/OPERATIONS.md)."""
+    return (
+        float(judge.price_per_1k_prompt) / 1000,
+        float(judge.price_per_1k_completion) / 1000,
+    )
+
+
 def tokens_cost(judge: JudgeConfig, prompt_tokens: int, completion_tokens: int) -> Decimal:
     """The price of these tokens at the judge's prices per 1k tokens."""
     return (

@@ -35,6 +35,7 @@ from annotation.selectors import (
 from annotation.services.metadata import ProposalSpec, metadata_proposals_record, run_origin
 from flaskweb.infra import Outage, shutting_down
 from judging import prompts
+from judging.llm.activity import run_key
 from judging.llm.engine import Batch, Call, Outcome
 from judging.models import (
     JudgeConfig,
@@ -55,7 +56,7 @@ from judging.services.calls import (
     judge_access,
     limit_spec,
 )
-from judging.services.estimates import RunEstimate, tokens_cost
+from judging.services.estimates import RunEstimate, token_prices, tokens_cost
 from judging.services.providers import provider_usable_problem
 from judging.services.runs import (
     BUDGET_REACHED,
@@ -344,6 +345,7 @@ def _ask(run: MetadataRun, item_ids: list[int]) -> list[int]:
                 max_attempts=judge.max_attempts,
                 cost=float(tokens_cost(judge, prompt_tokens, judge.max_tokens)),
                 local=access.provider.is_local,
+                prices=token_prices(judge),
             )
         )
         asked[item_id] = key
@@ -353,7 +355,9 @@ def _ask(run: MetadataRun, item_ids: list[int]) -> list[int]:
     if shutting_down():  # the worker is stopping: the next one asks about these items
         return sorted(asked)
     credit = None if run.budget is None else float(run.budget - Decimal(run.cost))
-    batch = engine().submit(calls, limit=limit_spec(judge, access), credit=credit)
+    batch = engine().submit(
+        calls, limit=limit_spec(judge, access), credit=credit, run=run_key("metadata", run.pk)
+    )
     try:
         stopped = _drain(run, batch, asked, recorder)
     except BaseException:
