@@ -629,7 +629,10 @@ def test_binds_loopback_and_stops_cleanly():
     sleeper.join(5)
     assert outcome == ["RemoteDisconnected"]  # abandoned, not answered
     idle.close()
-    leaked = [t for t in set(threading.enumerate()) - before if t.name.startswith("fake-openai")]
+    # this server's threads (named with its port): another test's server in this process may
+    # still be answering a call its client gave up on
+    mine = (f"fake-openai-handler-{server.port}", f"fake-openai-serve-{server.port}")
+    leaked = [t for t in set(threading.enumerate()) - before if t.name.startswith(mine)]
     assert leaked == []
     with pytest.raises(ConnectionError):
         socket.create_connection(("127.0.0.1", server.port), timeout=1)
