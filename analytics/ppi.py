@@ -1,0 +1,419 @@
+"""Prediction-powered inference (pure: numpy and scipy, no Django).
+
+The mean human score of a set of responses, estimated from people's scores on some of them
+(the *labeled* responses, Y) and a judge's scores on all of them (Yhat on the labeled ones,
+Yhat_unlabeled on the rest):
+
+- `ppi_mean`: PPI++ (Angelopoulos, Duchi & Zrnic 2023, arXiv 2311.01453) with the
+  power-tuning lambda, the same numbers as the reference implementation `ppi_python`
+  (`ppi_mean_pointestimate` / `ppi_mean_ci` with `lam=None`; tests/analytics/test_ppi.py
+  compares them to 1e-9), beside the people-only estimate on the labeled responses
+  (`ppi_python`'s `classical_mean_ci`) and the effective sample size;
+- `active_mean`: the inverse-probability-weighted estimator of active statistical inference
+  (Zrnic & Candes, ICML 2024, arXiv 2403.03208) for responses sent to people with known
+  inclusion probabilities, power-tuned;
+- `inclusion_probabilities`: the sampling design that favours the judge's uncertain responses
+  within a budget (probabilities proportional to the expected error, capped at 1, mixed with
+  a uniform floor so that no response is left out with certainty);
+- `ppi_influence` / `rank_probabilities`: the joint normal approximation of several systems'
+  estimates on shared items, and the probability of each rank it implies;
+- the planning formulas (`labels_needed_*`, `min_detectable_difference`): how many labels a
+  target interval half-width needs, for people only, uniform PPI and active selection.
+
+Conventions (those of `ppi_python`): standard deviations are population ones (ddof 0), the
+judge scores' variance in lambda is the sample one (ddof 1), intervals are normal (z), and
+lambda is clipped to [0, 1]. docs/PREDICTION_POWERED.md says what the figures mean and when
+not to use them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+Array = npt.NDArray[np.float64]
+
+
+def _z(alpha: float) -> float:
+    return float(stats.norm.ppf(1 - alpha / 2))
+
+
+def _f(values: npt.ArrayLike) -> Array:
+    return np.asarray(values, dtype=np.float64).reshape(-1)
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """A prediction-powered mean beside the people-only one on the same labeled responses.
+    Fields are None where they cannot be computed (fewer than 2 labeled responses)."""
+
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    se: float | None
+    lam: float | None
+    human_only_estimate: float | None
+    human_only_ci_low: float | None
+    human_only_ci_high: float | None
+    human_only_se: float | None
+    n_labeled: int
+    n_unlabeled: int
+    #: how many labeled responses a people-only estimate would need for the same interval
+    #: width: Var(Y) / se^2 (equal to n_labeled when the judge adds nothing)
+    effective_n: float | None
+
+
+def power_tuning_lambda(y: Array, yhat: Array, yhat_unlabeled: Array) -> float:
+    """PPI++'s lambda for a mean: Cov(Y, Yhat) / ((1 + n/N) Var(Yhat over all responses)),
+    clipped to [0, 1] (`ppi_python`'s `_calc_lam_glm` for a mean, `clip=True`). 0 when the
+    judge's scores do not vary or there is no unlabeled response."""
+    n, big_n = len(y), len(yhat_unlabeled)
+    if n < 2 or big_n == 0:
+        return 0.0
+    cov = float(np.mean((y - y.mean()) * (yhat - yhat.mean())))
+    var = float(np.var(np.concatenate([yhat, yhat_unlabeled]), ddof=1))
+    if not var > 0:
+        return 0.0
+    lam = cov / ((1 + n / big_n) * var)
+    return float(min(max(lam, 0.0), 1.0))
+
+
+def ppi_mean(
+    y: npt.ArrayLike,
+    yhat: npt.ArrayLike,
+    yhat_unlabeled: npt.ArrayLike,
+    *,
+    alpha: float = 0.05,
+    lam: float | None = None,
+) -> MeanEstimate:
+    """PPI++ estimate and (1 - alpha) interval of the mean of Y (see the module docstring)."""
+    y, yhat, yhat_unlabeled = _f(y), _f(yhat), _f(yhat_unlabeled)
+    if len(y) != len(yhat):
+        raise ValueError("y and yhat must have the same length")
+    n, big_n = len(y), len(yhat_unlabeled)
+    if n < 2:
+        return _no_mean_estimate(n, big_n)
+    z = _z(alpha)
+    human = float(y.mean())
+    human_se = float(y.std() / math.sqrt(n))
+    if lam is None:
+        lam = power_tuning_lambda(y, yhat, yhat_unlabeled)
+    if big_n == 0:
+        lam = 0.0
+    rectified = y - lam * yhat
+    imputed = float(np.mean(lam * yhat_unlabeled)) if big_n else 0.0
+    estimate = imputed + float(rectified.mean())
+    imputed_var = float(np.var(lam * yhat_unlabeled)) / big_n if big_n else 0.0
+    se = math.sqrt(imputed_var + float(rectified.var()) / n)
+    var_y = float(y.var())
+    effective = var_y / se**2 if se > 0 else None
+    return MeanEstimate(
+        estimate=estimate,
+        ci_low=estimate - z * se,
+        ci_high=estimate + z * se,
+        se=se,
+        lam=float(lam),
+        human_only_estimate=human,
+        human_only_ci_low=human - z * human_se,
+        human_only_ci_high=human + z * human_se,
+        human_only_se=human_se,
+        n_labeled=n,
+        n_unlabeled=big_n,
+        effective_n=effective,
+    )
+
+
+def _no_mean_estimate(n: int, big_n: int) -> MeanEstimate:
+    return MeanEstimate(
+        estimate=None,
+        ci_low=None,
+        ci_high=None,
+        se=None,
+        lam=None,
+        human_only_estimate=None,
+        human_only_ci_low=None,
+        human_only_ci_high=None,
+        human_only_se=None,
+        n_labeled=n,
+        n_unlabeled=big_n,
+        effective_n=None,
+    )
+
+
+def ppi_influence(
+    y: npt.ArrayLike, yhat: npt.ArrayLike, yhat_unlabeled: npt.ArrayLike, lam: float
+) -> tuple[Array, Array]:
+    """Each response's share of `ppi_mean`'s error: (labeled, unlabeled) arrays psi with
+    sum(psi^2) = se^2 exactly. Summing psi by item across systems and multiplying gives the
+    covariance of two systems' estimates on shared items (`rank_probabilities`)."""
+    y, yhat, yhat_unlabeled = _f(y), _f(yhat), _f(yhat_unlabeled)
+    rectified = y - lam * yhat
+    labeled = (rectified - rectified.mean()) / len(y)
+    if len(yhat_unlabeled) == 0:
+        return labeled, np.zeros(0)
+    unlabeled = lam * (yhat_unlabeled - yhat_unlabeled.mean()) / len(yhat_unlabeled)
+    return labeled, unlabeled
+
+
+@dataclass(frozen=True)
+class ActiveEstimate:
+    """The IPW (active inference) estimate of the mean of Y over a sampling frame."""
+
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    se: float | None
+    lam: float | None
+    n_labeled: int  # responses drawn for people and labeled
+    n_frame: int  # responses in the frame (each with a judge score and a probability)
+
+
+def active_lambda(yhat: Array, pi: Array, labeled: Array, y: Array) -> float:
+    """The lambda that minimises the sample variance of the IPW terms
+    t = a + lambda b, a = Y xi / pi, b = Yhat (1 - xi / pi): -Cov(a, b) / Var(b), in [0, 1]."""
+    w = np.where(labeled, 1.0 / pi, 0.0)
+    a = np.where(labeled, y, 0.0) * w
+    b = yhat * (1.0 - w)
+    var_b = float(np.var(b))
+    if not var_b > 0:
+        return 0.0
+    lam = -float(np.mean((a - a.mean()) * (b - b.mean()))) / var_b
+    return float(min(max(lam, 0.0), 1.0))
+
+
+def active_mean(
+    yhat: npt.ArrayLike,
+    pi: npt.ArrayLike,
+    labeled: npt.ArrayLike,
+    y: npt.ArrayLike,
+    *,
+    alpha: float = 0.05,
+    lam: float | None = None,
+) -> ActiveEstimate:
+    """theta = mean_i [lambda Yhat_i + (Y_i - lambda Yhat_i) xi_i / pi_i] over the frame, with
+    xi_i = 1 for a response drawn (with probability pi_i, given what was known when it was
+    drawn) and labeled; y is read only where `labeled` is true. The interval is normal with
+    the terms' population variance / N (Zrnic & Candes 2024, section 3)."""
+    yhat, pi, y = _f(yhat), _f(pi), _f(y)
+    xi = np.asarray(labeled, dtype=bool).reshape(-1)
+    if not (len(yhat) == len(pi) == len(xi) == len(y)):
+        raise ValueError("yhat, pi, labeled and y must have the same length")
+    if np.any((pi <= 0) | (pi > 1)):
+        raise ValueError("inclusion probabilities must be in (0, 1]")
+    big_n, n = len(yhat), int(xi.sum())
+    if n < 2:
+        return ActiveEstimate(None, None, None, None, None, n_labeled=n, n_frame=big_n)
+    if lam is None:
+        lam = active_lambda(yhat, pi, xi, y)
+    w = np.where(xi, 1.0 / pi, 0.0)
+    terms = lam * yhat + (np.where(xi, y, 0.0) - lam * yhat) * w
+    estimate = float(terms.mean())
+    se = float(terms.std() / math.sqrt(big_n))
+    z = _z(alpha)
+    return ActiveEstimate(
+        estimate=estimate,
+        ci_low=estimate - z * se,
+        ci_high=estimate + z * se,
+        se=se,
+        lam=float(lam),
+        n_labeled=n,
+        n_frame=big_n,
+    )
+
+
+def inclusion_probabilities(
+    uncertainty: npt.ArrayLike, budget: float, *, uniform_share: float = 0.2
+) -> Array:
+    """Probabilities pi_i that sum to `budget` (the expected number of responses sent to
+    people), proportional to `uncertainty` (the expected size of the judge's error, >= 0) and
+    capped at 1, mixed with the uniform design: pi = (1 - s) pi_prop + s budget / N. The
+    uniform share s keeps every pi >= s budget / N, which bounds the IPW weights (Zrnic &
+    Candes mix with the uniform rule for the same reason)."""
+    u = _f(uncertainty)
+    big_n = len(u)
+    if big_n == 0:
+        return np.zeros(0)
+    if not 0 <= uniform_share <= 1:
+        raise ValueError("uniform_share must be in [0, 1]")
+    if np.any(~np.isfinite(u)) or np.any(u < 0):
+        raise ValueError("uncertainties must be finite and >= 0")
+    if budget >= big_n:
+        return np.ones(big_n)
+    if budget <= 0:
+        raise ValueError("the budget must be > 0")
+    if not u.sum() > 0:
+        u = np.ones(big_n)
+    prop = _capped_proportional(u, budget)
+    pi = (1 - uniform_share) * prop + uniform_share * (budget / big_n)
+    return np.minimum(pi, 1.0)
+
+
+def _capped_proportional(u: Array, budget: float) -> Array:
+    """pi proportional to u with sum `budget`, the largest capped at 1 and the rest rescaled
+    (water filling); u > 0 somewhere and budget < len(u)."""
+    pi = np.zeros_like(u)
+    free = np.ones(len(u), dtype=bool)
+    left = budget
+    for _ in range(len(u)):
+        total = float(u[free].sum())
+        if total <= 0:
+            # what is left goes uniformly to the responses with no uncertainty
+            pi[free] = left / int(free.sum())
+            break
+        scaled = u * (left / total)
+        over = free & (scaled >= 1)
+        if not over.any():
+            pi[free] = scaled[free]
+            break
+        pi[over] = 1.0
+        free &= ~over
+        left = budget - float(pi[~free].sum())
+        if not free.any():
+            break
+    return pi
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """`rank_probabilities`' result: probabilities[s][r] is the probability that system s
+    has rank r + 1 (1 = the highest mean), and each system's central (1 - alpha) rank
+    interval."""
+
+    probabilities: list[list[float]]
+    rank_low: list[int]
+    rank_high: list[int]
+
+
+def rank_probabilities(
+    estimates: npt.ArrayLike,
+    cov: npt.ArrayLike,
+    *,
+    draws: int = 4000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> RankFigures:
+    """Monte Carlo ranks from the joint normal N(estimates, cov) of several systems' means
+    (cov: the summed products of `ppi_influence` by item). A covariance that is not positive
+    semi-definite from rounding is clipped to its nearest PSD matrix (negative eigenvalues
+    set to 0)."""
+    mu = _f(estimates)
+    k = len(mu)
+    sigma = np.asarray(cov, dtype=np.float64).reshape(k, k)
+    sigma = (sigma + sigma.T) / 2
+    values, vectors = np.linalg.eigh(sigma)
+    root = vectors * np.sqrt(np.clip(values, 0, None))
+    rng = np.random.default_rng(seed)
+    sample = mu + rng.standard_normal((draws, k)) @ root.T
+    # rank 1 = the highest mean; ties (a degenerate covariance) share the better rank
+    ranks = (sample[:, None, :] > sample[:, :, None]).sum(axis=2) + 1
+    counts = np.stack([np.bincount(ranks[:, s] - 1, minlength=k) for s in range(k)])
+    probabilities = (counts / draws).tolist()
+    low = np.quantile(ranks, alpha / 2, axis=0, method="lower").astype(int).tolist()
+    high = np.quantile(ranks, 1 - alpha / 2, axis=0, method="higher").astype(int).tolist()
+    return RankFigures(probabilities=probabilities, rank_low=low, rank_high=high)
+
+
+# --- planning: how many labels are enough ---------------------------------------------------
+
+
+def labels_needed_human(sd_y: float, half_width: float, *, alpha: float = 0.05) -> int:
+    """Labeled responses a people-only normal interval needs for `half_width`:
+    ceil((z sd / h)^2), at least 2."""
+    if half_width <= 0:
+        raise ValueError("the half-width must be > 0")
+    return max(2, math.ceil((_z(alpha) * sd_y / half_width) ** 2))
+
+
+def ppi_variance(sd_y: float, rho: float, n: int, n_total: int) -> float:
+    """The variance of PPI++ with the optimal lambda when n of n_total responses are labeled
+    and the judge's scores correlate rho with people's: sd^2 ((1 - rho^2) / n + rho^2 / T)
+    (the variance at lambda* = Cov / ((1 + n/N) Var(Yhat)), N = T - n)."""
+    return sd_y**2 * ((1 - rho**2) / n + rho**2 / n_total)
+
+
+def labels_needed_ppi(
+    sd_y: float, rho: float, n_total: int, half_width: float, *, alpha: float = 0.05
+) -> int | None:
+    """The smallest n (of n_total responses) whose PPI++ interval half-width is at most
+    `half_width` (`ppi_variance`), or None when even labeling all would not do."""
+    if half_width <= 0:
+        raise ValueError("the half-width must be > 0")
+    target = (half_width / _z(alpha)) ** 2
+    if sd_y == 0:
+        return min(2, n_total)
+    slack = target / sd_y**2 - rho**2 / n_total
+    if slack <= 0:
+        return None
+    n = max(2, math.ceil((1 - rho**2) / slack - 1e-9))
+    return n if n <= n_total else None
+
+
+def active_variance(
+    sd_y: float, residual_sd: npt.ArrayLike, budget: float, *, uniform_share: float = 0.2
+) -> float:
+    """The variance of the active (IPW) estimate of a mean over a frame of T responses whose
+    expected squared errors E[(Y - lambda Yhat)^2] are residual_sd^2, with
+    `inclusion_probabilities(residual_sd, budget)`: sd^2 / T + sum(e^2 (1 - pi) / pi) / T^2."""
+    e = _f(residual_sd)
+    big_t = len(e)
+    pi = inclusion_probabilities(e, budget, uniform_share=uniform_share)
+    return float(sd_y**2 / big_t + np.sum(e**2 * (1 - pi) / pi) / big_t**2)
+
+
+def labels_needed_active(
+    sd_y: float,
+    residual_sd: npt.ArrayLike,
+    half_width: float,
+    *,
+    alpha: float = 0.05,
+    uniform_share: float = 0.2,
+) -> int | None:
+    """The smallest expected budget whose active interval half-width is at most
+    `half_width` (`active_variance`, which falls as the budget grows), or None."""
+    if half_width <= 0:
+        raise ValueError("the half-width must be > 0")
+    e = _f(residual_sd)
+    big_t = len(e)
+    target = (half_width / _z(alpha)) ** 2
+
+    def fits(budget: int) -> bool:
+        return active_variance(sd_y, e, budget, uniform_share=uniform_share) <= target
+
+    if big_t < 2 or not fits(big_t):
+        return None
+    low, high = 2, big_t
+    if fits(low):
+        return low
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def min_detectable_difference(
+    sd_d: float,
+    n: int,
+    *,
+    rho: float = 0.0,
+    n_total: int | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float:
+    """The smallest true difference between two systems' means a two-sided test at `alpha`
+    finds with probability `power` from n paired labels: (z_{1-alpha/2} + z_power) * se, with
+    se the people-only sd_d / sqrt(n) (rho = 0) or PPI++'s with the judge's paired
+    differences correlating rho with people's over n_total items."""
+    if n < 2:
+        raise ValueError("at least 2 labeled items are needed")
+    if rho and n_total:
+        se = math.sqrt(ppi_variance(sd_d, rho, n, max(n_total, n)))
+    else:
+        se = sd_d / math.sqrt(n)
+    return (_z(alpha) + float(stats.norm.ppf(power))) * se
