@@ -22,8 +22,11 @@ Yhat_unlabeled on the rest):
 
 Conventions (those of `ppi_python`): standard deviations are population ones (ddof 0), the
 judge scores' variance in lambda is the sample one (ddof 1), intervals are normal (z), and
-lambda is clipped to [0, 1]. docs/PREDICTION_POWERED.md says what the figures mean and when
-not to use them.
+lambda is clipped to [0, 1]. Bad input (scores that are not finite, an alpha outside (0, 1),
+probabilities outside (0, 1], a correlation outside [-1, 1]) raises ValueError with what is
+wrong. docs/PREDICTION_POWERED.md says what the figures mean and when not to use them;
+tests/analytics/test_ppi.py checks every formula here against `ppi_python` or a hand-worked
+example.
 """
 
 from __future__ import annotations
@@ -39,11 +42,19 @@ Array = npt.NDArray[np.float64]
 
 
 def _z(alpha: float) -> float:
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     return float(stats.norm.ppf(1 - alpha / 2))
 
 
 def _f(values: npt.ArrayLike) -> Array:
     return np.asarray(values, dtype=np.float64).reshape(-1)
+
+
+def _finite(name: str, values: Array) -> Array:
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} must be finite numbers (no NaN or infinity)")
+    return values
 
 
 @dataclass(frozen=True)
@@ -91,13 +102,14 @@ def ppi_mean(
     lam: float | None = None,
 ) -> MeanEstimate:
     """PPI++ estimate and (1 - alpha) interval of the mean of Y (see the module docstring)."""
-    y, yhat, yhat_unlabeled = _f(y), _f(yhat), _f(yhat_unlabeled)
+    y, yhat = _finite("y", _f(y)), _finite("yhat", _f(yhat))
+    yhat_unlabeled = _finite("yhat_unlabeled", _f(yhat_unlabeled))
     if len(y) != len(yhat):
         raise ValueError("y and yhat must have the same length")
+    z = _z(alpha)
     n, big_n = len(y), len(yhat_unlabeled)
     if n < 2:
         return _no_mean_estimate(n, big_n)
-    z = _z(alpha)
     human = float(y.mean())
     human_se = float(y.std() / math.sqrt(n))
     if lam is None:
@@ -151,6 +163,8 @@ def ppi_influence(
     sum(psi^2) = se^2 exactly. Summing psi by item across systems and multiplying gives the
     covariance of two systems' estimates on shared items (`rank_probabilities`)."""
     y, yhat, yhat_unlabeled = _f(y), _f(yhat), _f(yhat_unlabeled)
+    if len(y) != len(yhat) or len(y) == 0:
+        raise ValueError("y and yhat must have the same length, at least 1")
     rectified = y - lam * yhat
     labeled = (rectified - rectified.mean()) / len(y)
     if len(yhat_unlabeled) == 0:
@@ -197,13 +211,19 @@ def active_mean(
     """theta = mean_i [lambda Yhat_i + (Y_i - lambda Yhat_i) xi_i / pi_i] over the frame, with
     xi_i = 1 for a response drawn (with probability pi_i, given what was known when it was
     drawn) and labeled; y is read only where `labeled` is true. The interval is normal with
-    the terms' population variance / N (Zrnic & Candes 2024, section 3)."""
-    yhat, pi, y = _f(yhat), _f(pi), _f(y)
+    the terms' population variance (ddof 0, as in the authors' code) / N (Zrnic & Candes 2024,
+    section 3). For a fixed lambda the estimate is exactly unbiased for the frame's mean of Y
+    over the Poisson draws, with design variance sum((Y - lambda Yhat)^2 (1 - pi) / pi) / N^2
+    (tests/analytics/test_ppi.py enumerates every draw of a small frame to check both)."""
+    yhat, pi = _finite("yhat", _f(yhat)), _f(pi)
+    y = _f(y)
     xi = np.asarray(labeled, dtype=bool).reshape(-1)
     if not (len(yhat) == len(pi) == len(xi) == len(y)):
         raise ValueError("yhat, pi, labeled and y must have the same length")
-    if np.any((pi <= 0) | (pi > 1)):
+    if not np.all((pi > 0) & (pi <= 1)):
         raise ValueError("inclusion probabilities must be in (0, 1]")
+    _finite("y (where labeled)", y[xi])
+    z = _z(alpha)
     big_n, n = len(yhat), int(xi.sum())
     if n < 2:
         return ActiveEstimate(None, None, None, None, None, n_labeled=n, n_frame=big_n)
@@ -213,7 +233,6 @@ def active_mean(
     terms = lam * yhat + (np.where(xi, y, 0.0) - lam * yhat) * w
     estimate = float(terms.mean())
     se = float(terms.std() / math.sqrt(big_n))
-    z = _z(alpha)
     return ActiveEstimate(
         estimate=estimate,
         ci_low=estimate - z * se,
@@ -229,22 +248,26 @@ def inclusion_probabilities(
     uncertainty: npt.ArrayLike, budget: float, *, uniform_share: float = 0.2
 ) -> Array:
     """Probabilities pi_i that sum to `budget` (the expected number of responses sent to
-    people), proportional to `uncertainty` (the expected size of the judge's error, >= 0) and
-    capped at 1, mixed with the uniform design: pi = (1 - s) pi_prop + s budget / N. The
-    uniform share s keeps every pi >= s budget / N, which bounds the IPW weights (Zrnic &
-    Candes mix with the uniform rule for the same reason)."""
+    people), mixing a part proportional to `uncertainty` (the expected size of the judge's
+    error, >= 0), capped at 1 with the excess spread over the rest (water filling), with the
+    uniform design: pi = (1 - s) pi_prop + s budget / N. Both parts sum to the budget, so
+    the mix does too, and every pi is in [s budget / N, 1]: the uniform share s bounds the
+    IPW weights (Zrnic & Candes mix with the uniform rule for the same reason); a capped
+    response's pi is exactly 1 only when s = 0, and with s = 0 a response of uncertainty 0
+    gets pi = 0 (never drawn, which `active_mean` refuses). All uncertainties 0 gives the
+    uniform design; a budget >= N gives every pi = 1."""
     u = _f(uncertainty)
     big_n = len(u)
-    if big_n == 0:
-        return np.zeros(0)
     if not 0 <= uniform_share <= 1:
-        raise ValueError("uniform_share must be in [0, 1]")
+        raise ValueError(f"uniform_share must be in [0, 1], got {uniform_share!r}")
+    if not (math.isfinite(budget) and budget > 0):
+        raise ValueError(f"the budget must be a number > 0, got {budget!r}")
     if np.any(~np.isfinite(u)) or np.any(u < 0):
         raise ValueError("uncertainties must be finite and >= 0")
+    if big_n == 0:
+        return np.zeros(0)
     if budget >= big_n:
         return np.ones(big_n)
-    if budget <= 0:
-        raise ValueError("the budget must be > 0")
     if not u.sum() > 0:
         u = np.ones(big_n)
     prop = _capped_proportional(u, budget)
@@ -299,17 +322,33 @@ def rank_probabilities(
     """Monte Carlo ranks from the joint normal N(estimates, cov) of several systems' means
     (cov: the summed products of `ppi_influence` by item). A covariance that is not positive
     semi-definite from rounding is clipped to its nearest PSD matrix (negative eigenvalues
-    set to 0)."""
-    mu = _f(estimates)
+    set to 0). Ties within a draw (a degenerate covariance: two systems with the same scores
+    everywhere) are broken at random, so each draw is a permutation, every row and every
+    column of `probabilities` sums to 1, and tied systems share their ranks evenly."""
+    mu = _finite("estimates", _f(estimates))
     k = len(mu)
-    sigma = np.asarray(cov, dtype=np.float64).reshape(k, k)
+    sigma = _finite("cov", np.asarray(cov, dtype=np.float64))
+    if sigma.size != k * k:
+        raise ValueError(f"cov must be a {k} x {k} matrix")
+    if draws < 1:
+        raise ValueError("draws must be >= 1")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if k == 0:
+        return RankFigures(probabilities=[], rank_low=[], rank_high=[])
+    sigma = sigma.reshape(k, k)
     sigma = (sigma + sigma.T) / 2
     values, vectors = np.linalg.eigh(sigma)
     root = vectors * np.sqrt(np.clip(values, 0, None))
     rng = np.random.default_rng(seed)
     sample = mu + rng.standard_normal((draws, k)) @ root.T
-    # rank 1 = the highest mean; ties (a degenerate covariance) share the better rank
-    ranks = (sample[:, None, :] > sample[:, :, None]).sum(axis=2) + 1
+    tiebreak = rng.random((draws, k))
+    # ranks[d, s] = 1 + how many systems beat s in draw d (rank 1 = the highest mean)
+    above = sample[:, None, :] > sample[:, :, None]
+    tied_above = (sample[:, None, :] == sample[:, :, None]) & (
+        tiebreak[:, None, :] > tiebreak[:, :, None]
+    )
+    ranks = (above | tied_above).sum(axis=2) + 1
     counts = np.stack([np.bincount(ranks[:, s] - 1, minlength=k) for s in range(k)])
     probabilities = (counts / draws).tolist()
     low = np.quantile(ranks, alpha / 2, axis=0, method="lower").astype(int).tolist()
@@ -323,33 +362,70 @@ def rank_probabilities(
 def labels_needed_human(sd_y: float, half_width: float, *, alpha: float = 0.05) -> int:
     """Labeled responses a people-only normal interval needs for `half_width`:
     ceil((z sd / h)^2), at least 2."""
-    if half_width <= 0:
-        raise ValueError("the half-width must be > 0")
+    _check_sd("sd_y", sd_y)
+    _check_half_width(half_width)
     return max(2, math.ceil((_z(alpha) * sd_y / half_width) ** 2))
+
+
+def _check_sd(name: str, sd: float) -> None:
+    if not (math.isfinite(sd) and sd >= 0):
+        raise ValueError(f"{name} must be a number >= 0, got {sd!r}")
+
+
+def _check_half_width(half_width: float) -> None:
+    if not (math.isfinite(half_width) and half_width > 0):
+        raise ValueError(f"the half-width must be a number > 0, got {half_width!r}")
+
+
+def _check_rho(rho: float) -> None:
+    if not -1 <= rho <= 1:
+        raise ValueError(f"the correlation rho must be in [-1, 1], got {rho!r}")
 
 
 def ppi_variance(sd_y: float, rho: float, n: int, n_total: int) -> float:
     """The variance of PPI++ with the optimal lambda when n of n_total responses are labeled
     and the judge's scores correlate rho with people's: sd^2 ((1 - rho^2) / n + rho^2 / T)
-    (the variance at lambda* = Cov / ((1 + n/N) Var(Yhat)), N = T - n)."""
-    return sd_y**2 * ((1 - rho**2) / n + rho**2 / n_total)
+    (the variance at lambda* = Cov / ((1 + n/N) Var(Yhat)), N = T - n). A negative rho counts
+    as 0: its lambda* is clipped to 0 and the estimate is people's alone (sd^2 / n). The
+    formula assumes lambda* = rho (sd_y / sd_yhat) (N / T) <= 1, true unless the judge's scores
+    spread much less than people's; when it is clipped to 1 the variance is larger."""
+    _check_sd("sd_y", sd_y)
+    _check_rho(rho)
+    if n < 1 or n_total < n:
+        raise ValueError(f"need 1 <= n <= n_total, got n={n!r}, n_total={n_total!r}")
+    r2 = max(rho, 0.0) ** 2
+    return sd_y**2 * ((1 - r2) / n + r2 / n_total)
 
 
 def labels_needed_ppi(
     sd_y: float, rho: float, n_total: int, half_width: float, *, alpha: float = 0.05
 ) -> int | None:
     """The smallest n (of n_total responses) whose PPI++ interval half-width is at most
-    `half_width` (`ppi_variance`), or None when even labeling all would not do."""
-    if half_width <= 0:
-        raise ValueError("the half-width must be > 0")
-    target = (half_width / _z(alpha)) ** 2
-    if sd_y == 0:
-        return min(2, n_total)
-    slack = target / sd_y**2 - rho**2 / n_total
-    if slack <= 0:
+    `half_width` (`ppi_variance`), at least 2, or None when even labeling all would not do."""
+    _check_sd("sd_y", sd_y)
+    _check_rho(rho)
+    _check_half_width(half_width)
+    z = _z(alpha)
+    if n_total < 2:
         return None
-    n = max(2, math.ceil((1 - rho**2) / slack - 1e-9))
-    return n if n <= n_total else None
+
+    def fits(n: int) -> bool:
+        return z * math.sqrt(ppi_variance(sd_y, rho, n, n_total)) <= half_width
+
+    if not fits(n_total):
+        return None
+    if sd_y == 0 or fits(2):
+        return 2
+    # the closed form (1 - rho^2) / (target / sd^2 - rho^2 / T), then a step either way so
+    # that rounding never moves it off the smallest n that fits
+    r2 = max(rho, 0.0) ** 2
+    slack = (half_width / z) ** 2 / sd_y**2 - r2 / n_total
+    n = min(n_total, max(3, math.ceil((1 - r2) / slack))) if slack > 0 else n_total
+    while n > 2 and fits(n - 1):
+        n -= 1
+    while not fits(n):
+        n += 1
+    return n
 
 
 def active_variance(
@@ -358,10 +434,15 @@ def active_variance(
     """The variance of the active (IPW) estimate of a mean over a frame of T responses whose
     expected squared errors E[(Y - lambda Yhat)^2] are residual_sd^2, with
     `inclusion_probabilities(residual_sd, budget)`: sd^2 / T + sum(e^2 (1 - pi) / pi) / T^2."""
+    _check_sd("sd_y", sd_y)
     e = _f(residual_sd)
     big_t = len(e)
+    if big_t == 0:
+        raise ValueError("the frame must hold at least 1 response")
     pi = inclusion_probabilities(e, budget, uniform_share=uniform_share)
-    return float(sd_y**2 / big_t + np.sum(e**2 * (1 - pi) / pi) / big_t**2)
+    # a response the judge gets exactly right adds nothing, even with pi = 0 (share 0)
+    design = np.divide(e**2 * (1 - pi), pi, out=np.zeros(big_t), where=e > 0)
+    return float(sd_y**2 / big_t + np.sum(design) / big_t**2)
 
 
 def labels_needed_active(
@@ -373,15 +454,17 @@ def labels_needed_active(
     uniform_share: float = 0.2,
 ) -> int | None:
     """The smallest expected budget whose active interval half-width is at most
-    `half_width` (`active_variance`, which falls as the budget grows), or None."""
-    if half_width <= 0:
-        raise ValueError("the half-width must be > 0")
+    `half_width` (`active_variance`, which falls as the budget grows), at least 2, or None
+    when even labeling the whole frame would not do."""
+    _check_sd("sd_y", sd_y)
+    _check_half_width(half_width)
     e = _f(residual_sd)
     big_t = len(e)
-    target = (half_width / _z(alpha)) ** 2
+    z = _z(alpha)
 
     def fits(budget: int) -> bool:
-        return active_variance(sd_y, e, budget, uniform_share=uniform_share) <= target
+        variance = active_variance(sd_y, e, budget, uniform_share=uniform_share)
+        return z * math.sqrt(variance) <= half_width
 
     if big_t < 2 or not fits(big_t):
         return None
@@ -412,6 +495,10 @@ def min_detectable_difference(
     differences correlating rho with people's over n_total items."""
     if n < 2:
         raise ValueError("at least 2 labeled items are needed")
+    _check_sd("sd_d", sd_d)
+    _check_rho(rho)
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
     if rho and n_total:
         se = math.sqrt(ppi_variance(sd_d, rho, n, max(n_total, n)))
     else:
