@@ -184,11 +184,44 @@ class ActiveEstimate:
     lam: float | None
     n_labeled: int  # responses drawn for people and labeled
     n_frame: int  # responses in the frame (each with a judge score and a probability)
+    offset: float | None = None  # the prediction is lambda Yhat + offset (`active_mean`)
+
+
+def active_tuning(yhat: Array, pi: Array, labeled: Array, y: Array) -> tuple[float, float]:
+    """The (lambda, offset) that minimise the sample variance of the IPW terms
+    t = a + lambda b + offset d, with a = Y xi / pi, b = Yhat (1 - xi / pi), d = 1 - xi / pi:
+    the least-squares solution of [Var b, Cov(b, d); Cov(b, d), Var d] (lambda, offset) =
+    -(Cov(a, b), Cov(a, d)), lambda clipped to [0, 1] and the offset refitted for it.
+    The offset is what centres the judge's errors: a judge that scores everything 0.7 too
+    high leaves residuals Y - lambda Yhat of mean -0.7, and the IPW terms pay for that mean
+    on every response not drawn; the prediction lambda Yhat + offset does not."""
+    w = np.where(labeled, 1.0 / pi, 0.0)
+    a = np.where(labeled, y, 0.0) * w
+    d = 1.0 - w
+    b = yhat * d
+
+    def cov(u: Array, v: Array) -> float:
+        return float(np.mean((u - u.mean()) * (v - v.mean())))
+
+    var_b, var_d, cov_bd = cov(b, b), cov(d, d), cov(b, d)
+    cov_ab, cov_ad = cov(a, b), cov(a, d)
+    det = var_b * var_d - cov_bd**2
+    if var_d <= 0:
+        # every response drawn with certainty: d = b = 0, the terms are Y
+        return 0.0, 0.0
+    if det > 1e-12 * max(var_b * var_d, 1e-300):
+        lam = (-cov_ab * var_d + cov_ad * cov_bd) / det
+    else:
+        lam = 0.0
+    lam = min(max(lam, 0.0), 1.0)
+    offset = -(cov_ad + lam * cov_bd) / var_d
+    return float(lam), float(offset)
 
 
 def active_lambda(yhat: Array, pi: Array, labeled: Array, y: Array) -> float:
-    """The lambda that minimises the sample variance of the IPW terms
-    t = a + lambda b, a = Y xi / pi, b = Yhat (1 - xi / pi): -Cov(a, b) / Var(b), in [0, 1]."""
+    """The lambda that minimises the sample variance of the IPW terms with no offset
+    (the form of Zrnic & Candes): t = a + lambda b, a = Y xi / pi, b = Yhat (1 - xi / pi):
+    -Cov(a, b) / Var(b), in [0, 1]."""
     w = np.where(labeled, 1.0 / pi, 0.0)
     a = np.where(labeled, y, 0.0) * w
     b = yhat * (1.0 - w)
@@ -207,14 +240,20 @@ def active_mean(
     *,
     alpha: float = 0.05,
     lam: float | None = None,
+    offset: float | None = None,
 ) -> ActiveEstimate:
-    """theta = mean_i [lambda Yhat_i + (Y_i - lambda Yhat_i) xi_i / pi_i] over the frame, with
-    xi_i = 1 for a response drawn (with probability pi_i, given what was known when it was
-    drawn) and labeled; y is read only where `labeled` is true. The interval is normal with
-    the terms' population variance (ddof 0, as in the authors' code) / N (Zrnic & Candes 2024,
-    section 3). For a fixed lambda the estimate is exactly unbiased for the frame's mean of Y
-    over the Poisson draws, with design variance sum((Y - lambda Yhat)^2 (1 - pi) / pi) / N^2
-    (tests/analytics/test_ppi.py enumerates every draw of a small frame to check both)."""
+    """theta = mean_i [g_i + (Y_i - g_i) xi_i / pi_i] over the frame, with the prediction
+    g_i = lambda Yhat_i + offset and xi_i = 1 for a response drawn (with probability pi_i,
+    given what was known when it was drawn) and labeled; y is read only where `labeled` is
+    true. The interval is normal with the terms' population variance (ddof 0, as in the
+    authors' code) / N (Zrnic & Candes 2024, section 3).
+
+    For a fixed (lambda, offset) the estimate is exactly unbiased for the frame's mean of Y
+    over the Poisson draws, with design variance sum((Y - g)^2 (1 - pi) / pi) / N^2
+    (tests/analytics/test_ppi.py enumerates every draw of a small frame to check both).
+    `lam` and `offset` None: both are tuned together (`active_tuning`), as PPI++ tunes
+    lambda; one given: the other is tuned for it (lambda 0 with the offset tuned is the
+    people-only IPW estimate, centred). `offset=0.0` is the paper's own estimator."""
     yhat, pi = _finite("yhat", _f(yhat)), _f(pi)
     y = _f(y)
     xi = np.asarray(labeled, dtype=bool).reshape(-1)
@@ -227,10 +266,19 @@ def active_mean(
     big_n, n = len(yhat), int(xi.sum())
     if n < 2:
         return ActiveEstimate(None, None, None, None, None, n_labeled=n, n_frame=big_n)
-    if lam is None:
-        lam = active_lambda(yhat, pi, xi, y)
     w = np.where(xi, 1.0 / pi, 0.0)
-    terms = lam * yhat + (np.where(xi, y, 0.0) - lam * yhat) * w
+    if lam is None and offset is None:
+        lam, offset = active_tuning(yhat, pi, xi, y)
+    elif lam is None:
+        # lambda tuned for the given offset: -Cov(a + offset d, b) / Var(b)
+        lam = active_lambda(yhat, pi, xi, y - offset)
+    if offset is None:
+        a = np.where(xi, y, 0.0) * w - lam * yhat * w
+        d = 1.0 - w
+        var_d = float(np.var(d))
+        offset = -float(np.mean((a - a.mean()) * (d - d.mean()))) / var_d if var_d > 0 else 0.0
+    g = lam * yhat + offset
+    terms = g + (np.where(xi, y, 0.0) - g) * w
     estimate = float(terms.mean())
     se = float(terms.std() / math.sqrt(big_n))
     return ActiveEstimate(
@@ -241,6 +289,7 @@ def active_mean(
         lam=float(lam),
         n_labeled=n,
         n_frame=big_n,
+        offset=float(offset),
     )
 
 

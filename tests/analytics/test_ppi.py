@@ -230,12 +230,13 @@ def test_active_mean_is_exactly_unbiased_with_the_design_variance() -> None:
     assert pi[:2].tolist() == [1.0, 1.0] and pi.sum() == pytest.approx(4, abs=1e-12)
     draws = _draws(pi)
     assert sum(w for _, w in draws) == pytest.approx(1.0, abs=1e-12)
-    for lam in (0.0, lam0, 1.0):
+    for lam, offset in ((0.0, 0.0), (lam0, 0.0), (1.0, 0.0), (lam0, 0.4), (1.0, -1.5)):
         estimates = []
         for xi, _ in draws:
-            result = ppi.active_mean(yhat, pi, xi, np.where(xi, y, np.nan), lam=lam)
+            result = ppi.active_mean(yhat, pi, xi, np.where(xi, y, np.nan), lam=lam, offset=offset)
             assert result.estimate is not None and result.lam == lam
-            if lam == 0:  # Horvitz-Thompson: sum of Y / pi over the drawn, / N
+            assert result.offset == offset
+            if lam == 0 and offset == 0:  # Horvitz-Thompson: sum of Y / pi over the drawn, / N
                 assert result.estimate == pytest.approx(
                     float(np.sum(y[xi] / pi[xi]) / len(y)), abs=1e-12
                 )
@@ -245,10 +246,10 @@ def test_active_mean_is_exactly_unbiased_with_the_design_variance() -> None:
         mean = float(weights @ values)
         assert mean == pytest.approx(float(y.mean()), abs=1e-12)
         variance = float(weights @ (values - mean) ** 2)
-        errors = y - lam * yhat
+        errors = y - lam * yhat - offset
         design = float(np.sum(errors**2 * (1 - pi) / pi) / len(y) ** 2)
         assert variance == pytest.approx(design, abs=1e-12)
-        if lam == lam0:
+        if lam == lam0 and offset == 0:
             # the planning variance is this design variance plus sd^2 / T (sd = 0 here)
             assert ppi.active_variance(0.0, residual, 4, uniform_share=0) == pytest.approx(
                 variance, abs=1e-12
@@ -266,15 +267,31 @@ def test_active_mean_by_hand() -> None:
     # estimate = 10/3; Var(terms) = (1/9 + 4/9 + 1/9) / 3 = 2/9; se = sqrt(2/9 / 3) =
     #   sqrt(2/27) = 0.27217; interval 3.3333 -/+ 0.53344 = [2.79989, 3.86677]
     # lambda = 0 (Horvitz-Thompson): terms 6 4 0, the same 10/3 here, se = sqrt(56/27) = 1.44
-    result = ppi.active_mean([4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0])
+    result = ppi.active_mean(
+        [4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0], offset=0.0, lam=None
+    )
     assert result.lam == pytest.approx(0.75, abs=1e-12)
     assert result.estimate == pytest.approx(10 / 3, abs=1e-12)
     assert result.se == pytest.approx(math.sqrt(2 / 27), abs=1e-12)
     assert (result.ci_low, result.ci_high) == pytest.approx((2.79989, 3.86677), abs=1e-5)
     assert (result.n_labeled, result.n_frame) == (2, 3)
-    ht = ppi.active_mean([4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0], lam=0)
+    ht = ppi.active_mean(
+        [4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0], lam=0, offset=0.0
+    )
     assert ht.estimate == pytest.approx(10 / 3, abs=1e-12)
     assert ht.se == pytest.approx(math.sqrt(56 / 27), abs=1e-12)
+    # Tuned together (the default): d = 1 - xi/pi = -1 0 1 and b = Yhat d = -4 0 4 = 4 d are
+    # collinear, so lambda adds nothing beyond the offset: lambda = 0 and
+    # offset = -Cov(a, d) / Var(d) = -(-2) / (2/3) = 3; terms 3 + (3 - 3) * 2, 3 + (4 - 3),
+    # 3 = 3 4 3: the same estimate and se as lambda 3/4 with no offset.
+    tuned = ppi.active_mean([4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0])
+    assert (tuned.lam, tuned.offset) == (0.0, pytest.approx(3.0, abs=1e-12))
+    assert tuned.estimate == pytest.approx(10 / 3, abs=1e-12)
+    assert tuned.se == pytest.approx(math.sqrt(2 / 27), abs=1e-12)
+    # lambda 0 with the offset tuned: the people-only IPW estimate, centred (the same 3)
+    centred = ppi.active_mean([4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0], lam=0)
+    assert centred.offset == pytest.approx(3.0, abs=1e-12)
+    assert centred.se == pytest.approx(math.sqrt(2 / 27), abs=1e-12)
 
 
 def test_active_mean_edges() -> None:
