@@ -83,6 +83,19 @@ MINIMUMS: dict[str, Minimum] = {
         "the item-level correlation averages one correlation per item, each over that "
         "item's few responses: over fewer than 10 items it is a handful of them",
     ),
+    "prediction_powered": Minimum(
+        10,
+        "labeled responses",
+        "a prediction-powered mean rests on the labeled responses: on fewer than 10 its "
+        "lambda and its error variance are a handful of residuals, and its normal interval "
+        "does not hold",
+    ),
+    "prediction_powered_difference": Minimum(
+        10,
+        "labeled items",
+        "a prediction-powered difference between two systems rests on the items where both "
+        "responses are labeled: on fewer than 10 its interval does not hold",
+    ),
 }
 
 

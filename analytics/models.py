@@ -18,9 +18,10 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from annotation.models import Dataset, PairChoice, Project, Response, Skill
+from annotation.models import Campaign, Dataset, PairChoice, Project, Response, Skill
 from flaskweb.db import TimestampedModel
 from flaskweb.jobs import ImportJob
+from judging.models import JudgeRun
 
 #: The scale of every skill that has no SkillScale row.
 DEFAULT_LOW, DEFAULT_HIGH, DEFAULT_CONTINUOUS = 1.0, 5.0, False
@@ -454,3 +455,95 @@ class SnapshotPart(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} of snapshot {self.snapshot_id}"
+
+
+# --- active selection: which responses of a campaign go to people (analytics/active/) ---------
+
+
+class SelectionSource(models.TextChoices):
+    SPREAD = "spread", "Spread of one run's k samples"
+    JUDGES = "judges", "Disagreement between judges (two runs or more)"
+    CALIBRATION = "calibration", "The judge's error by score level, fitted on the labels so far"
+
+
+#: What a batch's uncertainties came from: a source, or none (every response alike).
+SOURCE_USED = [*SelectionSource.choices, ("uniform", "Uniform (no information)")]
+
+
+class SelectionPlan(TimestampedModel):
+    """How a "sampled" campaign draws its responses for people (docs/CAMPAIGNS.md, "Active
+    selection"): from the judge runs' uncertainty (`source`), within `budget` responses
+    (expected) in batches of `batch_size`, with `uniform_share` of the design uniform.
+
+    `frame` is the campaign's responses that the runs scored on every skill asked, in the
+    random order `seed` gave them when the plan was made: batch t decides the next
+    `batch_size` undecided ones. Source, budget, batch size and uniform share may change for
+    later batches (each batch records the values it used); the runs, the frame and the seed
+    never do."""
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="+")
+    runs = models.ManyToManyField(JudgeRun, related_name="+")
+    source = models.CharField(max_length=15, choices=SelectionSource.choices)
+    budget = models.PositiveIntegerField()  # responses for people, in expectation, in all
+    batch_size = models.PositiveIntegerField()  # responses decided per batch
+    uniform_share = models.FloatField(default=0.2)
+    seed = models.BigIntegerField()
+    frame = models.JSONField(default=list)  # response ids, in the seeded order
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(source__in=SelectionSource.values), name="selectionplan_source_valid"
+            ),
+            models.CheckConstraint(condition=Q(budget__gte=1), name="selectionplan_budget"),
+            models.CheckConstraint(condition=Q(batch_size__gte=1), name="selectionplan_batch_size"),
+            # a zero share would let a response with no uncertainty be left out for sure
+            models.CheckConstraint(
+                condition=Q(uniform_share__gt=0, uniform_share__lte=1),
+                name="selectionplan_uniform_share",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"selection plan of campaign {self.campaign_id}"
+
+
+class SelectionBatch(models.Model):
+    """One batch a plan drew: what it decided, with the settings and the uncertainty it
+    used (the draws themselves are the campaign's CampaignSample rows of this batch)."""
+
+    plan = models.ForeignKey(SelectionPlan, on_delete=models.CASCADE, related_name="batches")
+    number = models.PositiveIntegerField()
+    size = models.PositiveIntegerField()  # responses decided
+    budget = models.FloatField()  # this batch's share of the budget: the expected draws
+    drawn = models.PositiveIntegerField()  # responses drawn for people
+    p_min = models.FloatField()
+    p_max = models.FloatField()
+    source = models.CharField(max_length=15, choices=SelectionSource.choices)  # asked
+    source_used = models.CharField(max_length=15, choices=SOURCE_USED)
+    note = models.CharField(max_length=300, blank=True)  # why it fell back, if it did
+    labels = models.PositiveIntegerField(default=0)  # labeled frame responses at the draw
+    # the plan's settings when it was drawn
+    plan_budget = models.PositiveIntegerField()
+    batch_size = models.PositiveIntegerField()
+    uniform_share = models.FloatField()
+    # the calibration model per skill: {"skill": {"lambda", "labels", "rms": {level: value}}}
+    fit = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["plan", "number"]
+        constraints = [
+            # a second request for the same batch finds the first (never two draws)
+            models.UniqueConstraint(fields=["plan", "number"], name="selectionbatch_unique"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="selectionbatch_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"batch {self.number} of plan {self.plan_id}"

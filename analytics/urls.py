@@ -5,11 +5,13 @@ under /api/v1/ by flaskweb/urls.py (namespace `analytics-api`)."""
 
 from django.urls import include, path
 
+from analytics.active import urls as active_urls
 from analytics.cards import urls as cards_urls
 from analytics.explorer import urls as explorer_urls
 from analytics.exports import urls as exports_urls
 from analytics.imports import urls as imports_urls
 from analytics.metadata import urls as metadata_urls
+from analytics.planning import urls as planning_urls
 from analytics.report import urls as report_urls
 
 app_name = "analytics"
@@ -21,6 +23,8 @@ urlpatterns = [
     path("", include(imports_urls.urlpatterns)),
     path("", include(cards_urls.urlpatterns)),
     path("", include(metadata_urls.urlpatterns)),
+    path("", include(active_urls.urlpatterns)),
+    path("", include(planning_urls.urlpatterns)),
 ]
 
 api_urlpatterns = [
@@ -30,4 +34,6 @@ api_urlpatterns = [
     path("", include(imports_urls.api_urlpatterns)),
     path("", include(cards_urls.api_urlpatterns)),
     path("", include(metadata_urls.api_urlpatterns)),
+    path("", include(active_urls.api_urlpatterns)),
+    path("", include(planning_urls.api_urlpatterns)),
 ]

@@ -489,6 +489,14 @@ class PairDesign(models.TextChoices):
     SAMPLED = "sampled", "A balanced sample of pairs within a budget"
 
 
+class CampaignSelection(models.TextChoices):
+    """Which responses of a pointwise campaign get tasks (docs/CAMPAIGNS.md, "Active
+    selection")."""
+
+    ALL = "all", "Every response of the chosen models"
+    SAMPLED = "sampled", "Only the responses drawn for people (active selection)"
+
+
 class PairChoice(models.TextChoices):
     """A preference between a pair's two responses, in the task's own terms: A is
     `Task.response`, B is `Task.response_b`, whichever side each was shown on."""
@@ -583,6 +591,15 @@ class Campaign(TimestampedModel):
     pair_ask = models.CharField(max_length=10, choices=PairAsk.choices, default=PairAsk.BOTH)
     pair_strength = models.BooleanField(default=False)  # ask "slightly" or "much"
     pair_rationale = models.BooleanField(default=False)  # offer a rationale box
+    # Pointwise only: "all" gives every response a task; "sampled" only the responses drawn
+    # for people (CampaignSample, drawn by analytics' active selection). The database
+    # default lets a process of the previous release still insert campaigns mid-upgrade.
+    selection = models.CharField(
+        max_length=10,
+        choices=CampaignSelection.choices,
+        default=CampaignSelection.ALL,
+        db_default=CampaignSelection.ALL,
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -619,10 +636,54 @@ class Campaign(TimestampedModel):
             models.CheckConstraint(
                 condition=Q(status__in=CampaignStatus.values), name="campaign_status_valid"
             ),
+            models.CheckConstraint(
+                condition=Q(selection__in=CampaignSelection.values), name="campaign_selection_valid"
+            ),
+            # a pair task is two responses: there is no inclusion probability of one response
+            models.CheckConstraint(
+                condition=Q(selection=CampaignSelection.ALL) | Q(mode=CampaignMode.POINTWISE),
+                name="campaign_sampled_pointwise",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+
+class CampaignSample(models.Model):
+    """One response of a "sampled" campaign decided for people: drawn (it gets a task) or
+    not, with the probability it was drawn with (annotation.campaigns.services.
+    campaign_sample_record; analytics/active/ decides). Each response is decided once, in a
+    numbered batch; rows are never changed, so the probabilities an estimate weights by are
+    the ones the draws were made with."""
+
+    # campaign_id leads campaignsample_unique: no index of its own
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="samples", db_index=False
+    )
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="+")
+    batch = models.PositiveIntegerField()
+    probability = models.FloatField()
+    drawn = models.BooleanField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "response"], name="campaignsample_unique"),
+            # zero would leave a response out with certainty: no weighting recovers it
+            models.CheckConstraint(
+                condition=Q(probability__gt=0, probability__lte=1),
+                name="campaignsample_probability",
+            ),
+            models.CheckConstraint(condition=Q(batch__gte=1), name="campaignsample_batch"),
+        ]
+        indexes = [
+            # "which batches does this campaign have" (the next batch's number, a replay)
+            models.Index(fields=["campaign", "batch"], name="campaignsample_batch_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id}:{self.response_id} p={self.probability:.3f} {self.drawn}"
 
 
 class CampaignRubric(models.Model):

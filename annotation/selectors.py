@@ -31,6 +31,8 @@ from annotation.models import (
     CampaignItemPin,
     CampaignMode,
     CampaignRubric,
+    CampaignSample,
+    CampaignSelection,
     CampaignStatus,
     Dataset,
     Domain,
@@ -1244,6 +1246,72 @@ def campaigns_for_responses(
     for response_id, campaign_id, name in rows:
         found.setdefault(response_id, []).append((campaign_id, name))
     return found
+
+
+# --- active selection: the responses a "sampled" campaign drew for people ----------------------
+
+
+def sampling_design(*, project: Project) -> dict[int, tuple[float, bool]]:
+    """response id -> (inclusion probability, drawn for people) for every response decided
+    in the project's "sampled" campaigns that were started (not drafts: nobody scores a
+    draft's draws yet). A response decided in several campaigns takes the most recent
+    campaign's decision. The report weights the labels of the drawn responses by these
+    probabilities (analytics/report/prediction_powered.py). One query."""
+    rows = (
+        CampaignSample.objects.filter(
+            campaign__project=project, campaign__selection=CampaignSelection.SAMPLED
+        )
+        .exclude(campaign__status=CampaignStatus.DRAFT)
+        .order_by("campaign__created_at", "campaign_id")
+        .values_list("response_id", "probability", "drawn")
+    )
+    return {response_id: (probability, drawn) for response_id, probability, drawn in rows}
+
+
+def campaign_sample_rows(*, campaign: Campaign) -> list[tuple[int, int, float, bool]]:
+    """(batch, response id, inclusion probability, drawn) of every response the campaign
+    decided, by batch and response. One query."""
+    return list(
+        CampaignSample.objects.filter(campaign=campaign)
+        .order_by("batch", "response_id")
+        .values_list("batch", "response_id", "probability", "drawn")
+    )
+
+
+def campaign_response_skill_ids(*, campaign: Campaign) -> dict[int, list[int]]:
+    """response id -> the skill ids a task of the campaign on it asks (or would ask: the
+    fixed set, or its item's pinned skills, or while unpinned the item's own), for every
+    response of the campaign's dataset and models, by id. Five queries."""
+    responses = Response.objects.filter(item__dataset_id=campaign.dataset_id)
+    if campaign.model_names:
+        responses = responses.filter(model_name__in=campaign.model_names)
+    rows = list(responses.order_by("pk").values_list("pk", "item_id"))
+    per_item = campaign_item_skill_ids(campaign=campaign, item_ids={item for _, item in rows})
+    pinned, fixed = _rubric_pinned(campaign), _fixed_ids(campaign)
+    asked = {
+        item_id: asked_skill_ids(
+            campaign=campaign, item_skill_ids=skills, rubric_pinned=pinned, fixed=fixed
+        )
+        for item_id, skills in per_item.items()
+    }
+    return {pk: asked[item_id] for pk, item_id in rows}
+
+
+def campaign_label_means(*, campaign: Campaign) -> dict[int, dict[int, float]]:
+    """response id -> skill id -> the mean of the campaign's accepted human scores of the
+    response on the skill (N/A left out; a skill scored only N/A is absent). One query."""
+    rows = (
+        HumanScore.objects.filter(campaign=campaign, score__isnull=False)
+        .accepted()
+        .values("response_id", "skill_id")
+        .annotate(total=Sum("score"), n=Count("pk"))
+        .order_by()
+        .values_list("response_id", "skill_id", "total", "n")
+    )
+    means: dict[int, dict[int, float]] = {}
+    for response_id, skill_id, total, n in rows:
+        means.setdefault(response_id, {})[skill_id] = total / n
+    return means
 
 
 def campaign_list_for_reannotation(*, project: Project) -> QuerySet[Campaign]:

@@ -406,6 +406,7 @@ SPECTACULAR_SETTINGS = {
         "ImportJobStatusEnum": "flaskweb.jobs.JobStatus",
         "PairChoiceEnum": "annotation.models.PairChoice",
         "ShownChoiceEnum": "annotation.services.preferences.SHOWN_CHOICES",
+        "SelectionSourceEnum": "analytics.models.SelectionSource",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

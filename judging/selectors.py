@@ -750,6 +750,30 @@ def pointwise_run_latest(*, judge: JudgeConfig, dataset_id: int | None = None) -
     return runs.order_by("-pk").first()
 
 
+def pointwise_run_list_for_dataset(*, project: Project, dataset_id: int) -> QuerySet[JudgeRun]:
+    """The project's pointwise runs over the dataset (not pairwise, not bias probes), in any
+    status, newest first, with their judge (analytics' active selection offers the finished
+    ones)."""
+    return (
+        JudgeRun.objects.filter(
+            judge__project=project, dataset_id=dataset_id, pairwise_against="", probe=""
+        )
+        .select_related("judge")
+        .order_by("-pk")
+    )
+
+
+def run_score_samples(*, run_ids: Sequence[int]) -> list[tuple[int, int, int, int, int | None]]:
+    """(run id, response id, skill id, sample index, score or None for N/A) of every score
+    of the runs, by run, response, skill and sample: the k samples of each response apart
+    (analytics' active selection reads their spread). One query."""
+    return list(
+        JudgeScore.objects.filter(run_id__in=list(run_ids))
+        .order_by("run_id", "response_id", "skill_id", "judgment__sample_index")
+        .values_list("run_id", "response_id", "skill_id", "judgment__sample_index", "score")
+    )
+
+
 # --- analytics: one response's judge scores (the researchers' response page) -------------------
 
 

@@ -42,6 +42,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from analytics.active.services import selection_plan_create
 from analytics.exports.services import export_job_create, export_job_run
 from analytics.imports.preferences import preferences_import
 from analytics.imports.services import scores_import
@@ -123,6 +124,7 @@ class Seeded:
     response: int  # scored in the campaign (the review API's adjudication)
     gold_task: int  # a gold task of the campaign, answered by no one
     preference_import_job: int  # succeeded, with its import
+    sampled_campaign: int  # a "sampled" draft with an active selection plan, no batch yet
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
@@ -138,6 +140,8 @@ class Seeded:
             return {"id": self.campaign, "response_id": self.response}
         if path.startswith("/api/v1/annotation/campaigns/{id}"):
             return {"id": self.campaign}
+        if path.startswith("/api/v1/campaigns/{id}"):
+            return {"id": self.sampled_campaign}
         if path.startswith("/api/v1/annotation/datasets/{id}"):
             return {"id": self.dataset}
         if path.startswith("/api/v1/annotation/items/{id}"):
@@ -206,6 +210,12 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
         files=[{"name": "prefs.csv", "stored": "", "bytes": len(PREFERENCES)}],
         result={"already_imported": False, **labels.summary},
     )
+    sampled = campaign_create(
+        project=project, dataset=dataset, name="S", selection="sampled", annotators=[annotator]
+    )
+    selection_plan_create(
+        campaign=sampled, run_ids=[done.pk], source="calibration", budget=2, batch_size=2
+    )
     return Seeded(
         slug=project.slug,
         upload=DatasetUpload.objects.filter(project=project).values_list("pk", flat=True)[0],
@@ -229,6 +239,7 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
             scores={s.skill_id: 4 for s in task_skills(assignment=leased)},
         ).pk,
         preference_import_job=preference_job.pk,
+        sampled_campaign=sampled.pk,
     )
 
 

@@ -52,6 +52,8 @@ from analytics.models import (
     ReportSnapshot,
     ScoreImport,
     ScoreImportJob,
+    SelectionBatch,
+    SelectionPlan,
 )
 from analytics.report.snapshots import (
     report_snapshot_compute,
@@ -65,6 +67,7 @@ from annotation.models import (
     AnnotatorExpertise,
     Assignment,
     Campaign,
+    CampaignSample,
     Dataset,
     DatasetUpload,
     GoldPreference,
@@ -444,6 +447,17 @@ RULES: dict[str, Rule] = {
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="dataset"),
     "analytics:metadata-agreement-csv":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="dataset"),
+    # active selection (docs/CAMPAIGNS.md): the campaign's staff; an empty plan form is 200
+    # with its errors, an empty draw (no plan, no batch named) goes back to the page
+    "analytics:active-selection":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 200, 200, 200), pk="campaign"),
+    "analytics:active-selection-draw":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    # how many labels are enough (docs/LABEL_PLANNING.md): the project's staff
+    "analytics:label-planning":
+        Rule(get=S(302, 403, 404, 200, 200, 200)),
     # --- authentication and Django admin ---------------------------------------------------
     #              anon ann  oth  res  padm site
     "login":
@@ -661,6 +675,17 @@ RULES: dict[str, Rule] = {
         Rule(get=S(401, 403, 404, 200, 200, 200), query="judge=baseline-judge-secret"),
     "analytics-api:metadata-agreement":
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="dataset"),
+    # active selection: an empty plan or draw is a 400 once access is granted (the world's
+    # campaign has no plan), and so is an empty change of the plan it lacks
+    "analytics-api:active-selection":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            post=S(401, 403, 404, 400, 400, 400),
+            patch=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
+    "analytics-api:active-selection-draw":
+        Rule(get=S(401, 405, 405, 405, 405, 405),
+            post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
+    "analytics-api:label-planning":
+        Rule(get=S(401, 403, 404, 200, 200, 200)),
     # the OpenAPI schema describes the API, holds no data, and is public
     "api-schema":
         Rule(get=S(200, 200, 200, 200, 200, 200)),
@@ -1083,6 +1108,9 @@ COUNTED = (
     Token,
     MembershipChange,
     AdjudicatedScore,
+    CampaignSample,
+    SelectionPlan,
+    SelectionBatch,
 )
 
 

@@ -416,6 +416,11 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         out.append("No agreement among people in this snapshot.")
     out.append("")
 
+    out.append("## Prediction-powered estimates")
+    out.append("")
+    out.extend(prediction_powered_lines(card.get("prediction_powered")))
+    out.append("")
+
     out.append("## Trust figures")
     out.append("")
     trust = card["trust"]
@@ -440,6 +445,85 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         out.append("None found in the data.")
     out.append("")
     return "\n".join(out)
+
+
+# --- prediction-powered estimates -------------------------------------------------------------
+
+ACTIVE_METHOD = "active selection (inverse-probability weighted)"
+
+
+def _interval_text(value: object, low: object, high: object) -> str:
+    """ "3.412 [3.301, 3.523]"; the number alone without both bounds."""
+    text = number(value)
+    if isinstance(value, int | float) and all(isinstance(v, int | float) for v in (low, high)):
+        return f"{text} [{low:.3f}, {high:.3f}]"
+    return text
+
+
+def prediction_powered_lines(rows: object) -> list[str]:
+    """The card's prediction-powered rows (all systems together, one per skill) as a table;
+    a row on too few labeled responses gives the reason instead of its figures."""
+    if rows is None:
+        return [
+            "This snapshot holds no prediction-powered estimates (it was computed before"
+            " they existed)."
+        ]
+    if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+        return nested(rows)
+    if not rows:
+        return ["No prediction-powered estimate with this judge in this snapshot."]
+    table = []
+    for r in rows:
+        few = r.get("too_few")
+        figures = (
+            [md_text(few), "too few", "too few", "too few"]
+            if few
+            else [
+                _interval_text(r.get("estimate"), r.get("ci_low"), r.get("ci_high")),
+                _interval_text(
+                    r.get("human_only_estimate"),
+                    r.get("human_only_ci_low"),
+                    r.get("human_only_ci_high"),
+                ),
+                number(r.get("effective_n"), 0),
+                number(r.get("lambda")),
+            ]
+        )
+        table.append(
+            [
+                md_text(r.get("skill", "")),
+                ACTIVE_METHOD if r.get("method") == "active" else "PPI++",
+                number(r.get("n_labeled")),
+                number(r.get("n_unlabeled")),
+                *figures,
+                number(r.get("judge_mean")),
+            ]
+        )
+    return [
+        "What people would say on average (the mean human score over all systems together),"
+        " estimated from people's scores on the labeled responses corrected by this judge's"
+        " scores on every response (PPI++, Angelopoulos, Duchi & Zrnic 2023): unbiased for"
+        " what people would say however biased the judge, beside the people-only estimate on"
+        " the labeled responses. 95 % normal-approximation intervals. n labeled: responses"
+        " with a human score and the judge's; N unlabeled: the judge's other responses."
+        " Effective n: how many human labels a people-only estimate would need for an"
+        " interval as narrow. Judge alone: the judge's own mean, the answer without people.",
+        "",
+        *_table(
+            [
+                "skill",
+                "method",
+                "n labeled",
+                "N unlabeled",
+                "estimate [95 % CI]",
+                "people only [95 % CI]",
+                "effective n",
+                "λ",
+                "judge alone",
+            ],
+            table,
+        ),
+    ]
 
 
 # --- the human ceiling and the trust figures as tables ------------------------------------------

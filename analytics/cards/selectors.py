@@ -448,11 +448,26 @@ def card_build(*, project: Project, snapshot: ReportSnapshot, judge: str) -> dic
         },
         "correlation": correlation or {},
         "human_ceiling": ceiling,
+        "prediction_powered": _prediction_powered(report, judge),
         "trust": trust if trust else None,
     }
     card_flag_small_samples(card)
     card["limitations"] = card_limitations(card)
     return card
+
+
+def _prediction_powered(report: Mapping[str, Any], judge: str) -> list[dict[str, Any]] | None:
+    """The judge's prediction-powered rows of all systems together, one per skill, as the
+    report holds them (docs/PREDICTION_POWERED.md) but for the judge and the system, which
+    the card and "all systems" say; None for a snapshot made before the report had them."""
+    rows = report.get("prediction_powered")
+    if not isinstance(rows, list):
+        return None
+    return [
+        {key: value for key, value in row.items() if key not in ("judge", "system")}
+        for row in rows
+        if isinstance(row, Mapping) and row.get("judge") == judge and row.get("system") is None
+    ]
 
 
 def _rubrics(project: Project, skills: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -526,6 +541,20 @@ def card_limitations(card: Mapping[str, Any]) -> list[str]:
         human = ceiling.get(skill) or {}
         if (human.get("loo_ceiling") or {}).get("pearson") is None:
             said.append(f"{skill}: no human ceiling (fewer than two annotators per response).")
+    for row in card.get("prediction_powered") or []:
+        skill, few = row.get("skill"), row.get("too_few")
+        if few:
+            said.append(f"{skill}: no prediction-powered estimate ({few}).")
+            continue
+        judge_mean, low, high = row.get("judge_mean"), row.get("ci_low"), row.get("ci_high")
+        if all(isinstance(v, int | float) for v in (judge_mean, low, high)) and not (
+            low <= judge_mean <= high
+        ):
+            said.append(
+                f"{skill}: the judge alone says {judge_mean:.2f} on average, outside the"
+                f" interval of what people would say ({low:.2f} to {high:.2f}): read its"
+                " scores as biased there."
+            )
     na = trust.get("na")
     if isinstance(na, Mapping):
         for skill, figures in na.items():

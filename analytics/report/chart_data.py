@@ -13,7 +13,9 @@ turned into lists here, in the report's order.
 - `dashboard_charts`: radar per system, bars per domain and per difficulty
   (static/js/analytics_charts.js draws them with Chart.js);
 - `heatmaps`: human mean x judge score counts, rendered as an HTML table;
-- `filter_options`: the values the filter form offers.
+- `filter_options`: the values the filter form offers;
+- `prediction_powered_skills`: one judge's prediction-powered estimates per skill, with the
+  interval plot's coordinates (SVG drawn by the template), paired differences and ranks.
 
 Means follow the report: a response's human score is the mean of its human scores (N/A
 left out), and a group's mean is the exact mean of those means (analytics.report).
@@ -613,3 +615,200 @@ def filter_options(rows: ReportRows) -> dict[str, list[str] | list[int]]:
         "domain": sorted({d for f in facets for d in f.get("domains") or []}),
         "difficulty": sorted({f["difficulty"] for f in facets if f.get("difficulty")}),
     }
+
+
+# --- prediction-powered estimates -------------------------------------------------------------
+
+#: What the pages call a row without a system (every system together).
+ALL_SYSTEMS = "All systems"
+#: A row whose responses went to people by active selection (analytics.ppi.active_mean).
+ACTIVE_METHOD = "active selection (inverse-probability weighted)"
+#: The interval plot (SVG user units): one SVG per system of the same width and x scale
+#: beside its name, the prediction-powered interval above the people-only one.
+PPI_WIDTH, PPI_ROW_HEIGHT, PPI_PAD = 480, 26, 14
+PPI_Y, HUMAN_Y = 8.0, 18.0
+
+
+def _ppi_row(row: Json) -> Json:
+    """A row of the report's `prediction_powered` as a page shows it: the stored figures,
+    its label, whether its figures are shown (not too few, defined) and the judge's bias
+    (its own mean minus what people would say)."""
+    too_few = str(row.get("too_few") or "")
+    estimate, judge_mean = row.get("estimate"), row.get("judge_mean")
+    shown = not too_few and estimate is not None
+    low, high = row.get("ci_low"), row.get("ci_high")
+    bias = judge_mean - estimate if shown and judge_mean is not None else None
+    return {
+        **row,
+        "label": ALL_SYSTEMS if row.get("system") is None else str(row["system"]),
+        "all": row.get("system") is None,
+        "active": row.get("method") == "active",
+        "method_label": ACTIVE_METHOD if row.get("method") == "active" else "PPI++",
+        "too_few": too_few,
+        "shown": shown,
+        "interval_shown": shown and low is not None and high is not None,
+        "human_shown": not too_few and row.get("human_only_estimate") is not None,
+        "bias": bias,
+        "bias_abs": abs(bias) if bias is not None else None,
+        # the judge's own mean outside the interval of what people would say: a bias the
+        # data show, not noise
+        "bias_outside": bias is not None
+        and low is not None
+        and high is not None
+        and not low <= judge_mean <= high,
+    }
+
+
+def _ppi_difference(diff: Json) -> Json:
+    """A paired difference (system A - system B) as a page shows it; `clear`: which system
+    scores higher when the interval excludes 0 ("a" or "b"), else ""."""
+    too_few = str(diff.get("too_few") or "")
+    low, high = diff.get("ci_low"), diff.get("ci_high")
+    shown = not too_few and diff.get("estimate") is not None
+    clear = ""
+    if shown and low is not None and high is not None:
+        clear = "a" if low > 0 else "b" if high < 0 else ""
+    return {
+        **diff,
+        "too_few": too_few,
+        "shown": shown,
+        "interval_shown": shown and low is not None and high is not None,
+        "human_shown": not too_few and diff.get("human_only_estimate") is not None,
+        "clear": clear,
+    }
+
+
+def _ppi_ranks(entry: Json, too_few: Mapping[str, str]) -> Json:
+    """A skill's ranking: systems by rank, each with its rank interval, the probability of
+    each rank ({"rank", "p"}, from 1) and, when its estimate rests on too few labeled
+    responses, why (`too_few`: system -> reason; its rank stays, for reference); the
+    systems left out (no estimate) and which differences the report holds ("all" pairs, or
+    "adjacent": neighbours in the estimated order)."""
+    systems = [
+        {
+            **s,
+            "probabilities": [
+                {"rank": k, "p": p} for k, p in enumerate(s.get("rank_probabilities") or [], 1)
+            ],
+            "p_first": (s.get("rank_probabilities") or [None])[0],
+            "too_few": too_few.get(str(s["system"]), ""),
+        }
+        for s in entry.get("systems") or []
+    ]
+    systems.sort(key=lambda s: (s.get("rank") is None, s.get("rank") or 0, str(s["system"])))
+    return {
+        "n_draws": entry.get("n_draws"),
+        "systems": systems,
+        "left_out": [str(name) for name in entry.get("left_out") or []],
+        "differences": entry.get("differences") or "all",
+    }
+
+
+def _tick_step(span: float) -> float:
+    """A round step (1, 2, 2.5 or 5 times a power of ten) giving about five ticks."""
+    raw = span / 5 if span > 0 else 1.0
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1.0, 2.0, 2.5, 5.0, 10.0) if raw <= m * magnitude)
+
+
+def prediction_powered_plot(rows: Sequence[Json]) -> Json | None:
+    """Coordinates of a skill's interval plot: per row (`_ppi_row`) an SVG of the same width
+    and x scale, the prediction-powered estimate and interval at PPI_Y above the people-only
+    ones at HUMAN_Y; a row too few (or undefined) draws nothing and says why beside it.
+    The x axis spans every estimate and interval drawn. None when nothing is drawn."""
+    values: list[float] = []
+    for row in rows:
+        if row["shown"]:
+            values += [v for v in (row["estimate"], row["ci_low"], row["ci_high"]) if v is not None]
+        if row["human_shown"]:
+            values += [
+                v
+                for v in (
+                    row["human_only_estimate"],
+                    row.get("human_only_ci_low"),
+                    row.get("human_only_ci_high"),
+                )
+                if v is not None
+            ]
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    lo, hi = lo - 0.05 * span, hi + 0.05 * span
+    left, right = PPI_PAD, PPI_WIDTH - PPI_PAD
+
+    def x(v: float) -> float:
+        return round(left + (v - lo) / (hi - lo) * (right - left), 1)
+
+    def bar(estimate: float | None, low: float | None, high: float | None) -> Json | None:
+        if estimate is None:
+            return None
+        whisker = low is not None and high is not None
+        return {
+            "x": x(estimate),
+            "low": x(low) if whisker and low is not None else None,
+            "high": x(high) if whisker and high is not None else None,
+        }
+
+    step = _tick_step(hi - lo)
+    ticks = [i * step for i in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
+    return {
+        "width": PPI_WIDTH,
+        "height": PPI_ROW_HEIGHT,
+        "ppi_y": PPI_Y,
+        "human_y": HUMAN_Y,
+        "left": left,
+        "right": right,
+        "rows": [
+            {
+                "label": row["label"],
+                "all": row["all"],
+                "too_few": row["too_few"],
+                "estimate": row["estimate"] if row["shown"] else None,
+                "ppi": bar(row["estimate"], row["ci_low"], row["ci_high"])
+                if row["shown"]
+                else None,
+                "human": bar(
+                    row["human_only_estimate"],
+                    row.get("human_only_ci_low"),
+                    row.get("human_only_ci_high"),
+                )
+                if row["human_shown"]
+                else None,
+            }
+            for row in rows
+        ],
+        "ticks": [{"x": x(t), "label": f"{round(t, 6):g}"} for t in ticks],
+    }
+
+
+def prediction_powered_skills(stored: Json | None) -> list[Json]:
+    """One judge's prediction-powered figures (a `prediction_powered.N` part: {"judge",
+    "rows", "differences", "ranks"}, each as the report holds them) laid out per skill, in
+    the rows' order: {"skill", "rows" (all systems first, then each system in the report's
+    order; `_ppi_row`), "plot" (`prediction_powered_plot`), "differences" (those whose
+    interval excludes 0 first; `_ppi_difference`), "clear" (how many), "ranks"
+    (`_ppi_ranks`, None without), "active" (whether a row used active selection)}."""
+    stored = stored or {}
+    skills: dict[str, Json] = {}
+
+    def of(skill: str) -> Json:
+        return skills.setdefault(
+            skill, {"skill": skill, "rows": [], "differences": [], "ranks": None}
+        )
+
+    for row in stored.get("rows") or []:
+        of(str(row["skill"]))["rows"].append(_ppi_row(row))
+    for diff in stored.get("differences") or []:
+        of(str(diff["skill"]))["differences"].append(_ppi_difference(diff))
+    for entry in stored.get("ranks") or []:
+        found = of(str(entry["skill"]))
+        too_few = {r["label"]: r["too_few"] for r in found["rows"] if not r["all"]}
+        found["ranks"] = _ppi_ranks(entry, too_few)
+    for found in skills.values():
+        found["rows"].sort(key=lambda r: not r["all"])  # stable: the systems keep their order
+        found["differences"].sort(key=lambda d: not d["clear"])
+        found["clear"] = sum(1 for d in found["differences"] if d["clear"])
+        found["active"] = any(r["active"] for r in found["rows"])
+        found["plot"] = prediction_powered_plot(found["rows"])
+    return list(skills.values())

@@ -37,6 +37,41 @@ def trust_parts(report: Json) -> dict[str, Any]:
     return {"trust.judges": names, **{trust_part(i): trust[n] for i, n in enumerate(names)}}
 
 
+#: The part listing the judges of the report's prediction-powered estimates, sorted; the
+#: figures of the judge at index i are the part `prediction_powered_part(i)`.
+PREDICTION_POWERED_JUDGES = "prediction_powered.judges"
+
+
+def prediction_powered_part(index: int) -> str:
+    """The name of the part holding the prediction-powered estimates (rows, paired
+    differences, ranks) of the judge at `index` of the PREDICTION_POWERED_JUDGES part."""
+    return f"prediction_powered.{index}"
+
+
+def prediction_powered_parts(report: Json) -> dict[str, Any]:
+    """The report's prediction-powered figures (`prediction_powered`, `..._differences`,
+    `..._ranks`), one part per judge, each as the report holds them: the dashboard's
+    section and the trust page read one judge's, not every judge's rows and differences."""
+    keys = {
+        "rows": "prediction_powered",
+        "differences": "prediction_powered_differences",
+        "ranks": "prediction_powered_ranks",
+    }
+    by_judge: dict[str, dict[str, list[Json]]] = {}
+    for name, key in keys.items():
+        for entry in report.get(key) or []:
+            found = by_judge.setdefault(str(entry["judge"]), {k: [] for k in keys})
+            found[name].append(entry)
+    names = sorted(by_judge)
+    return {
+        PREDICTION_POWERED_JUDGES: names,
+        **{
+            prediction_powered_part(i): {"judge": name, **by_judge[name]}
+            for i, name in enumerate(names)
+        },
+    }
+
+
 def leaderboard_part(report: Json) -> Json:
     """What the cross-project judge leaderboard (analytics/cards/selectors.py) reads of a
     report: every judge's correlations and each skill's human ceiling, a small part of the
@@ -70,6 +105,8 @@ def snapshot_parts(report: Json, rows: ReportRows) -> dict[str, Any]:
         },
         "options": chart_data.filter_options(rows),
         **trust_parts(report),
+        # docs/PREDICTION_POWERED.md: one judge's estimates, differences and ranks a part
+        **prediction_powered_parts(report),
         # the preference page's figures (docs/PREFERENCE_ANALYTICS.md)
         "preferences": report.get("preferences") or {},
         "leaderboard": leaderboard_part(report),

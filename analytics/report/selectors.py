@@ -8,13 +8,14 @@ from collections.abc import Callable, Sequence
 from analytics.preference_inputs import preference_inputs
 from analytics.preferences import preference_report
 from analytics.report.build import breakdowns, build_report
+from analytics.report.prediction_powered import prediction_powered
 from analytics.rows import ADJUDICATED, ReportRows
 from analytics.selectors import report_rows
 from analytics.trust import probes
 from analytics.trust.figures import trust_figures
 from analytics.trust_inputs import trust_inputs
 from annotation.models import Project
-from annotation.selectors import skill_list_for_project
+from annotation.selectors import sampling_design, skill_list_for_project
 from judging.selectors import probe_data
 
 DEFAULT_RESAMPLES = 1000
@@ -90,7 +91,16 @@ def project_report(
             else lambda f: said(0.75 + 0.2 * f, f"breakdowns: {f:.0%} of the groups"),
         )
     if said is not None:
-        said(0.95, "judge trust")
+        said(0.95, "prediction-powered estimates")
+    # the adjudicated report's human means are the adjudicated ones here too, as everywhere
+    # in the report but agreement among people
+    report.update(
+        prediction_powered(
+            rows.human, rows.judge, skills=skills, design=sampling_design(project=project)
+        )
+    )
+    if said is not None:
+        said(0.96, "judge trust")
     report["trust"] = _trust(project, rows, judges, resamples)
     if said is not None:
         said(0.97, "preferences")

@@ -135,6 +135,22 @@ def flag_report(report: Json) -> Json:
     return report
 
 
+def flag_prediction_powered(found: Json) -> Json:
+    """The prediction-powered rows (analytics.report.prediction_powered): an estimate of a
+    judge, skill and system on its `n_labeled` responses (kind "prediction_powered"), a
+    difference between two systems on its `n_labeled` items ("prediction_powered_difference").
+    Each row is one figure with its interval, so its `too_few` is the reason itself, or None
+    (not a dict of figures)."""
+    kinds = (
+        ("prediction_powered", "prediction_powered"),
+        ("prediction_powered_differences", "prediction_powered_difference"),
+    )
+    for key, kind in kinds:
+        for row in found.get(key) or []:
+            row["too_few"] = reason(kind, row.get("n_labeled")) or None
+    return found
+
+
 # --- the judge trust figures ---------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ from rest_framework.views import APIView
 
 from analytics import tasks
 from analytics.models import ReportSnapshot
-from analytics.report import parts, snapshots
+from analytics.report import chart_data, parts, snapshots
 from analytics.report.views import ReportFilterForm, project_options
 from annotation.access import project_get_for_staff
 from annotation.models import Project
@@ -56,6 +56,19 @@ def trust_of(snapshot: ReportSnapshot, judge: str) -> dict[str, Any] | None:
     if judge not in judges:
         return None
     return snapshots.snapshot_part(snapshot, parts.trust_part(judges.index(judge)))
+
+
+def prediction_powered_of(snapshot: ReportSnapshot, judge: str) -> dict[str, Any]:
+    """The judge's prediction-powered estimates laid out per skill ({"skills"}: chart_data.
+    prediction_powered_skills; none when the report has none for it), or {"missing": True}
+    for a snapshot made before these figures existed."""
+    judges = snapshots.snapshot_part(snapshot, parts.PREDICTION_POWERED_JUDGES)
+    if judges is None:
+        return {"missing": True}
+    if judge not in judges:
+        return {"skills": []}
+    stored = snapshots.snapshot_part(snapshot, parts.prediction_powered_part(judges.index(judge)))
+    return {"skills": chart_data.prediction_powered_skills(stored)}
 
 
 def calibration_maps(figures: dict[str, Any] | None) -> dict[str, list[list[float]]]:
@@ -231,6 +244,7 @@ def trust_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 figures = trust_of(done, judge) or {}
                 context.update(_page_context(figures))
                 context["can_calibrate"] = bool(calibration_maps(figures))
+                context["ppi"] = prediction_powered_of(done, judge)
                 context["calibrated_name"] = calibrated_name(judge)
     response = render(request, template_for(request, TRUST, "trust-body"), context)
     patch_vary_headers(response, ["HX-Request"])

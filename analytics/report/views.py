@@ -40,7 +40,7 @@ RESAMPLE_CHOICES = (0, 200, 1000, 2000, 10_000)
 #: The parts the first view reads (analytics/report/parts.py): small whatever the judges.
 REPORT_PARTS = ("summary",)
 #: Query keys that choose what the page shows, not which report (never part of the key).
-VIEW_KEYS = ("level", "measure", "inline", "all_judges", "heat_judge", "judge_page")
+VIEW_KEYS = ("level", "measure", "inline", "all_judges", "heat_judge", "judge_page", "ppi_judge")
 #: The correlation section's judges per page (?judge_page=N, from 1).
 CORRELATION_PAGE_JUDGES = 10
 LEVEL_LABELS = {"instance": "Instance", "item": "Item", "system": "System"}
@@ -81,6 +81,12 @@ SECTIONS: dict[str, Section] = {
     # one judge's heat maps at a time (?heat_judge=NAME; the best ranked first): the
     # section's time does not grow with the number of judges
     "heatmaps": Section("Human vs judge", "analytics/_report_heatmaps.html", ("summary",)),
+    # one judge at a time too (?ppi_judge=NAME; the first by name): docs/PREDICTION_POWERED.md
+    "prediction_powered": Section(
+        "Prediction-powered estimates",
+        "analytics/report/_prediction_powered.html",
+        (parts.PREDICTION_POWERED_JUDGES,),
+    ),
 }
 
 
@@ -436,6 +442,9 @@ def _section_context(
         found.update(_heatmaps_context(snapshot, found.pop("summary") or {}, query))
     if name == "correlation":
         found.update(_judge_page(found["tables"] or {}, query))
+    if name == "prediction_powered":
+        judges = found.pop(parts.PREDICTION_POWERED_JUDGES)
+        found["ppi"] = prediction_powered_context(snapshot, judges, (query or {}).get("ppi_judge"))
     return {
         **found,
         "section": name,
@@ -461,6 +470,25 @@ def _judge_page(tables: dict, query) -> dict:
         "judges_total": len(judges),
         "judge_first": start + 1,
         "judge_last": min(start + CORRELATION_PAGE_JUDGES, len(judges)),
+    }
+
+
+def prediction_powered_context(
+    snapshot: ReportSnapshot, judges: list[str] | None, wanted: str | None
+) -> dict:
+    """One judge's prediction-powered figures laid out per skill (`wanted` when the report
+    has it, else the first by name), and the judges to choose from: {"judges", "judge",
+    "skills"}; {"missing": True} for a snapshot made before these figures existed."""
+    if judges is None:
+        return {"missing": True}
+    index = judges.index(wanted) if wanted in judges else 0
+    stored = (
+        snapshots.snapshot_part(snapshot, parts.prediction_powered_part(index)) if judges else None
+    )
+    return {
+        "judges": [{"name": j, "current": i == index} for i, j in enumerate(judges)],
+        "judge": judges[index] if judges else None,
+        "skills": chart_data.prediction_powered_skills(stored),
     }
 
 

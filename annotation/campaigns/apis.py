@@ -32,6 +32,7 @@ from annotation.models import (
     AssignmentStatus,
     Campaign,
     CampaignMode,
+    CampaignSelection,
     CampaignStatus,
     HumanScore,
     PairAsk,
@@ -183,6 +184,11 @@ class CampaignSerializer(serializers.Serializer):
     pair_ask = serializers.ChoiceField(choices=PairAsk.choices)
     pair_strength = serializers.BooleanField()
     pair_rationale = serializers.BooleanField()
+    selection = serializers.ChoiceField(
+        choices=CampaignSelection.choices,
+        help_text="all: every response gets a task; sampled: only those drawn for people "
+        "(active selection, /api/v1/campaigns/{id}/active-selection)",
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     progress = serializers.SerializerMethodField()
@@ -289,6 +295,12 @@ class CampaignInputSerializer(serializers.Serializer):
     pair_ask = serializers.ChoiceField(choices=PairAsk.choices, required=False)
     pair_strength = serializers.BooleanField(required=False)
     pair_rationale = serializers.BooleanField(required=False)
+    selection = serializers.ChoiceField(
+        choices=CampaignSelection.choices,
+        required=False,
+        help_text="sampled (pointwise only): only the responses drawn for people get tasks; "
+        "set while a draft",
+    )
 
     class Meta:
         ref_name = "CampaignInput"

@@ -18,6 +18,7 @@ from annotation.campaigns.services import (
 from annotation.models import (
     Campaign,
     CampaignMode,
+    CampaignSelection,
     CampaignStatus,
     Dataset,
     Domain,
@@ -68,6 +69,16 @@ class CampaignForm(forms.Form):
     )
     show_reference = forms.BooleanField(
         required=False, initial=True, label="Show the reference answer"
+    )
+    selection = forms.ChoiceField(
+        choices=CampaignSelection.choices,
+        initial=CampaignSelection.ALL,
+        required=False,  # absent: every response (as before the choice existed)
+        widget=forms.RadioSelect,
+        label="Responses for people",
+        help_text="Sampled (pointwise only): people score only the responses drawn for them "
+        "on the campaign's Active selection page, which favours those a finished judge run is "
+        "unsure of and records each one's probability.",
     )
     annotators: forms.ModelMultipleChoiceField[User] = forms.ModelMultipleChoiceField(
         queryset=None,
@@ -254,6 +265,11 @@ class CampaignForm(forms.Form):
                 self.add_error("lease_value", "a lease lasts between 30 seconds and 24 hours")
             data["lease_seconds"] = seconds
         data["mode"] = data.get("mode") or CampaignMode.POINTWISE
+        data["selection"] = data.get("selection") or CampaignSelection.ALL
+        if data["mode"] == CampaignMode.PAIRWISE and data["selection"] == CampaignSelection.SAMPLED:
+            self.add_error(
+                "selection", "only a pointwise campaign has its responses drawn for people"
+            )
         data["pair_design"] = data.get("pair_design") or PairDesign.ALL_PAIRS
         data["pair_ask"] = data.get("pair_ask") or PairAsk.BOTH
         if data["mode"] == CampaignMode.PAIRWISE:
@@ -291,6 +307,7 @@ class CampaignForm(forms.Form):
             "repeat_rate": float(data["repeat_percent"] / 100),
             "gold_feedback": data["gold_feedback"],
             "mode": data["mode"],
+            "selection": data["selection"],
             "pair_strength": data["pair_strength"],
             "pair_rationale": data["pair_rationale"],
         }
@@ -319,6 +336,7 @@ def _initial_from(campaign: Campaign) -> dict[str, Any]:
         "fixed_skills": list(campaign.fixed_skills.values_list("pk", flat=True)),
         "overlap": campaign.overlap,
         "show_reference": campaign.show_reference,
+        "selection": campaign.selection,
         "annotators": list(campaign.annotators.values_list("pk", flat=True)),
         "groups": list(campaign.groups.values_list("pk", flat=True)),
         "route_by_domain": campaign.route_by_domain,

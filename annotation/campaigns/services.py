@@ -1,9 +1,12 @@
 """Campaign configuration and lifecycle: create, edit, activate (tasks + pinned rubrics),
-pause, resume, gold/attention tasks, annotator expertise."""
+pause, resume, gold/attention tasks, annotator expertise, and the responses a "sampled"
+campaign draws for people (`campaign_sample_record`)."""
 
 from __future__ import annotations
 
+import math
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -20,6 +23,8 @@ from annotation.models import (
     Campaign,
     CampaignMode,
     CampaignRubric,
+    CampaignSample,
+    CampaignSelection,
     CampaignStatus,
     Dataset,
     Domain,
@@ -86,12 +91,15 @@ def campaign_create(
     pair_ask: str = PairAsk.BOTH,
     pair_strength: bool = False,
     pair_rationale: bool = False,
+    selection: str = CampaignSelection.ALL,
     created_by=None,
 ) -> Campaign:
     """Create a campaign in draft. Nothing is assigned until `campaign_activate`.
 
     A pairwise campaign (`mode="pairwise"`) asks which of two responses to the same item
-    is better; its `pair_*` settings are checked by `pair_settings_check`."""
+    is better; its `pair_*` settings are checked by `pair_settings_check`. A "sampled"
+    campaign (`selection`) gives tasks only to the responses drawn for people
+    (`campaign_sample_record`); it is pointwise."""
     if dataset.project_id != project.pk:
         raise ValidationError("the dataset belongs to another project")
     if skill_mode == SkillMode.FIXED and not fixed_skills:
@@ -119,9 +127,11 @@ def campaign_create(
         pair_ask=pair_ask,
         pair_strength=pair_strength,
         pair_rationale=pair_rationale,
+        selection=selection,
         created_by=created_by,
     )
     pair_settings_check(campaign=campaign)
+    selection_check(campaign=campaign)
     campaign.full_clean()
     campaign.save()
     if fixed_skills:
@@ -194,6 +204,21 @@ def pair_settings_check(*, campaign: Campaign) -> None:
         raise ValidationError(errors)
 
 
+def selection_check(*, campaign: Campaign) -> None:
+    """Raise ValidationError (keyed by field) unless the campaign's selection fits its mode:
+    a "sampled" campaign is pointwise, since an inclusion probability is one response's and
+    a pair task is two."""
+    if campaign.selection not in CampaignSelection.values:
+        raise ValidationError({"selection": "the selection is all or sampled"})
+    if campaign.selection == CampaignSelection.SAMPLED and campaign.mode == CampaignMode.PAIRWISE:
+        raise ValidationError(
+            {
+                "selection": "a pairwise campaign scores every planned pair: only a pointwise "
+                "campaign can have its responses drawn for people (selection sampled)"
+            }
+        )
+
+
 def _items_with_models(campaign: Campaign) -> list[tuple[int, list[str]]]:
     """(item id, the models that answered it) for the campaign's dataset."""
     by_item: dict[int, list[str]] = {}
@@ -228,7 +253,10 @@ CAMPAIGN_STRUCTURE = (
     "pair_budget",
     "pair_choices",
     "pair_ask",
+    "selection",
 )
+#: What a campaign with recorded draws keeps even as a draft: the draws are of its responses.
+CAMPAIGN_SAMPLED_FRAME = ("dataset", "model_names")
 CAMPAIGN_SETTINGS = (
     "name",
     "instructions",
@@ -274,6 +302,17 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
         changes["pair_anchor"] = (changes["pair_anchor"] or "").strip()
     fixed = changes.pop("fixed_skills", None)
     fixed_ids = None if fixed is None else {s.pk for s in fixed}
+    if CampaignSample.objects.filter(campaign=campaign).exists():
+        moved = [
+            name
+            for name in CAMPAIGN_SAMPLED_FRAME
+            if name in changes and getattr(campaign, name) != changes[name]
+        ]
+        if moved:
+            raise CampaignStateError(
+                f"responses of this campaign were already drawn for people: its "
+                f"{' and '.join(moved)} cannot change"
+            )
     if campaign.status != CampaignStatus.DRAFT:
         changed = [
             name
@@ -302,6 +341,7 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
     ):
         raise ValidationError("a fixed-skill campaign needs at least one skill")
     pair_settings_check(campaign=campaign)
+    selection_check(campaign=campaign)
     campaign.full_clean()
     campaign.save()
     if fixed is not None:
@@ -313,7 +353,8 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
 
 @transaction.atomic
 def campaign_activate(*, campaign: Campaign) -> int:
-    """Create the campaign's tasks (one per selected response), pin the rubric in force for
+    """Create the campaign's tasks (one per selected response: every response of its models,
+    or, selection "sampled", those drawn for people so far), pin the rubric in force for
     each skill and pin each task's item skills (CampaignItemPin: what its tasks ask from now
     on, whatever the item's metadata becomes). Idempotent: tasks and pins already there are
     kept; the items of new tasks are pinned. Returns the number of tasks created.
@@ -366,11 +407,16 @@ def _campaign_skill_ids(campaign: Campaign) -> list[int]:
 
 
 def _tasks_create(campaign: Campaign) -> int:
+    """One normal task per selected response that has no task yet: every response of the
+    dataset's chosen models, or (selection "sampled") those drawn for people."""
     if campaign.mode == CampaignMode.PAIRWISE:
         return _pair_tasks_create(campaign)
     responses = Response.objects.filter(item__dataset=campaign.dataset)
     if campaign.model_names:
         responses = responses.filter(model_name__in=campaign.model_names)
+    if campaign.selection == CampaignSelection.SAMPLED:
+        drawn = CampaignSample.objects.filter(campaign=campaign, drawn=True)
+        responses = responses.filter(pk__in=drawn.values("response_id"))
     # Gold/attention responses are not also normal tasks: seeing one twice would give it away.
     existing = Task.objects.filter(campaign=campaign)
     ids = responses.exclude(pk__in=existing.values("response_id")).order_by("pk")
@@ -438,6 +484,129 @@ def _pair_tasks_create(campaign: Campaign) -> int:
             )
         )
     return len(Task.objects.bulk_create(tasks, batch_size=5000))
+
+
+class SampleRefused(ValidationError):
+    """`campaign_sample_record` refused the batch: nothing was recorded."""
+
+
+#: Probabilities of a replayed batch are compared to this relative tolerance (they went
+#: through JSON or a float column on the way).
+_SAME_PROBABILITY = 1e-12
+
+
+@transaction.atomic
+def campaign_sample_record(
+    *, campaign: Campaign, batch: int, draws: Sequence[tuple[int, float, bool]]
+) -> int:
+    """Record batch `batch` of a "sampled" campaign's draws: (response id, inclusion
+    probability, drawn for people) per response decided in it. Returns how many were drawn.
+
+    The campaign row is locked, so batches are recorded one at a time, numbered 1, 2, ...
+    without gaps. Each response is decided once: a response already decided, one outside
+    the campaign's dataset and models, a probability outside (0, 1] or a response twice in
+    the batch refuses the whole batch (SampleRefused, nothing recorded). Sending a batch
+    already recorded again with the same draws returns the same count and changes nothing
+    (a retried request never draws twice); with other draws it is refused.
+
+    The drawn responses of an active or paused campaign get their normal task (K
+    annotators) at once, their items pinned; a draft's get theirs at activation
+    (`_tasks_create`). A finished campaign records nothing (CampaignStateError)."""
+    campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+    if campaign.selection != CampaignSelection.SAMPLED:
+        raise SampleRefused(
+            "this campaign gives every response a task (selection all): set its selection "
+            "to sampled, while a draft, to draw responses for people"
+        )
+    if campaign.status == CampaignStatus.FINISHED:
+        raise CampaignStateError("a finished campaign draws no more responses")
+    wanted = _draws_checked(batch, draws)
+    recorded = CampaignSample.objects.filter(campaign=campaign)
+    last = recorded.order_by("-batch").values_list("batch", flat=True).first() or 0
+    if batch <= last:
+        return _sample_replayed(campaign, batch, wanted)
+    if batch != last + 1:
+        raise SampleRefused(f"the next batch of this campaign is {last + 1}, not {batch}")
+    decided = sorted(recorded.filter(response_id__in=wanted).values_list("response_id", flat=True))
+    if decided:
+        raise SampleRefused(
+            f"{len(decided)} of these responses were decided in an earlier batch (each is "
+            f"decided once): {_ids(decided)}"
+        )
+    selected = Response.objects.filter(pk__in=wanted, item__dataset_id=campaign.dataset_id)
+    if campaign.model_names:
+        selected = selected.filter(model_name__in=campaign.model_names)
+    outside = sorted(set(wanted) - set(selected.values_list("pk", flat=True)))
+    if outside:
+        raise SampleRefused(
+            f"{len(outside)} responses are not among the campaign's (its dataset's responses "
+            f"of its models): {_ids(outside)}"
+        )
+    CampaignSample.objects.bulk_create(
+        [
+            CampaignSample(
+                campaign=campaign, response_id=pk, batch=batch, probability=p, drawn=drawn
+            )
+            for pk, (p, drawn) in sorted(wanted.items())
+        ],
+        batch_size=5000,
+    )
+    if campaign.status != CampaignStatus.DRAFT:
+        _tasks_create(campaign)
+        drawn_items = Response.objects.filter(
+            pk__in=[pk for pk, (_, drawn) in wanted.items() if drawn]
+        ).values_list("item_id", flat=True)
+        items_pin(campaign=campaign, item_ids=set(drawn_items))
+        Campaign.objects.filter(pk=campaign.pk).update(updated_at=timezone.now())
+    return sum(1 for _, drawn in wanted.values() if drawn)
+
+
+def _draws_checked(
+    batch: int, draws: Sequence[tuple[int, float, bool]]
+) -> dict[int, tuple[float, bool]]:
+    """response id -> (probability, drawn), or SampleRefused with what is wrong."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise SampleRefused("batches are numbered from 1")
+    if not draws:
+        raise SampleRefused("a batch decides at least one response")
+    wanted: dict[int, tuple[float, bool]] = {}
+    for response_id, probability, drawn in draws:
+        p = float(probability)
+        if not (math.isfinite(p) and 0 < p <= 1):
+            raise SampleRefused(
+                f"response {response_id}: an inclusion probability is in (0, 1], not {p!r}"
+            )
+        if response_id in wanted:
+            raise SampleRefused(f"response {response_id} is twice in the batch")
+        wanted[int(response_id)] = (p, bool(drawn))
+    return wanted
+
+
+def _sample_replayed(campaign: Campaign, batch: int, wanted: dict[int, tuple[float, bool]]) -> int:
+    """A batch already recorded, sent again: the same count if the draws are the same."""
+    recorded = {
+        pk: (p, drawn)
+        for pk, p, drawn in CampaignSample.objects.filter(
+            campaign=campaign, batch=batch
+        ).values_list("response_id", "probability", "drawn")
+    }
+    same = set(recorded) == set(wanted) and all(
+        recorded[pk][1] == wanted[pk][1]
+        and math.isclose(recorded[pk][0], wanted[pk][0], rel_tol=_SAME_PROBABILITY)
+        for pk in wanted
+    )
+    if not same:
+        raise SampleRefused(
+            f"batch {batch} of this campaign was already recorded with other draws: a "
+            "recorded batch is never changed"
+        )
+    return sum(1 for _, drawn in recorded.values() if drawn)
+
+
+def _ids(ids: Sequence[int], shown: int = 10) -> str:
+    """Some ids for a message: the first `shown`, then how many more."""
+    head = ", ".join(str(pk) for pk in ids[:shown])
+    return head + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
 def campaign_set_status(*, campaign: Campaign, status: str) -> Campaign:
