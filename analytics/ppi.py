@@ -31,6 +31,7 @@ example.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from scipy import stats
 Array = npt.NDArray[np.float64]
 
 
+@functools.lru_cache(maxsize=64)
 def _z(alpha: float) -> float:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")

@@ -16,9 +16,12 @@ Three figures of uncertainty (in score points, >= 0; only their ratios matter, s
   over its skills (and runs): a judge that answers differently when asked again is unsure;
 - **judges**: the standard deviation (ddof 1) of the runs' means across two runs or more,
   averaged over its skills: judges that disagree cannot all be right;
+- both as sqrt(m + s^2), m the batch's mean s^2 (`_floored`): agreement is no proof of
+  being right, so a response whose samples agree keeps an expected error of its own;
 - **calibration**: the judge's expected error on it, from the labels so far. Per skill, the
   residuals r = Y - (lambda Yhat + c) of the labeled responses give a mean squared residual
-  per score level (Yhat rounded to 1..5), shrunk toward the skill's mean, itself shrunk
+  per score level (Yhat rounded to 1..5; a judge on its own scale, by its quintiles over
+  the frame: `level_edges`), shrunk toward the skill's mean, itself shrunk
   toward the mean over all skills, each by SHRINKAGE pseudo-labels: m_all = mean r^2;
   m_skill = (sum r^2 + k m_all) / (n_skill + k); m_level = (sum r^2 + k m_skill) /
   (n_level + k). The figure of a response is the square root of its level's m, averaged
@@ -114,6 +117,17 @@ def _filled(figures: Sequence[float | None]) -> Array | None:
     return np.array([mean if f is None else f for f in figures], dtype=np.float64)
 
 
+def _floored(values: Array) -> Array:
+    """A disagreement figure s (spread, judges) as an expected error: sqrt(m + s^2), m the
+    batch's mean s^2. The judge's error against people has a part that no disagreement
+    shows (people's own disagreement, a mistake the judge makes every time): a response
+    whose samples agree is not one the judge is sure to get right. Without the floor such
+    responses sit at the uniform share's minimum probability, and the few of them drawn
+    carry weights of hundreds (coverage 71-77 % at 25 labels in bench/ppi_coverage_bench.py;
+    with it, as good as uniform PPI++ at worst)."""
+    return np.sqrt(float(np.mean(values**2)) + values**2)
+
+
 def _uniform(n: int, note: str) -> Uncertainty:
     return Uncertainty(values=np.ones(n), source="uniform", note=note)
 
@@ -127,7 +141,7 @@ def spread(samples: Values) -> Uncertainty:
             "the judge's samples do not tell these responses apart (one sample per "
             "response, or the same spread everywhere): drawn uniformly",
         )
-    return Uncertainty(values=values, source="spread")
+    return Uncertainty(values=_floored(values), source="spread")
 
 
 def judges(means: Values) -> Uncertainty:
@@ -139,7 +153,7 @@ def judges(means: Values) -> Uncertainty:
             "the judges' disagreement does not tell these responses apart (they agree "
             "alike, or one judge scored them): drawn uniformly",
         )
-    return Uncertainty(values=values, source="judges")
+    return Uncertainty(values=_floored(values), source="judges")
 
 
 # --- the calibration model --------------------------------------------------------------------
@@ -148,6 +162,28 @@ def judges(means: Values) -> Uncertainty:
 def score_level(yhat: float) -> int:
     """A judge's (mean) score as a level 1..5: rounded half up, clipped."""
     return int(min(max(math.floor(yhat + 0.5), 1), 5))
+
+
+#: The quantiles whose values bound the levels of a judge on its own scale (quintiles).
+OWN_SCALE_QUANTILES = (0.2, 0.4, 0.6, 0.8)
+
+
+def level_edges(values: Sequence[float]) -> tuple[float, ...] | None:
+    """None for a judge on the 1-5 scale (every value in [1, 5]: `score_level`); for a judge
+    on its own scale (a metric's 0-100, a log-probability), the distinct quintiles of its
+    values over the frame, so its levels are five groups of about equal size rather than
+    everything clipped into level 1 or 5 (which would make the calibration uniform)."""
+    if not values or all(1 <= v <= 5 for v in values):
+        return None
+    return tuple(float(q) for q in np.unique(np.quantile(values, OWN_SCALE_QUANTILES)))
+
+
+def level_of(yhat: float, edges: tuple[float, ...] | None) -> int:
+    """The level of a judge value: `score_level` on the 1-5 scale, else 1 + the number of
+    `edges` at or below it."""
+    if edges is None:
+        return score_level(yhat)
+    return 1 + int(np.searchsorted(edges, yhat, side="right"))
 
 
 @dataclass(frozen=True)
@@ -160,9 +196,11 @@ class CalibrationModel:
     lines: dict[Any, tuple[float, float]]  # skill -> (lambda, c)
     labels_per_skill: dict[Any, int]
     labeled_responses: int
+    # skill -> the level bounds of a judge on its own scale (`level_edges`; absent: 1-5)
+    edges: dict[Any, tuple[float, ...]] = field(default_factory=dict)
 
     def rms(self, skill: Any, yhat: float) -> float:
-        level = self.per_level.get(skill, {}).get(score_level(yhat))
+        level = self.per_level.get(skill, {}).get(level_of(yhat, self.edges.get(skill)))
         if level is None:
             level = self.per_skill.get(skill, self.overall)
         return math.sqrt(level)
@@ -218,8 +256,20 @@ def calibration_fit(
     every = [p for skill_pairs in pairs.values() for p in skill_pairs]
     pooled = prediction_line(every)
     lines = {skill: prediction_line(ps) if len(ps) >= 2 else pooled for skill, ps in pairs.items()}
+    frame_values: dict[Any, list[float]] = {}
+    for scores in yhat:
+        for skill, value in scores.items():
+            frame_values.setdefault(skill, []).append(value)
+    edges = {
+        skill: found
+        for skill in pairs
+        if (found := level_edges(frame_values.get(skill, []))) is not None
+    }
     squared = {
-        skill: [((y - lines[skill][0] * v - lines[skill][1]) ** 2, score_level(v)) for y, v in ps]
+        skill: [
+            ((y - lines[skill][0] * v - lines[skill][1]) ** 2, level_of(v, edges.get(skill)))
+            for y, v in ps
+        ]
         for skill, ps in pairs.items()
     }
     overall = sum(r for rows in squared.values() for r, _ in rows) / len(every)
@@ -242,6 +292,7 @@ def calibration_fit(
         lines=lines,
         labels_per_skill={skill: len(ps) for skill, ps in pairs.items()},
         labeled_responses=labeled_responses,
+        edges=edges,
     )
 
 

@@ -58,7 +58,11 @@ def test_the_sd_figure_averages_each_keys_sample_sd_over_the_keys_with_two_value
 def test_spread_fills_a_response_without_figure_with_the_batch_mean():
     found = u.spread([{(1, "a"): [3, 5]}, {(1, "a"): [4, 4]}, {(1, "a"): [2]}])
     assert found.source == "spread" and found.note == ""
-    assert found.values.tolist() == pytest.approx([math.sqrt(2), 0.0, math.sqrt(2) / 2])
+    # spreads sqrt(2), 0 and (filled) sqrt(2)/2: squares 2, 0, 1/2, mean m = 5/6; each
+    # figure is sqrt(m + s^2), so the response whose samples agree keeps sqrt(5/6)
+    assert found.values.tolist() == pytest.approx(
+        [math.sqrt(5 / 6 + 2), math.sqrt(5 / 6), math.sqrt(5 / 6 + 1 / 2)]
+    )
 
 
 def test_spread_with_one_sample_per_response_is_uniform_and_says_so():
@@ -70,8 +74,11 @@ def test_spread_with_one_sample_per_response_is_uniform_and_says_so():
 def test_judges_disagreement_is_the_sd_of_the_runs_means():
     found = u.judges([{"a": [2.0, 4.0], "b": [3.0, 3.0]}, {"a": [4.0, 4.0]}, {"a": [1.0, 4.0]}])
     assert found.source == "judges"
-    # (sqrt(2) + 0) / 2; 0; sd([1, 4]) = 3 / sqrt(2)
-    assert found.values.tolist() == pytest.approx([math.sqrt(2) / 2, 0.0, 3 / math.sqrt(2)])
+    # (sqrt(2) + 0) / 2; 0; sd([1, 4]) = 3 / sqrt(2): squares 1/2, 0, 9/2, mean m = 5/3,
+    # figures sqrt(m + s^2)
+    assert found.values.tolist() == pytest.approx(
+        [math.sqrt(5 / 3 + 1 / 2), math.sqrt(5 / 3), math.sqrt(5 / 3 + 9 / 2)]
+    )
     assert u.judges([{"a": [3.0]}, {"a": [2.0]}]).source == "uniform"
 
 
@@ -133,7 +140,11 @@ def test_calibration_on_too_few_labels_falls_back_to_the_spread_then_uniform():
     found = u.calibration(YHAT, LABELS, [3, 4, 5], samples=samples, min_labels=4)
     assert found.source == "spread"
     assert found.note.startswith("calibration needs 4 labeled responses, there are 3")
-    assert found.values.tolist() == pytest.approx([math.sqrt(0.5), 0.0, math.sqrt(8)])
+    # spreads sqrt(1/2), 0, sqrt(8): mean square m = 17/6, figures sqrt(m + s^2)
+    m = (0.5 + 0 + 8) / 3
+    assert found.values.tolist() == pytest.approx(
+        [math.sqrt(m + 0.5), math.sqrt(m), math.sqrt(m + 8)]
+    )
     flat = [{(1, "A"): [3]}] * 6
     found = u.calibration(YHAT, [{}] * 6, [0, 1], samples=flat)
     assert found.source == "uniform" and "there is none yet" in found.note
@@ -701,3 +712,24 @@ def test_two_draws_of_the_same_batch_at_once_draw_it_once(campaign, spread_run):
     batches = {batch.pk for batch, _ in results}
     assert len(batches) == 1 and sorted(created for _, created in results) == [False, False, True]
     assert SelectionBatch.objects.count() == 1 and len(_samples(campaign)) == 10
+
+
+def test_a_judge_on_its_own_scale_is_calibrated_by_its_quintiles():
+    # a 0-100 metric: every value would clip into level 5 (one level, a uniform design);
+    # by its quintiles over the frame the low scores, where it errs, get their own level
+    assert u.level_edges([1.0, 3.0, 5.0]) is None
+    edges = u.level_edges([float(v) for v in range(0, 100)])
+    assert edges is not None and len(edges) == 4
+    assert (u.level_of(0.0, edges), u.level_of(99.0, edges)) == (1, 5)
+    rng = np.random.default_rng(3)
+    values = rng.uniform(0, 100, 400)
+    truth = 1 + values / 25
+    noise = np.where(values < 20, 1.5, 0.1)  # the metric is poor on its lowest fifth
+    y = truth + rng.normal(0, 1, 400) * noise
+    yhat = [{"A": float(v)} for v in values]
+    labels = [{"A": float(t)} if k < 200 else {} for k, t in enumerate(y)]
+    found = u.calibration(yhat, labels, list(range(200, 400)))
+    assert found.source == "calibration"
+    low = values[200:] < 15
+    high = values[200:] > 30
+    assert found.values[low].mean() > 3 * found.values[high].mean()
