@@ -248,7 +248,10 @@ def active_mean(
     g_i = lambda Yhat_i + offset and xi_i = 1 for a response drawn (with probability pi_i,
     given what was known when it was drawn) and labeled; y is read only where `labeled` is
     true. The interval is normal with the terms' population variance (ddof 0, as in the
-    authors' code) / N (Zrnic & Candes 2024, section 3).
+    authors' code) / N (Zrnic & Candes 2024, section 3) when lambda and the offset are
+    given; with p of them tuned on these labels, the variance is scaled by n / (n - p) and
+    the interval takes Student's t with n - p degrees of freedom (None below n - p = 1): at
+    25 labels the plain normal interval covered 89-92 % in bench/ppi_coverage_bench.py.
 
     For a fixed (lambda, offset) the estimate is exactly unbiased for the frame's mean of Y
     over the Poisson draws, with design variance sum((Y - g)^2 (1 - pi) / pi) / N^2
@@ -269,6 +272,10 @@ def active_mean(
     if n < 2:
         return ActiveEstimate(None, None, None, None, None, n_labeled=n, n_frame=big_n)
     w = np.where(xi, 1.0 / pi, 0.0)
+    tuned = (lam is None) + (offset is None)
+    df = n - tuned
+    if df < 1:
+        return ActiveEstimate(None, None, None, None, None, n_labeled=n, n_frame=big_n)
     if lam is None and offset is None:
         lam, offset = active_tuning(yhat, pi, xi, y)
     elif lam is None and offset is not None:
@@ -284,6 +291,11 @@ def active_mean(
     terms = g + (np.where(xi, y, 0.0) - g) * w
     estimate = float(terms.mean())
     se = float(terms.std() / math.sqrt(big_n))
+    if tuned:
+        # fitted on the same labels: the variance scaled by n / (n - p) and Student's t with
+        # n - p degrees of freedom, as for a regression estimator with p fitted coefficients
+        se *= math.sqrt(n / df)
+        z = float(stats.t.ppf(1 - alpha / 2, df))
     return ActiveEstimate(
         estimate=estimate,
         ci_low=estimate - z * se,

@@ -399,6 +399,10 @@ class _Figures:
     effective_n: Floats
     z: float
     shares: list[tuple[Ints, Ints, Floats]] = field(default_factory=list)
+    # per segment, the interval's quantile where it is not z (an active row's Student t:
+    # `ppi.active_mean` with lambda and the offset tuned); NaN: z
+    quantile: Floats = field(default_factory=lambda: np.zeros(0))
+    human_quantile: Floats = field(default_factory=lambda: np.zeros(0))
     json: list[Json] = field(default_factory=list)  # `columns()`, once computed
 
     @classmethod
@@ -407,12 +411,16 @@ class _Figures:
             return np.full(g, math.nan)
 
         zero = np.zeros(g, np.int64)
-        return cls(active, nan(), nan(), nan(), nan(), nan(), zero, zero.copy(), nan(), z)
+        found = cls(active, nan(), nan(), nan(), nan(), nan(), zero, zero.copy(), nan(), z)
+        found.quantile, found.human_quantile = nan(), nan()
+        return found
 
     def columns(self) -> list[Json]:
         """Every segment's figures, JSON-safe (None for NaN), one dict each."""
         z = self.z
-        half, human_half = z * self.se, z * self.human_se
+        quantile = np.where(np.isnan(self.quantile), z, self.quantile)
+        human_quantile = np.where(np.isnan(self.human_quantile), z, self.human_quantile)
+        half, human_half = quantile * self.se, human_quantile * self.human_se
         found = {
             "estimate": self.estimate,
             "ci_low": self.estimate - half,
@@ -532,12 +540,16 @@ def _active_many(
         est = ppi.active_mean(f_yhat, f_pi, f_xi, f_y, alpha=alpha)
         out.n_labeled[segment] = est.n_labeled
         out.n_unlabeled[segment] = est.n_frame - est.n_labeled
-        if est.estimate is None or est.se is None or est.lam is None:
-            continue
         people = ppi.active_mean(f_yhat, f_pi, f_xi, f_y, alpha=alpha, lam=0.0)
-        out.estimate[segment], out.se[segment], out.lam[segment] = est.estimate, est.se, est.lam
         out.human[segment] = math.nan if people.estimate is None else people.estimate
         out.human_se[segment] = math.nan if people.se is None else people.se
+        if people.se and people.estimate is not None and people.ci_high is not None:
+            out.human_quantile[segment] = (people.ci_high - people.estimate) / people.se
+        if est.estimate is None or est.se is None or est.lam is None:
+            continue
+        out.estimate[segment], out.se[segment], out.lam[segment] = est.estimate, est.se, est.lam
+        if est.se > 0 and est.ci_high is not None:
+            out.quantile[segment] = (est.ci_high - est.estimate) / est.se
         w = np.where(f_xi, 1.0 / f_pi, 0.0)
         if est.se > 0:
             labeled_y, weight = f_y[f_xi], w[f_xi]
@@ -546,7 +558,10 @@ def _active_many(
             out.effective_n[segment] = var_y / est.se**2
         g = est.lam * f_yhat + (est.offset or 0.0)
         terms = g + (np.where(f_xi, f_y, 0.0) - g) * w
-        shares[at] = (terms - terms.mean()) / terms.size
+        plain = float(terms.std()) / math.sqrt(terms.size)
+        # scaled as the estimate's se is (n / (n - p)): their squares still sum to se^2
+        scale = est.se / plain if plain > 0 else 1.0
+        shares[at] = (terms - terms.mean()) / terms.size * scale
     return shares
 
 

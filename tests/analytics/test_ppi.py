@@ -272,9 +272,19 @@ def test_active_mean_by_hand() -> None:
     )
     assert result.lam == pytest.approx(0.75, abs=1e-12)
     assert result.estimate == pytest.approx(10 / 3, abs=1e-12)
-    assert result.se == pytest.approx(math.sqrt(2 / 27), abs=1e-12)
-    assert (result.ci_low, result.ci_high) == pytest.approx((2.79989, 3.86677), abs=1e-5)
+    # lambda was tuned on these 2 labels (p = 1): the variance is scaled by n / (n - p) = 2
+    # and the interval takes Student's t with 1 degree of freedom (12.7062):
+    # se = sqrt(2/27 * 2) = sqrt(4/27) = 0.38490; 3.33333 -/+ 4.89062 = [-1.55729, 8.22395]
+    assert result.se == pytest.approx(math.sqrt(4 / 27), abs=1e-12)
+    assert (result.ci_low, result.ci_high) == pytest.approx((-1.55729, 8.22395), abs=1e-5)
     assert (result.n_labeled, result.n_frame) == (2, 3)
+    # both given (p = 0): the design-based normal interval, se sqrt(2/27) = 0.27217,
+    # 3.3333 -/+ 1.95996 * 0.27217 = [2.79989, 3.86677]
+    fixed = ppi.active_mean(
+        [4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0], lam=0.75, offset=0.0
+    )
+    assert fixed.se == pytest.approx(math.sqrt(2 / 27), abs=1e-12)
+    assert (fixed.ci_low, fixed.ci_high) == pytest.approx((2.79989, 3.86677), abs=1e-5)
     ht = ppi.active_mean(
         [4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0], lam=0, offset=0.0
     )
@@ -283,22 +293,27 @@ def test_active_mean_by_hand() -> None:
     # Tuned together (the default): d = 1 - xi/pi = -1 0 1 and b = Yhat d = -4 0 4 = 4 d are
     # collinear, so lambda adds nothing beyond the offset: lambda = 0 and
     # offset = -Cov(a, d) / Var(d) = -(-2) / (2/3) = 3; terms 3 + (3 - 3) * 2, 3 + (4 - 3),
-    # 3 = 3 4 3: the same estimate and se as lambda 3/4 with no offset.
+    # 3 = 3 4 3: the same estimate as lambda 3/4 with no offset. Two numbers tuned on two
+    # labels leave no degree of freedom: no estimate; with a third label drawn, there is.
     tuned = ppi.active_mean([4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0])
-    assert (tuned.lam, tuned.offset) == (0.0, pytest.approx(3.0, abs=1e-12))
-    assert tuned.estimate == pytest.approx(10 / 3, abs=1e-12)
-    assert tuned.se == pytest.approx(math.sqrt(2 / 27), abs=1e-12)
-    # lambda 0 with the offset tuned: the people-only IPW estimate, centred (the same 3)
+    assert (tuned.estimate, tuned.se, tuned.n_labeled) == (None, None, 2)
+    three = ppi.active_mean([4, 3, 4], [0.5, 1.0, 0.25], [True, True, True], [3, 4, 4])
+    assert three.estimate is not None and three.se is not None
+    # lambda 0 with the offset tuned: the people-only IPW estimate, centred (offset 3, the
+    # same terms 3 4 3), p = 1: se sqrt(4/27)
     centred = ppi.active_mean([4, 3, 4], [0.5, 1.0, 0.25], [True, True, False], [3, 4, 0], lam=0)
     assert centred.offset == pytest.approx(3.0, abs=1e-12)
-    assert centred.se == pytest.approx(math.sqrt(2 / 27), abs=1e-12)
+    assert centred.estimate == pytest.approx(10 / 3, abs=1e-12)
+    assert centred.se == pytest.approx(math.sqrt(4 / 27), abs=1e-12)
 
 
 def test_active_mean_edges() -> None:
     one = ppi.active_mean([3, 4, 5], [0.5, 0.5, 0.5], [True, False, False], [3, 0, 0])
     assert (one.estimate, one.lam, one.n_labeled, one.n_frame) == (None, None, 1, 3)
     # y is not read where the response is not labeled
-    result = ppi.active_mean([3, 4, 5], [1, 1, 0.5], [True, True, False], [3, 4, float("nan")])
+    result = ppi.active_mean(
+        [3, 4, 5], [1, 1, 0.5], [True, True, False], [3, 4, float("nan")], lam=0.5
+    )
     assert result.estimate is not None and math.isfinite(result.estimate)
     with pytest.raises(ValueError, match=r"\(0, 1\]"):
         ppi.active_mean([3, 4], [0.0, 1.0], [True, True], [3, 4])
