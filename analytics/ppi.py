@@ -37,15 +37,23 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 Array = npt.NDArray[np.float64]
+
+
+def z_quantile(alpha: float) -> float:
+    """The normal quantile of a two-sided (1 - alpha) interval (1.95996 at alpha 0.05)."""
+    return _z(alpha)
 
 
 @functools.lru_cache(maxsize=64)
 def _z(alpha: float) -> float:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    # scipy is imported where a function needs it, not at module import: every process
+    # loads this module through the URLconf (tests/test_startup.py)
+    from scipy import stats
+
     return float(stats.norm.ppf(1 - alpha / 2))
 
 
@@ -295,6 +303,8 @@ def active_mean(
         # fitted on the same labels: the variance scaled by n / (n - p) and Student's t with
         # n - p degrees of freedom, as for a regression estimator with p fitted coefficients
         se *= math.sqrt(n / df)
+        from scipy import stats
+
         z = float(stats.t.ppf(1 - alpha / 2, df))
     return ActiveEstimate(
         estimate=estimate,
@@ -569,4 +579,6 @@ def min_detectable_difference(
         se = math.sqrt(ppi_variance(sd_d, rho, n, max(n_total, n)))
     else:
         se = sd_d / math.sqrt(n)
+    from scipy import stats
+
     return (_z(alpha) + float(stats.norm.ppf(power))) * se

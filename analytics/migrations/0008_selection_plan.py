@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('analytics', '0001_squashed_0007_export_kind_judge_training'),
+        ('analytics', '0007_export_kind_judge_training'),
         ('annotation', '0017_campaign_selection'),
         ('judging', '0001_squashed_0008_metadata_redispatch'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from analytics import ppi
 from analytics.report import small_samples
@@ -95,7 +94,7 @@ def prediction_powered(
     response of a skill outside `skills` is not read."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    z = float(stats.norm.ppf(1 - alpha / 2))
+    z = ppi.z_quantile(alpha)
     names = list(skills) if skills else sorted({r[3] for r in human} | {r[3] for r in judges})
     order = {skill: k for k, skill in enumerate(names)}
     human_by_skill: dict[str, list[Row]] = defaultdict(list)
