@@ -29,10 +29,21 @@ def flask_data() -> Path:
     return SHARED_FLASK
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database, with the built-in catalogue its migrations seed (a database kept
+    from an earlier run may have lost it to a transactional test's flush)."""
+    with django_db_blocker.unblock():
+        _ensure_catalogue()
+
+
 @pytest.fixture(autouse=True)
 def _builtin_catalogue(request):
     """Tests with a database see the built-in catalogue, even after a transactional test
-    (which truncates every table, the migration-seeded catalogue included)."""
+    (which truncates every table, the migration-seeded catalogue included): it is put back,
+    committed, as soon as such a test's flush has run (pytest_runtest_teardown below).
+    Put back inside each later test's own transaction instead, it would be made again for
+    every test, a few hundred queries each."""
     names = set(request.fixturenames)
     if {"transactional_db", "live_server", "celery_worker_process"} & names:
         request.getfixturevalue("transactional_db")
@@ -40,7 +51,29 @@ def _builtin_catalogue(request):
         request.getfixturevalue("db")
     else:
         return
+    if _is_transactional(request.node):
+        request.node.stash[_FLUSHED_BY] = request.getfixturevalue("django_db_blocker")
     _ensure_catalogue()
+
+
+_FLUSHED_BY = pytest.StashKey[object]()
+
+
+def _is_transactional(item) -> bool:
+    if {"transactional_db", "live_server", "celery_worker_process"} & set(item.fixturenames):
+        return True
+    marker = item.get_closest_marker("django_db")
+    return bool(marker and (marker.kwargs.get("transaction") or marker.args[:1] == (True,)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield  # the test's fixtures are torn down: a transactional test's flush has run
+    blocker = item.stash.get(_FLUSHED_BY, None)
+    if blocker is not None and nextitem is not None:
+        with blocker.unblock():
+            _ensure_catalogue()
+    return result
 
 
 @pytest.fixture(autouse=True)
@@ -122,7 +155,6 @@ def celery_worker_process(transactional_db, settings):
     import os
     import subprocess
     import sys
-    import time
 
     from django.db import connection
 
@@ -165,9 +197,9 @@ def celery_worker_process(transactional_db, settings):
         cwd=REPO,
         env=env,
     )
-    time.sleep(0.5)
-    assert proc.poll() is None, "the worker process exited at start"
     yield proc
+    # (a worker that died at start fails the test's wait for its work, then this says why)
+    assert proc.poll() is None, f"the worker process exited (status {proc.returncode})"
     proc.terminate()
     try:
         proc.wait(timeout=15)

@@ -6,9 +6,10 @@ every answer must match what the schema documents (status, content type, body).
 Path parameters name seeded objects (a project with a dataset, a campaign with a leased
 task, a judge, runs in each state, a finished export, a member): always for the admin, most of the
 time for the others, so operations get past their 404.
-Each request runs in a savepoint that is rolled back, so every request sees the same seeded
-state, and nothing is ever committed: the on-commit task dispatch (imports, judge runs,
-exports) never fires, and no broker is needed (docs/API.md).
+The objects are seeded once for all the fuzzing items (TestSchemaFuzzing, in a transaction
+rolled back after them), and each request runs in a savepoint that is rolled back, so every
+request sees the same seeded state, and nothing is ever committed: the on-commit task dispatch
+(imports, judge runs, exports) never fires, and no broker is needed (docs/API.md).
 Each persona's operations are split by path into a few test items (SHARDS), so that
 pytest-xdist runs them on different workers.
 """
@@ -20,16 +21,19 @@ import functools
 import gc
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 import schemathesis
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, transaction
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -49,24 +53,29 @@ from analytics.imports.services import scores_import
 from analytics.models import PreferenceImportJob
 from analytics.report.snapshots import snapshot_params, snapshot_request
 from annotation.campaigns.services import campaign_activate, campaign_create, gold_task_set
-from annotation.models import DatasetUpload, Response
+from annotation.models import DatasetUpload, ProjectRole, Response
 from annotation.services.assignments import (
     ScoreInput,
     assignment_claim_next,
     human_score_submit,
     task_skills,
 )
+from annotation.services.projects import membership_set, project_create
 from devtools.openai_server import FakeOpenAIServer
 from judging.models import RunStatus
 from judging.services import judge_batch, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
+from tests.conftest import _ensure_catalogue
 from tests.judging.test_runs import llm_judge, response_ids, running
 from tests.judging.test_views import make_judge, set_status
 
-#: Generated requests per operation (the admin's coverage phase adds its own).
-MAX_EXAMPLES = {"admin": 15, "researcher": 10, "annotator": 10}
-#: API_FUZZ_EXAMPLES=200 searches deeper, with fresh random data on each run (docs/API.md).
+#: Generated requests per operation and persona: every operation is fuzzed as each of them
+#: (the admin's coverage phase adds its own deterministic cases: boundary values, each field
+#: missing or of the wrong type, an unexpected method).
+MAX_EXAMPLES = {"admin": 5, "researcher": 5, "annotator": 5}
+#: API_FUZZ_EXAMPLES=200 searches deeper, with fresh random data on each run (docs/API.md,
+#: tests/README.md).
 DEEP = int(os.environ.get("API_FUZZ_EXAMPLES", "0"))
 CHECKS = [
     not_a_server_error,
@@ -125,6 +134,8 @@ class Seeded:
     gold_task: int  # a gold task of the campaign, answered by no one
     preference_import_job: int  # succeeded, with its import
     sampled_campaign: int  # a "sampled" draft with an active selection plan, no batch yet
+    users: dict[str, int]  # each persona's user
+    media: Path  # MEDIA_ROOT of the seeded files (the export)
 
     def path_parameters(self, path: str) -> dict | None:
         """A real object for the operation's path parameter, or None (generate one)."""
@@ -171,11 +182,37 @@ class Seeded:
         return None
 
 
-@pytest.fixture
-def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
-    """Two items answered by m1 and m2; a campaign where the annotator scored one response
-    and holds a lease on the next; an LLM judge with a finished run, a finished pairwise run,
-    and runs pending, running and paused; imported judge scores; a finished export."""
+@pytest.fixture(scope="class")
+def seeded(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Seeded]:
+    """The seeded objects, made once for the fuzzing items (class TestSchemaFuzzing) in a
+    transaction rolled back after the last of them, as a TestCase's setUpTestData. Each item's
+    own transaction (the `db` fixture) and each request's savepoint nest inside it, so the
+    items see the same objects and change none of them."""
+    media = tmp_path_factory.mktemp("fuzz-media")
+    with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=media):
+        atomic = transaction.atomic()
+        atomic._from_testcase = True  # durable services may run inside, as in a TestCase
+        atomic.__enter__()
+        try:
+            _ensure_catalogue()  # an earlier transactional test may have truncated it
+            yield _seed(tmp_path_factory.mktemp("fuzz-data"), media)
+        finally:
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
+def _seed(tmp_path: Path, media: Path) -> Seeded:
+    """The personas of tests/conftest.py; two items answered by m1 and m2; a campaign where
+    the annotator scored one response and holds a lease on the next; an LLM judge with a
+    finished run, a finished pairwise run, and runs pending, running and paused; imported
+    judge scores; a finished export."""
+    users = get_user_model().objects
+    project = project_create(slug="demo-project", name="Demo project")
+    admin_user = users.create_user(username="admin", is_staff=True, is_superuser=True)
+    researcher = users.create_user(username="rita")
+    annotator = users.create_user(username="alice")
+    membership_set(project=project, user=researcher, role=ProjectRole.RESEARCHER)
+    membership_set(project=project, user=annotator, role=ProjectRole.ANNOTATOR)
     dataset = make_dataset(project, tmp_path, items=2, models=("m1", "m2"))
     campaign = campaign_create(
         project=project, dataset=dataset, name="C", overlap=1, annotators=[annotator]
@@ -240,6 +277,8 @@ def seeded(project, tmp_path, admin_user, researcher, annotator) -> Seeded:
         ).pk,
         preference_import_job=preference_job.pk,
         sampled_campaign=sampled.pk,
+        users={"admin": admin_user.pk, "researcher": researcher.pk, "annotator": annotator.pk},
+        media=media,
     )
 
 
@@ -278,7 +317,7 @@ def served_schema() -> dict:
     params=[(persona, shard) for persona in SHARDS for shard in SHARDS[persona]],
     ids=lambda param: "-".join(param),
 )
-def api_schema(request, seeded, admin_user, researcher, annotator):
+def api_schema(request, seeded, db):
     """One shard of the schema the app serves, set up to call the app in-process as one
     persona.
 
@@ -287,7 +326,7 @@ def api_schema(request, seeded, admin_user, researcher, annotator):
     every body and query reaches the view's validation. The others get fuzzed requests
     whose path parameters are mostly the seeded objects and sometimes generated (404s)."""
     persona, shard = request.param
-    user = {"admin": admin_user, "researcher": researcher, "annotator": annotator}[persona]
+    user = get_user_model().objects.get(pk=seeded.users[persona])
     raw = copy.deepcopy(served_schema())
     raw["paths"] = {p: item for p, item in raw["paths"].items() if shard_of(persona, p) == shard}
     # one entry per set of seeded objects, not per path: schemathesis matches each entry
@@ -329,7 +368,8 @@ def api_schema(request, seeded, admin_user, researcher, annotator):
     # frozen, the cyclic GC no longer walks it again in each of the dozens of full
     # collections that thousands of requests (and their big error bodies) set off.
     gc.freeze()
-    yield schema
+    with override_settings(MEDIA_ROOT=seeded.media):  # where the seeded export's file is
+        yield schema
     gc.unfreeze()
 
 
@@ -337,15 +377,19 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @pytest.mark.slow
-@schema.parametrize()
-@settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
-def test_no_operation_answers_a_server_error_or_off_its_schema(case):
-    savepoint = transaction.savepoint()
-    try:
-        response = case.call()
-        case.validate_response(response, checks=_checks_for(response))
-    finally:
-        transaction.savepoint_rollback(savepoint)
+class TestSchemaFuzzing:
+    """The fuzzing items, in a class so that the objects they share (`seeded`) are made once
+    and rolled back after the last of them, before any other test of the module runs."""
+
+    @schema.parametrize()
+    @settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def test_no_operation_answers_a_server_error_or_off_its_schema(self, case):
+        savepoint = transaction.savepoint()
+        try:
+            response = case.call()
+            case.validate_response(response, checks=_checks_for(response))
+        finally:
+            transaction.savepoint_rollback(savepoint)
 
 
 def test_every_path_of_the_schema_falls_into_one_shard_of_each_persona(db):

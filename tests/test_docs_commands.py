@@ -2,14 +2,16 @@
 default (SQLite in a fresh var/, no DJANGO_DEBUG, no secret key given), after the demo data.
 
 Commands are read from the fenced shell blocks of README.md, docs/, bench/README.md and
-annotation/ASSIGNMENT.md. A concrete command runs, in document order, in a scratch
-directory that looks like a checkout (manage.py, .venv and docs/ with its example files
-linked, ../shared linked when it exists), with the variables it sets in front of it
+annotation/ASSIGNMENT.md. A concrete command runs as a reader runs it: the document's
+commands one after another, in its order, on a fresh embedded install with the demo data
+(a copy made for each document, so the documents run side by side), in a scratch directory
+that looks like a checkout (manage.py, .venv and docs/ with its example files linked,
+../shared linked when it exists), with the variables it sets in front of it
 (`DJANGO_DEBUG=true .venv/bin/python …`) and without its trailing `# comment`. A synopsis
 (it shows placeholders: `[--opt]`, `A|B`, `FILE`, `<username>`) cannot run as written; its
-command must exist and answer --help. Prose names commands the same way: a fresh shell has
-no venv active, so `python manage.py`, `python -m …` and `python bench/…` are written with
-`.venv/bin/python`."""
+command must exist and build the parser that answers --help. Prose names commands the same
+way: a fresh shell has no venv active, so `python manage.py`, `python -m …` and
+`python bench/…` are written with `.venv/bin/python`."""
 
 from __future__ import annotations
 
@@ -17,10 +19,13 @@ import glob
 import os
 import re
 import shlex
+import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from django.core.management import get_commands, load_command_class
 
 from tests.conftest import REPO
 
@@ -42,6 +47,8 @@ PLACEHOLDER = re.compile(r"(\[|\||…|<[a-z_]+>|(?<![-\w])[A-Z][A-Z_0-9]*(?![\w=
 NAMES = {"FLASK"}
 # long-running servers, started by other tests (test_embedded_default, test_serve_command)
 SERVERS = {"rundemo", "runserver", "serve"}
+# documents whose commands run at the same time (each its own processes, on its own copy)
+SIDE_BY_SIDE = max(2, min(4, os.cpu_count() or 1))
 
 
 def _fenced_commands(path: Path) -> list[str]:
@@ -91,7 +98,7 @@ def _is_synopsis(command: str) -> bool:
 
 def _checkout(tmp_path: Path) -> Path:
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     (work / "manage.py").symlink_to(REPO / "manage.py")
     (work / ".venv").symlink_to(REPO / ".venv")
     (work / "docs").symlink_to(REPO / "docs")  # the example files the commands read
@@ -130,8 +137,9 @@ def test_the_docs_run_python_from_the_checkouts_venv():
 
 def test_every_documented_command_works_as_written_on_the_embedded_default(tmp_path):
     # given a fresh embedded install with the demo data
-    work = _checkout(tmp_path)
-    env = _env(tmp_path / "var")
+    installed = tmp_path / "installed"
+    work = _checkout(installed)
+    env = _env(installed / "var")
     python = str(work / ".venv" / "bin" / "python")
     for setup in (["migrate", "--verbosity", "0"], ["seed_demo"]):
         done = subprocess.run(
@@ -139,32 +147,67 @@ def test_every_documented_command_works_as_written_on_the_embedded_default(tmp_p
         )
         assert done.returncode == 0, done.stdout + done.stderr
 
-    # when every documented command runs as written (a synopsis: its --help)
+    # when every documented command runs as written (a synopsis: its --help), each
+    # document's in order on a copy of that install, the documents side by side
     failures = []
+    documents: dict[str, list[str]] = {}
     for source, command in _documented():
         match = COMMAND.match(command)
-        name = match["name"]
-        if name in SERVERS:
-            continue
-        if "../shared/" in command and not (tmp_path / "shared").exists():
+        if match["name"] in SERVERS:
             continue
         if match["python"] != ".venv/bin/python":
             failures.append(
                 f"{source}: {command}\n(a fresh shell has no venv active: write .venv/bin/python)"
             )
+        elif _is_synopsis(command):
+            failures += [f"{source}: {command}\n{problem}" for problem in _help(match["name"])]
+        else:
+            documents.setdefault(source, []).append(command)
+
+    def run_document(source: str) -> list[str]:
+        copy = tmp_path / source.replace("/", "-")
+        _checkout(copy)
+        shutil.copytree(installed / "var", copy / "var")
+        return [f"{source}: {failure}" for failure in _run_in_order(documents[source], copy)]
+
+    longest_first = sorted(documents, key=lambda source: -len(documents[source]))
+    with ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        ran = dict(zip(longest_first, pool.map(run_document, longest_first), strict=True))
+    failures += [failure for source in documents for failure in ran[source]]
+
+    # then none fails
+    assert not failures, "\n\n".join(failures)
+
+
+def _run_in_order(commands: list[str], installed: Path) -> list[str]:
+    """Run the commands one after another as a shell would (words, then globs) in the
+    checkout of `installed`, on its var/; the failures, each with the end of its output."""
+    work, env = installed / "work", _env(installed / "var")
+    failures = []
+    for command in commands:
+        if "../shared/" in command and not (installed / "shared").exists():
             continue
+        match = COMMAND.match(command)
         words = shlex.split(command)
         assigned = dict(word.split("=", 1) for word in words[: len(shlex.split(match["env"]))])
         words = words[len(assigned) :]
-        if _is_synopsis(command):
-            argv = [python, "manage.py", name, "--help"]
-        else:  # as a shell would: words, then globs
-            argv = [p for arg in words for p in (sorted(glob.glob(arg, root_dir=work)) or [arg])]
+        argv = [p for arg in words for p in (sorted(glob.glob(arg, root_dir=work)) or [arg])]
         done = subprocess.run(
             argv, cwd=work, env={**env, **assigned}, capture_output=True, text=True
         )
         if done.returncode != 0:
-            failures.append(f"{source}: {command}\n{done.stdout[-500:]}{done.stderr[-1500:]}")
+            failures.append(f"{command}\n{done.stdout[-500:]}{done.stderr[-1500:]}")
+    return failures
 
-    # then none fails
-    assert not failures, "\n\n".join(failures)
+
+def _help(name: str) -> list[str]:
+    """What keeps `manage.py <name> --help` from answering: no such command, or a parser
+    that cannot be built (what --help prints)."""
+    app = get_commands().get(name)
+    if app is None:
+        return [f"no command {name!r}"]
+    try:
+        help_text = load_command_class(app, name).create_parser("manage.py", name).format_help()
+    except Exception as exc:  # anything the command's add_arguments raises
+        return [f"{name} --help: {type(exc).__name__}: {exc}"]
+    return [] if help_text.startswith("usage: manage.py " + name) else [f"{name}: {help_text}"]

@@ -237,6 +237,18 @@ DOM_CHECK = """() => {
     if (!img.src.startsWith(origin + "/static/")) problems.push(`<img src=${img.src}>`);
   return problems;
 }"""
+# What a page let through, in one call: the payloads that ran, the DOM check's problems, and
+# which texts expected on the page are missing and which template texts were evaluated (the
+# page's text stays in the browser: some pages carry hundreds of kilobytes of payloads).
+REPORT = f"""([expected, evaluated]) => {{
+  const text = document.body.textContent;
+  return {{
+    ran: window.__xssHits || [],
+    problems: ({DOM_CHECK})(),
+    missing: expected.filter(t => !text.includes(t)),
+    evaluated: evaluated.filter(t => text.includes(t)),
+  }};
+}}"""
 CHARTS_DRAWN = """() => {
   const canvases = [...document.querySelectorAll('canvas[data-chart]')];
   return window.Chart && canvases.length > 0 && canvases.every(c => Chart.getChart(c));
@@ -670,22 +682,22 @@ class Visitor:
         # "load" waited for images (their onerror ran) and frames; a moment more for a meta
         # refresh or an htmx request on load
         self.page.wait_for_timeout(50)
+        report = self.page.evaluate(REPORT, [list(expect), list(NOT_EVALUATED)])
         away = [
             u
             for u in self.navigations
             if (u != stay if stay else not u.startswith(self.base + "/"))
         ]
         found = [
-            *(f"ran {key}" for key in self.page.evaluate("window.__xssHits || []")),
+            *(f"ran {key}" for key in report["ran"]),
             *(f"alert: {message}" for message in self.dialogs),
             *(f"fetched {u}" for u in self.foreign),
             *(f"navigated to {u}" for u in away),
             *(f"page error: {e}" for e in self.errors),
-            *self.page.evaluate(DOM_CHECK),
+            *report["problems"],
+            *(f"missing text {t[:40]!r}" for t in report["missing"]),
+            *(f"template text evaluated ({t})" for t in report["evaluated"]),
         ]
-        text = self.page.evaluate("document.body.textContent")
-        found += [f"missing text {t[:40]!r}" for t in expect if t not in text]
-        found += [f"template text evaluated ({t})" for t in NOT_EVALUATED if t in text]
         self.problems += [f"{where}: {problem}" for problem in found]
 
 
