@@ -15,8 +15,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip==25.3"
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# the notebook client (clients/python) is installed editable too, without its own
+# dependencies (the app's pins cover them): the tests import it
+$(STAMP): pyproject.toml clients/python/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-deps -e clients/python
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -220,11 +220,14 @@ class ExportKind(models.TextChoices):
     WIDE = "wide", "Wide table (one column per rater)"
     PREFERENCES = "preferences", "Preferences (one row per pairwise label)"
     JUDGE_TRAINING = "judge_training", "Judge-training tasks (people's judgments)"
+    HF_DATASET = "hf_dataset", "Hugging Face dataset (Parquet files and a dataset card, zipped)"
 
 
 class ExportFormat(models.TextChoices):
     CSV = "csv", "CSV"
     JSONL = "jsonl", "JSON Lines"
+    PARQUET = "parquet", "Parquet"
+    ZIP = "zip", "Zip archive"
 
 
 class ExportStatus(models.TextChoices):

@@ -60,6 +60,7 @@ from annotation.models import (
     Task,
     TaskKind,
     assignment_is_accepted,
+    rubric_label,
 )
 from flaskweb.db import fetch_all, fetch_one, is_postgres, json_value
 
@@ -1167,6 +1168,7 @@ class HumanScoreRow:
     status: str  # of the assignment: submitted (or expired/skipped for a late edit)
     submitted_at: datetime | None
     created_at: datetime
+    rubric: str = ""  # rubric_label of the version it was scored under ("" before rubrics)
 
     @property
     def active_seconds(self) -> float | None:
@@ -1207,6 +1209,59 @@ def human_score_list_for_response(*, response_id: int) -> list[HumanScoreRow]:
         )
     )
     return [HumanScoreRow(*row) for row in rows]
+
+
+def human_score_lists_for_responses(
+    *, response_ids: Iterable[int]
+) -> dict[int, list[HumanScoreRow]]:
+    """response id -> its human scores as human_score_list_for_response gives them, with
+    the rubric version of each (analytics' drill-down page lists a page of responses).
+    One query."""
+    rows = (
+        HumanScore.objects.filter(response_id__in=list(response_ids))
+        .order_by("response_id", "skill__order", "skill__name", "created_at", "pk")
+        .values_list(
+            "response_id",
+            "annotator__username",
+            "skill__name",
+            "score",
+            "rationale",
+            "time_ms",
+            "assignment__active_ms",
+            "campaign_id",
+            "campaign__name",
+            "assignment__task__kind",
+            "assignment__kind",
+            "assignment__status",
+            "assignment__submitted_at",
+            "created_at",
+            "rubric__project__slug",
+            "rubric__version",
+        )
+    )
+    found: dict[int, list[HumanScoreRow]] = {}
+    for response_id, *fields, slug, version in rows:
+        label = "" if version is None else rubric_label(project_slug=slug, version=version)
+        found.setdefault(response_id, []).append(replace(HumanScoreRow(*fields), rubric=label))
+    return found
+
+
+def response_texts_for_drill_down(*, response_ids: Iterable[int]) -> dict[int, dict]:
+    """response id -> {"item_id", "item_external_id", "dataset", "instruction",
+    "reference_answer", "system", "text"}: everything a drill-down entry shows of the
+    response and its item, in full. One query."""
+    rows = Response.objects.filter(pk__in=list(response_ids)).values_list(
+        "pk",
+        "item_id",
+        "item__external_id",
+        "item__dataset__name",
+        "item__instruction",
+        "item__reference_answer",
+        "model_name",
+        "text",
+    )
+    keys = ("item_id", "item_external_id", "dataset", "instruction", "reference_answer")
+    return {pk: dict(zip((*keys, "system", "text"), rest, strict=True)) for pk, *rest in rows}
 
 
 def response_excerpts(*, response_ids: Iterable[int]) -> dict[int, dict]:
@@ -1723,3 +1778,41 @@ def open_normal_tasks(*, user) -> QuerySet:
     return Task.objects.filter(
         campaign_id=OuterRef("pk"), kind=TaskKind.NORMAL, assigned__lt=F("overlap")
     ).filter(never_mine, routed)
+
+
+def campaign_settings_for_project(*, project: Project) -> list[dict[str, Any]]:
+    """Each campaign of the project with the settings a published dataset states (an export's
+    dataset card, analytics/exports/): plain values, by name, and the rubric versions its
+    skills were pinned to at activation ({skill name: rubric label}). Two queries."""
+    campaigns: list[dict[str, Any]] = [
+        dict(row)
+        for row in Campaign.objects.filter(project=project)
+        .order_by("name")
+        .values(
+            "pk",
+            "name",
+            "dataset__name",
+            "status",
+            "mode",
+            "skill_mode",
+            "selection",
+            "overlap",
+            "show_reference",
+            "gold_rate",
+            "repeat_rate",
+            "gold_feedback",
+            "screening",
+            "quota_per_annotator",
+            "model_names",
+        )
+    ]
+    pins: dict[int, dict[str, str]] = defaultdict(dict)
+    for campaign_id, skill, version, scope in (
+        CampaignRubric.objects.filter(campaign__project=project)
+        .order_by("campaign_id", "skill__name")
+        .values_list("campaign_id", "skill__name", "rubric__version", "rubric__project__slug")
+    ):
+        pins[campaign_id][skill] = rubric_label(project_slug=scope, version=version)
+    for campaign in campaigns:
+        campaign["rubrics"] = pins.get(campaign.pop("pk"), {})
+    return campaigns

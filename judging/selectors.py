@@ -10,10 +10,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Length
 
-from annotation.models import Campaign, CampaignStatus, Project, Response
+from annotation.models import Campaign, CampaignStatus, Project, Response, rubric_label
 from annotation.selectors import (
     response_for_judging,
     response_ids_for_run,
@@ -819,6 +819,76 @@ def judge_score_list_for_response(*, project: Project, response_id: int) -> list
     return [JudgeScoreRow(*row) for row in rows]
 
 
+@dataclass(frozen=True)
+class JudgeOutputRow:
+    """One judgment of a response (one sample of a run) with its raw output and its scores
+    as (skill, score or None for N/A, raw_value, feedback, rubric version label)."""
+
+    judge: str
+    run_id: int
+    probe: str  # the probe kind of a probe run, "" for an ordinary run
+    judgment_id: int
+    sample_index: int
+    status: str
+    raw_output: str
+    prompt_template: str  # "name v<version>", "" when none was recorded
+    scores: list[tuple[str, int | None, float | None, str, str]]
+
+
+def judge_outputs_for_responses(
+    *, project: Project, response_ids: Sequence[int], run_ids: Sequence[int]
+) -> dict[int, list[JudgeOutputRow]]:
+    """response id -> the judgments of runs `run_ids` (of the project's judges) for it, by
+    judge, run, sample, each with its raw output and scores (analytics' drill-down page).
+    Two queries, whatever the number of responses."""
+    judgments = (
+        Judgment.objects.filter(
+            response_id__in=list(response_ids),
+            run_id__in=list(run_ids),
+            run__judge__project=project,
+        )
+        .order_by("response_id", "run__judge__name", "run_id", "sample_index")
+        .values_list(
+            "pk",
+            "response_id",
+            "run__judge__name",
+            "run_id",
+            "run__probe",
+            "sample_index",
+            "status",
+            "raw_output",
+            "prompt_template__name",
+            "prompt_template__version",
+        )
+    )
+    rows = list(judgments)
+    scores: dict[int, list[tuple[str, int | None, float | None, str, str]]] = {}
+    for judgment_id, skill, score, raw_value, feedback, slug, version in (
+        JudgeScore.objects.filter(judgment_id__in=[r[0] for r in rows])
+        .order_by("judgment_id", "skill__order", "skill__name")
+        .values_list(
+            "judgment_id",
+            "skill__name",
+            "score",
+            "raw_value",
+            "feedback",
+            "rubric__project__slug",
+            "rubric__version",
+        )
+    ):
+        label = "" if version is None else rubric_label(project_slug=slug, version=version)
+        scores.setdefault(judgment_id, []).append((skill, score, raw_value, feedback, label))
+    found: dict[int, list[JudgeOutputRow]] = {}
+    for pk, response_id, judge, run_id, probe, sample, status, raw, name, version in rows:
+        template = f"{name} v{version}" if name else ""
+        found.setdefault(response_id, []).append(
+            JudgeOutputRow(
+                judge, run_id, probe, pk, sample, status, raw, template, scores.get(pk, [])
+            )
+        )
+    return found
+
+
 # --- analytics: a judge's k samples (the judge trust report's stochasticity) ------------------
 
 
@@ -1009,3 +1079,97 @@ def pair_judgment_rows(*, project: Project, judges: Sequence[str] = ()) -> list[
             "verdicts",
         )
     )
+
+
+def judge_settings_for_project(*, project: Project) -> list[dict[str, Any]]:
+    """Each judge of the project with what a published dataset states about its
+    configuration (an export's dataset card, analytics/exports/): kind, provider name, model,
+    temperature, samples, prompt template key and version, reference use, baseline metric.
+    Never a provider's credentials or base URL. One query, by name."""
+    return [
+        dict(row)
+        for row in JudgeConfig.objects.filter(project=project)
+        .order_by("name")
+        .values(
+            "name",
+            "kind",
+            "model",
+            "temperature",
+            "samples",
+            "max_tokens",
+            "use_reference",
+            "baseline",
+            provider_name=F("provider__name"),
+            prompt_key=F("prompt_template__key"),
+            prompt_version=F("prompt_template__version"),
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class JudgeSetup:
+    """One judge as the judge comparison shows it (analytics.judge_compare): its
+    configuration, its prompt template's text, and the recorded cost and judgments
+    (done, failed and unparseable) of the runs its scores come from (`judge_score_rows`'
+    runs: its latest finished pointwise run per dataset). No key and no key location."""
+
+    name: str
+    kind: str
+    model: str
+    provider: str
+    base_url: str
+    temperature: float
+    samples: int
+    prompt_key: str
+    prompt_version: int | None
+    system_prompt: str
+    user_template: str
+    runs: int
+    cost: Decimal
+    judgments: int
+
+
+def judge_setups_for_comparison(*, project: Project, names: Sequence[str]) -> list[JudgeSetup]:
+    """The project's judges among `names` (a name with no judge, such as a rater of imported
+    scores, is left out), by name. Two queries."""
+    judges = list(
+        JudgeConfig.objects.filter(project=project, name__in=list(names))
+        .select_related("provider", "prompt_template")
+        .order_by("name")
+    )
+    runs = (
+        JudgeRun.objects.filter(
+            pk__in=latest_run_ids_for_project(project=project, judges=[j.name for j in judges])
+        )
+        .values("judge_id")
+        .annotate(
+            n=Count("pk"),
+            spent=Sum("cost"),
+            made=Sum(F("done") + F("failed") + F("parse_failed")),
+        )
+        .order_by()
+    )
+    by_judge = {row["judge_id"]: row for row in runs}
+    found = []
+    for judge in judges:
+        template = judge.prompt_template
+        row = by_judge.get(judge.pk, {})
+        found.append(
+            JudgeSetup(
+                name=judge.name,
+                kind=judge.kind,
+                model=judge.model,
+                provider=(judge.provider.label or judge.provider.name) if judge.provider else "",
+                base_url=judge.base_url,
+                temperature=judge.temperature,
+                samples=judge.samples,
+                prompt_key=template.key if template else "",
+                prompt_version=template.version if template else None,
+                system_prompt=template.system_prompt if template else "",
+                user_template=template.user_template if template else "",
+                runs=int(row.get("n") or 0),
+                cost=row.get("spent") or Decimal(0),
+                judgments=int(row.get("made") or 0),
+            )
+        )
+    return found

@@ -405,6 +405,15 @@ RULES: dict[str, Rule] = {
             post=S(302, 403, 404, 302, 302, 302)),
     "analytics:response-scores":
         Rule(get=S(302, 403, 404, 200, 200, 200), pk="response"),
+    # the drill-down (docs/DRILL_DOWN.md); an empty POST redirects back with the message
+    "analytics:items":
+        Rule(get=S(302, 403, 404, 200, 200, 200)),
+    "analytics:items-reannotate":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302)),
+    "analytics:items-gold":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302)),
     "analytics:report-refresh":
         Rule(get=S(405, 405, 405, 405, 405, 405),
             post=S(302, 403, 404, 302, 302, 302)),
@@ -457,6 +466,9 @@ RULES: dict[str, Rule] = {
             post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
     # how many labels are enough (docs/LABEL_PLANNING.md): the project's staff
     "analytics:label-planning":
+        Rule(get=S(302, 403, 404, 200, 200, 200)),
+    # judge configurations compared (docs/JUDGE_COMPARISON.md): the project's staff
+    "analytics:judge-compare":
         Rule(get=S(302, 403, 404, 200, 200, 200)),
     # --- authentication and Django admin ---------------------------------------------------
     #              anon ann  oth  res  padm site
@@ -650,6 +662,8 @@ RULES: dict[str, Rule] = {
         Rule(get=S(401, 403, 404, 200, 200, 200), pk="export"),
     "analytics-api:disagreements":
         Rule(get=S(401, 403, 404, 200, 200, 200)),
+    "analytics-api:items":
+        Rule(get=S(401, 403, 404, 200, 200, 200)),
     "analytics-api:reannotation":
         Rule(get=S(401, 405, 405, 405, 405, 405),
             post=S(401, 403, 404, 400, 400, 400)),
@@ -686,6 +700,9 @@ RULES: dict[str, Rule] = {
             post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
     "analytics-api:label-planning":
         Rule(get=S(401, 403, 404, 200, 200, 200)),
+    # no judges chosen: 400 once access is granted
+    "analytics-api:judge-comparison":
+        Rule(get=S(401, 403, 404, 400, 400, 400)),
     # the OpenAPI schema describes the API, holds no data, and is public
     "api-schema":
         Rule(get=S(200, 200, 200, 200, 200, 200)),

@@ -83,6 +83,9 @@ def _terminate_the_backend_waiting_on_a_lock(raw: psycopg.Connection) -> None:
     PostgreSQL restart ends every backend."""
 
     def waiting() -> int | None:
+        # the caller holds the lock in a transaction, where pg_stat_activity is a snapshot
+        # taken at its first read: a backend that connects later would never be seen
+        raw.execute("SELECT pg_stat_clear_snapshot()")
         row = raw.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
             " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
@@ -90,6 +93,30 @@ def _terminate_the_backend_waiting_on_a_lock(raw: psycopg.Connection) -> None:
         return row[0] if row else None
 
     raw.execute("SELECT pg_terminate_backend(%s)", [wait_for(waiting, timeout=10)])
+
+
+def test_the_backend_waiting_on_a_lock_is_found_when_it_connects_after_the_first_look(db):
+    # given the test's transaction holding a lock, and a connection that comes later and
+    # waits for it (a request's backend is often not there yet when the test first looks)
+    raw = _raw_connection()
+    with ThreadPoolExecutor(1) as pool, raw.transaction():  # (the lock goes before the wait)
+        raw.execute("SELECT pg_advisory_xact_lock(424242)")
+
+        def wait_for_the_lock():
+            import time
+
+            time.sleep(0.5)
+            with _raw_connection() as late:
+                late.execute("SELECT pg_advisory_lock(424242)")
+
+        late = pool.submit(wait_for_the_lock)
+        # when the test ends the backend that waits
+        _terminate_the_backend_waiting_on_a_lock(raw)
+        # then the late one is found and terminated (a snapshot of pg_stat_activity taken
+        # at the first look would never show it: the wait timed out instead)
+        with pytest.raises(psycopg.OperationalError):
+            late.result(timeout=20)
+    raw.close()
 
 
 def _skip_cut_off(worker, client, lease: Assignment, *, api: bool):

@@ -23,8 +23,9 @@ from flaskweb.api_errors import ApiPagination, state_conflict
 
 KIND_HELP = f"One of {', '.join(ExportKind.values)}."
 FORMAT_HELP = (
-    f"One of {', '.join(ExportFormat.values)}. long: csv (default) or jsonl; wide: csv; "
-    "flask_review, judge_training: jsonl."
+    f"One of {', '.join(ExportFormat.values)}. long, preferences: csv (default), jsonl or "
+    "parquet; wide: csv or parquet; flask_review: jsonl or parquet; judge_training: jsonl; "
+    "hf_dataset: zip."
 )
 TRAINING_HELP = (
     "judge_training only: {unit: skill|item, consensus: mean|median, na: skip|include, "
@@ -191,8 +192,8 @@ class ExportConflictSerializer(serializers.Serializer):
 
 
 class ExportDownloadApi(APIView):
-    """The finished export's file, as an attachment (CSV or JSON Lines, as the job's
-    format); 409 while the job is not done."""
+    """The finished export's file, as an attachment (CSV, JSON Lines, Parquet or a zip, as
+    the job's format); 409 while the job is not done."""
 
     content_negotiation_class = _AnyAccept
 
@@ -200,6 +201,8 @@ class ExportDownloadApi(APIView):
         responses={
             (200, "text/csv"): OpenApiTypes.BINARY,
             (200, "application/x-ndjson"): OpenApiTypes.BINARY,
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+            (200, "application/zip"): OpenApiTypes.BINARY,
             409: ExportConflictSerializer,
         }
     )

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Floor
 from django.shortcuts import get_object_or_404
 
 from analytics.models import ExportJob, ImportedScore, RaterKind
@@ -247,6 +248,17 @@ def imported_scores_for_export(
     if filters.run_id is not None:  # one judge run asked for: no imported judge rows
         qs = qs.filter(rater_kind=RaterKind.HUMAN)
     return _narrowed(qs, filters)
+
+
+def imported_scores_are_small_integers(*, project: Project, filters: ExportFilters) -> bool:
+    """Whether every imported score an export holds is a whole number from -128 to 127 (N/A
+    aside): then a Parquet export's `score` column is int8, else float64. One query."""
+    fractional = (
+        imported_scores_for_export(project=project, filters=filters)
+        .filter(is_na=False, value__isnull=False)
+        .filter(~Q(value=Floor("value")) | Q(value__lt=-128) | Q(value__gt=127))
+    )
+    return not fractional.exists()
 
 
 def imported_score_export_rows(*, project: Project, filters: ExportFilters) -> Iterator[ScoreRow]:

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import chain, groupby
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from django.core.exceptions import SuspiciousFileOperation
 from django.core.files import File
@@ -46,6 +46,7 @@ from analytics.exports.selectors import (
     flask_review_lines,
     human_score_export_rows,
     imported_score_export_rows,
+    imported_scores_are_small_integers,
     judge_score_export_rows,
     latest_run_ids,
     raters_for_export,
@@ -112,21 +113,71 @@ LONG_COLUMNS = (
     "adjudicated_by",
 )
 WIDE_COLUMNS = ("dataset", "item", "system", "skill")
+
+
+class Column(NamedTuple):
+    """A column of a Parquet export: its name and type (analytics.exports.columnar)."""
+
+    name: str
+    type: str
+
+
+#: The long table's Parquet types, by column; `score` is int8 or float64 (ScoreExport.typed).
+LONG_TYPES = {
+    **dict.fromkeys(LONG_COLUMNS, "string"),
+    "is_na": "bool",
+    "rationale": "large_string",
+    "time_on_task_ms": "int64",
+    "rubric_version": "int64",
+    "prompt_version": "int64",
+    "created_at": "timestamp",
+    "updated_at": "timestamp",
+    "sample": "int64",
+    "adjudicated_score": "int8",
+    "adjudicated_note": "large_string",
+}
+#: Parquet has types: the long table's N/A adjudications get a flag of their own (last).
+ADJUDICATED_NA_COLUMN = "adjudicated_is_na"
+#: Suffix of the wide table's flag column beside each rater column: true where it is N/A.
+NA_SUFFIX = ":na"
+PREFERENCE_TYPES = {
+    **dict.fromkeys(PREFERENCE_COLUMNS, "string"),
+    "strength": "int8",
+    "rationale": "large_string",
+    "time_on_task_ms": "int64",
+    "submitted_at": "timestamp",
+}
+REVIEW_COLUMNS = (
+    Column("question_id", "string"),
+    Column("model_id", "string"),
+    Column("text", "large_string"),
+    Column("answer", "large_string"),
+    Column("metrics", "strings"),
+    Column("target_txt", "large_string"),
+    Column("review", "large_string"),
+    Column("score", "scores"),
+    Column("total_tokens_step4", "int64"),
+)
 #: The wide table's last column when reviewers settled some (response, skill): their score.
 ADJUDICATED_COLUMN = "adjudicated"
 NA = "N/A"
 
 #: The formats each kind is written in; the first is the default.
 FORMATS_OF = {
-    ExportKind.LONG: (ExportFormat.CSV, ExportFormat.JSONL),
-    ExportKind.WIDE: (ExportFormat.CSV,),
-    ExportKind.FLASK_REVIEW: (ExportFormat.JSONL,),
-    ExportKind.PREFERENCES: (ExportFormat.CSV, ExportFormat.JSONL),
+    ExportKind.LONG: (ExportFormat.CSV, ExportFormat.JSONL, ExportFormat.PARQUET),
+    ExportKind.WIDE: (ExportFormat.CSV, ExportFormat.PARQUET),
+    ExportKind.FLASK_REVIEW: (ExportFormat.JSONL, ExportFormat.PARQUET),
+    ExportKind.PREFERENCES: (ExportFormat.CSV, ExportFormat.JSONL, ExportFormat.PARQUET),
+    ExportKind.HF_DATASET: (ExportFormat.ZIP,),
 }
 CONTENT_TYPES = {
     ExportFormat.CSV: "text/csv; charset=utf-8",
     ExportFormat.JSONL: "application/x-ndjson; charset=utf-8",
+    ExportFormat.PARQUET: "application/vnd.apache.parquet",
+    ExportFormat.ZIP: "application/zip",
 }
+#: Formats written as bytes by pyarrow (analytics.exports.columnar), not as text chunks.
+BINARY_FORMATS = (ExportFormat.PARQUET, ExportFormat.ZIP)
 FILTER_KEYS = ("skill", "rater_kind", "judge", "campaign", "dataset", "system", "run")
 _LIST_FILTERS = ("skill", "judge", "system")
 
@@ -200,9 +251,11 @@ def download_name(*, project_slug: str, kind: str, fmt: str, filters: Mapping[st
     elif kind == ExportKind.FLASK_REVIEW:
         systems, judges = filters.get("system") or [], filters.get("judge") or ["judge"]
         if len(systems) == 1:
-            name = f"{systems[0]}_review.jsonl"
+            name = f"{systems[0]}_review.{fmt}"
         else:
-            name = f"{judges[0]}-run{filters.get('run')}-reviews.jsonl"
+            name = f"{judges[0]}-run{filters.get('run')}-reviews.{fmt}"
+    elif kind == ExportKind.HF_DATASET:
+        name = f"{project_slug}-hf-dataset.zip"
     elif kind == ExportKind.PREFERENCES:
         name = f"{project_slug}-preferences.{fmt}"
     else:
@@ -478,6 +531,101 @@ class ScoreExport:
             return self._jsonl(self._long_object(row) for row in self._score_rows())
         return self._csv(LONG_COLUMNS, (self._long_cells(row) for row in self._score_rows()))
 
+    def typed(self) -> tuple[list[Column], Iterator[list[Any]]]:
+        """The export as typed rows for a Parquet file: its columns (names and types) and
+        the rows' values in their order. N/A is null (with a boolean beside it where the
+        text formats write `N/A`), times are datetimes, nothing is CSV-escaped. `rows`
+        counts the rows as they are read."""
+        kind = self.options.kind
+        if kind == ExportKind.FLASK_REVIEW:
+            return list(REVIEW_COLUMNS), self._counted(
+                _review_values(line)
+                for line in flask_review_lines(
+                    run_id=self._run_id(), filters=self.options.filters, chunk_size=self.chunk_rows
+                )
+            )
+        if kind == ExportKind.WIDE:
+            return self._wide_typed()
+        if kind == ExportKind.PREFERENCES:
+            columns = [Column(name, PREFERENCE_TYPES[name]) for name in PREFERENCE_COLUMNS]
+            rows = preference_export_rows(
+                project=self.options.project, filters=self.options.filters
+            )
+            return columns, self._counted(_preference_values(row) for row in rows)
+        return self.long_columns(), self._counted(
+            self._long_typed(row) for row in self._score_rows()
+        )
+
+    def long_columns(self) -> list[Column]:
+        """The long table's typed columns: the text formats' columns in their order, then
+        `adjudicated_is_na`. `score` is int8 when every imported score of the export is a
+        small whole number (campaign and judge scores always are), float64 otherwise."""
+        whole = imported_scores_are_small_integers(
+            project=self.options.project, filters=self.options.filters
+        )
+        types = {**LONG_TYPES, "score": "int8" if whole else "float64"}
+        return [Column(name, types[name]) for name in LONG_COLUMNS] + [
+            Column(ADJUDICATED_NA_COLUMN, "bool")
+        ]
+
+    def _counted(self, rows: Iterator[list[Any]]) -> Iterator[list[Any]]:
+        for row in rows:
+            self.rows += 1
+            yield row
+
+    def _run_id(self) -> int:
+        run_id = self.options.filters.run_id
+        assert run_id is not None, "a FLASK review export is validated with its run"
+        return run_id
+
+    def _long_typed(self, row: ScoreRow) -> list[Any]:
+        adjudicated, note, reviewer = self._adjudication(row)
+        return [
+            self.options.project.slug,
+            row.dataset,
+            row.item,
+            row.system,
+            row.skill,
+            row.rater,
+            row.rater_kind,
+            None if row.is_na else _number(row.score),
+            row.is_na,
+            row.rationale,
+            row.time_on_task_ms,
+            row.rubric_version,
+            row.prompt_version,
+            row.source,
+            row.created_at,
+            row.updated_at,
+            row.sample,
+            row.rubric_label,
+            row.platform or None,
+            row.worker_id or None,
+            None if adjudicated == NA else adjudicated,
+            note,
+            reviewer,
+            adjudicated == NA,
+        ]
+
+    def _wide_typed(self) -> tuple[list[Column], Iterator[list[Any]]]:
+        """The wide table with a float64 column per rater (null where the rater gave no
+        score, or only N/A) and beside it a boolean `<column>:na`, true where the rater
+        said N/A; the adjudicated column, when there is one, is int8 with its own flag."""
+        header, rows = self._wide_table()
+        columns = [Column(name, "string") for name in WIDE_COLUMNS]
+        for name in header[len(WIDE_COLUMNS) :]:
+            kind = "int8" if name == ADJUDICATED_COLUMN else "float64"
+            columns += [Column(name, kind), Column(name + NA_SUFFIX, "bool")]
+
+        def typed() -> Iterator[list[Any]]:
+            for cells in rows:
+                values = list(cells[: len(WIDE_COLUMNS)])
+                for cell in cells[len(WIDE_COLUMNS) :]:
+                    values += [None, True] if cell == NA else [cell, False]
+                yield values
+
+        return columns, self._counted(typed())
+
     # --- framing
 
     def _csv(self, header, rows) -> Iterator[str]:
@@ -631,6 +779,27 @@ def _wide_cell(acc: list | None) -> Any:
     return NA if na else None
 
 
+def _review_values(line: ReviewLine) -> list[Any]:
+    """One FLASK review line as REVIEW_COLUMNS values: `score` a map, null for N/A."""
+    return [
+        line.item,
+        line.system,
+        line.instruction,
+        line.reference,
+        [skill for skill, _ in line.scores],
+        line.response,
+        line.review,
+        list(line.scores),
+        line.total_tokens,
+    ]
+
+
+def _preference_values(row: list[Any]) -> list[Any]:
+    """A preference export row with its time as a datetime (the text formats' ISO string)."""
+    *values, submitted = row
+    return [*values, None if submitted is None else datetime.fromisoformat(submitted)]
+
+
 def _review_object(line: ReviewLine) -> dict[str, Any]:
     """One line of a FLASK review file, as judging.output_imports reads it."""
     obj: dict[str, Any] = {
@@ -676,10 +845,39 @@ def export_write(options: ExportOptions, out: IO[bytes], *, chunk_rows: int = CH
             campaign_id=f.campaign_id,
             chunk_rows=chunk_rows,
         )
+    if options.fmt in BINARY_FORMATS and isinstance(export, ScoreExport):
+        with export_snapshot():
+            return _binary_write(export, out)
     with export_snapshot():
         for chunk in export.chunks():
             out.write(chunk.encode("utf-8"))
     return export.rows
+
+
+def _binary_write(export: ScoreExport, out: IO[bytes]) -> int:
+    """A Parquet file, or the zipped Hugging Face layout (analytics.exports.hf_dataset).
+    Imported here: pyarrow costs every process that loads the pages a few hundred
+    milliseconds at start, and only these exports need it."""
+    from analytics.exports import columnar, hf_dataset
+
+    options = export.options
+    if options.kind == ExportKind.HF_DATASET:
+        return hf_dataset.hf_dataset_write(options, out)
+    columns, rows = export.typed()
+    columnar.parquet_write(out, columns, rows, metadata=export_metadata(options))
+    return export.rows
+
+
+def export_metadata(options: ExportOptions) -> dict[str, Any]:
+    """What a columnar file says about itself (its key-value metadata): what was exported,
+    from which project, with which filters, when."""
+    return {
+        "project": options.project.slug,
+        "kind": str(options.kind),
+        "filters": options.stored,
+        "exported_at": _iso(timezone.now()),
+        "docs": "docs/EXPORTS.md",
+    }
 
 
 # --- jobs -----------------------------------------------------------------------------------------

@@ -43,7 +43,8 @@ class ExportRequestForm(forms.Form):
     format = forms.ChoiceField(
         choices=[("", "the kind's default"), *ExportFormat.choices],
         required=False,
-        help_text="Long tables: CSV or JSON Lines; wide tables CSV; FLASK review files JSONL.",
+        help_text="Long tables and preferences: CSV, JSON Lines or Parquet; wide tables CSV or "
+        "Parquet; FLASK review files JSONL or Parquet; a Hugging Face dataset: zip.",
     )
     skill = forms.MultipleChoiceField(required=False, help_text="None chosen: every skill.")
     rater_kind = forms.ChoiceField(

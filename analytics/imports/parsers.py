@@ -1,4 +1,4 @@
-"""Long-format score files, pure (no Django): one row per score, as CSV or JSONL.
+"""Long-format score files, pure (no Django): one row per score, as CSV, JSONL or Parquet.
 
 Columns (keys): item, system, rater, rater_kind, skill, score; optional instruction,
 response, reference, domain, difficulty, rationale. See docs/IMPORT_FORMATS.md.
@@ -6,7 +6,9 @@ response, reference, domain, difficulty, rationale. See docs/IMPORT_FORMATS.md.
 `scores_parse` reads each file once, as a stream, hashing its bytes on the way, and hands
 every well-formed row to a sink (with the item and response values it gives) and every
 Problem found in a row to a problem list: malformed rows, scores that are neither a finite
-number nor N/A. It keeps nothing per row, so memory does not grow with the file. Checks
+number nor N/A. It keeps nothing per row, so memory does not grow with the file. Parquet
+files are read one record batch at a time (`_parquet`), their column types checked first.
+Checks
 across rows (the same score given twice, item or response values that differ between rows)
 and checks that need the database (the project's skills and domains, stored texts and
 scores, scales) are the caller's: analytics.imports runs them in SQL over staged rows.
@@ -20,10 +22,12 @@ import io
 import json
 import math
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import IO, NamedTuple, TypedDict
+from typing import IO, Any, NamedTuple, TypedDict
 
 from annotation.parsers import (
     Problem,
@@ -44,7 +48,19 @@ MAX_NAME = 200  # item ids, systems and raters, as the models store them
 MAX_SKILL_NAME = 100
 MAX_TEXT_CHARS = 1_000_000
 MAX_LINE_BYTES = 4 * 1024 * 1024
-CSV, JSONL = "csv", "jsonl"
+CSV, JSONL, PARQUET = "csv", "jsonl", "parquet"
+#: Rows per record batch read from a Parquet file (memory holds one batch as Python rows).
+PARQUET_BATCH_ROWS = 2000
+#: What each column of a Parquet score file may hold (the CSV's columns, typed): names and
+#: ids are text or whole numbers, texts are text, scores numbers (null: N/A).
+_PARQUET_KINDS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("item", "system", "rater"), ("text", "integer")),
+    **dict.fromkeys(("rater_kind", "skill"), ("text",)),
+    **dict.fromkeys(("instruction", "response", "reference", "rationale"), ("text",)),
+    "score": ("integer", "float", "null"),
+    "domain": ("text", "text list"),
+    "difficulty": ("integer", "text"),
+}
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -229,7 +245,8 @@ class ParsedScores:
 
 def _format_of(name: str, reader: io.BufferedReader[HashingReader]) -> str:
     suffix = PurePath(name).suffix.lower()
-    if suffix == ".csv":
+    if suffix == ".parquet" or reader.peek(4)[:4] == b"PAR1":
+        return PARQUET
         return CSV
     if suffix in {".jsonl", ".ndjson", ".json"}:
         return JSONL
@@ -284,6 +301,8 @@ class _Parser:
             info.format = _format_of(name, reader)
             if archive is not None:
                 self.result.problems.append(archive)
+            elif info.format == PARQUET:
+                self._parquet(index, reader)
             elif info.format == CSV:
                 self._csv(index, reader)
             else:
@@ -337,6 +356,68 @@ class _Parser:
                 )
                 continue
             self._row(index, lineno, {str(k).strip().lower(): v for k, v in obj.items()})
+
+    def _parquet(self, index: int, reader: io.BufferedReader[HashingReader]) -> None:
+        """A Parquet file: its footer is at its end, so the file is first copied to a
+        temporary file (hashed on the way), then read one record batch at a time. The
+        column types are checked before any row; a row's number is its position in the
+        file, the first row being 1."""
+        # imported here: pyarrow costs every process a few hundred ms at start (the pages
+        # load this module), and only Parquet files need it
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        name = self.result.files[index].name
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(reader, spool, 1 << 20)
+            spool.seek(0)
+            try:
+                parquet = pq.ParquetFile(spool)
+            except (pa.ArrowException, OSError) as exc:
+                self._problem(name, None, "", "invalid_parquet", f"not a Parquet file: {exc}")
+                return
+            schema = parquet.schema_arrow
+            missing = [c for c in REQUIRED if c not in schema.names]
+            if missing:
+                self._problem(
+                    name,
+                    None,
+                    "",
+                    "missing_field",
+                    f"the file lacks the column(s) {', '.join(missing)}",
+                )
+                return
+            columns = [c for c in (*REQUIRED, *OPTIONAL) if c in schema.names]
+            wrong = False
+            for column in columns:
+                found = schema.field(column).type
+                kind = _parquet_kind(found)
+                if kind not in _PARQUET_KINDS[column]:
+                    wrong = True
+                    allowed = " or ".join(_PARQUET_KINDS[column])
+                    self._problem(
+                        name,
+                        None,
+                        column,
+                        "invalid_type",
+                        f"column {column} is of Parquet type {found}; it must hold {allowed}"
+                        + (" (null for N/A)" if column == "score" else ""),
+                    )
+            if wrong:
+                return
+            row_number = 0
+            try:
+                for batch in parquet.iter_batches(
+                    batch_size=PARQUET_BATCH_ROWS, columns=columns, use_threads=False
+                ):
+                    for values in batch.to_pylist():
+                        row_number += 1
+                        self.result.files[index].rows += 1
+                        self._row(index, row_number, _parquet_row(values))
+            except (pa.ArrowException, OSError) as exc:
+                self._problem(
+                    name, row_number + 1, "", "invalid_parquet", f"the file cannot be read: {exc}"
+                )
 
     def _csv(self, index: int, reader: io.BufferedReader[HashingReader]) -> None:
         text = io.TextIOWrapper(reader, encoding="utf-8-sig", errors="surrogateescape", newline="")
@@ -457,6 +538,41 @@ class _Parser:
             skill,
             givens,
         )
+
+
+def _parquet_kind(found: Any) -> str:
+    """What a Parquet (Arrow) column type holds, in the words of the problem messages."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(found):
+        found = found.value_type
+    if pa.types.is_string(found) or pa.types.is_large_string(found):
+        return "text"
+    if pa.types.is_string_view(found):
+        return "text"
+    if pa.types.is_integer(found):
+        return "integer"
+    if pa.types.is_floating(found):
+        return "float"
+    if pa.types.is_null(found):
+        return "null"
+    listed = pa.types.is_list(found) or pa.types.is_large_list(found)
+    if listed and _parquet_kind(found.value_type) == "text":
+        return "text list"
+    return str(found)
+
+
+def _parquet_row(values: dict[str, object]) -> dict[str, object]:
+    """A Parquet row as the row reader takes it: a null cell is a value not given, except
+    the score, where null is N/A; a whole float score (pandas writes integer columns with
+    missing values as floats) is that integer."""
+    row = {key: value for key, value in values.items() if value is not None}
+    score = values.get("score")
+    if score is None:
+        row["score"] = "N/A"
+    elif isinstance(score, float) and score.is_integer():
+        row["score"] = int(score)
+    return row
 
 
 # Bytes that are not UTF-8 decode to lone surrogates (errors="surrogateescape"), so one bad

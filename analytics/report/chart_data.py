@@ -148,6 +148,10 @@ class Heatmap(TypedDict):
     max: int
     judge_bins: list[float]
     rows: list[HeatRow]
+    # every human mean and judge score is a whole score on 1-5, so each bin is the trust
+    # page's level (analytics.trust.figures.round_scale) and a cell's responses are those of
+    # its human_level and judge_level on the drill-down page (docs/ANALYTICS.md)
+    levels: bool
 
 
 def judge_names(report: Json) -> list[str]:
@@ -530,6 +534,11 @@ def half_step(value: float) -> float:
     return math.floor(value * 2 + 0.5) / 2
 
 
+def _whole(value: float) -> bool:
+    """Whether a value is a whole score on the 1-5 scale (its half step, its level)."""
+    return float(value).is_integer() and 1 <= value <= 5
+
+
 def _bins(values: Iterable[float]) -> list[float]:
     values = list(values)
     low, high = min(values), max(values)
@@ -559,9 +568,8 @@ def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) 
                 means_of[skill] = human_means(human_by_skill[skill])
             means = means_of[skill]
             scored = judge_scores.get((judge, skill), {})
-            pairs = [
-                (half_step(means[r][2]), half_step(v)) for r, v in scored.items() if r in means
-            ]
+            raw = [(means[r][2], v) for r, v in scored.items() if r in means]
+            pairs = [(half_step(h), half_step(v)) for h, v in raw]
             if not pairs:
                 continue
             human_bins = _bins(h for h, _ in pairs)[::-1]
@@ -579,6 +587,7 @@ def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) 
                     "n": len(pairs),
                     "max": top,
                     "judge_bins": judge_bins,
+                    "levels": all(_whole(h) and _whole(v) for h, v in raw),
                     "rows": [
                         {
                             "human": h,

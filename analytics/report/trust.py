@@ -180,6 +180,23 @@ def _bland_altman_svg(ba: dict[str, Any], *, lines: bool = True) -> dict[str, An
     }
 
 
+def _level(label: object) -> str:
+    """A confusion label as the drill-down's human_level / judge_level (docs/DRILL_DOWN.md)."""
+    return "na" if label == "N/A" else str(label)
+
+
+def drill_filters(form: ReportFilterForm) -> dict[str, Any]:
+    """The report filters a drill-down link from the trust page carries: those that narrow
+    the rows the figures are computed from (the skill and judge come from the figure)."""
+    data = form.cleaned_data
+    return {
+        "system": data["system"],
+        "domain": data["domain"],
+        "difficulty": data["difficulty"],
+        "human": "adjudicated" if data.get("human") == "adjudicated" else "",
+    }
+
+
 def _page_context(figures: dict[str, Any]) -> dict[str, Any]:
     """The figures laid out per skill for the template."""
     calibration = []
@@ -201,7 +218,15 @@ def _page_context(figures: dict[str, Any]) -> dict[str, Any]:
                 "iso_ci": cal["isotonic"].get("ci") or {},
                 "svg": _bland_altman_svg(ba, lines=not too_few),
                 "confusion": [
-                    {"label": label, "counts": row}
+                    {
+                        "label": label,
+                        "counts": row,
+                        # each count with the levels its drill-down link selects
+                        "cells": [
+                            {"count": c, "judge_level": _level(label), "human_level": _level(h)}
+                            for h, c in zip(conf["labels"], row, strict=True)
+                        ],
+                    }
                     for label, row in zip(conf["labels"], conf["counts"], strict=True)
                 ],
                 "labels": conf["labels"],
@@ -240,6 +265,8 @@ def trust_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             context["judges"] = judges
             context["judge"] = judge
             context["filter_query"] = query.urlencode()
+            context["drill"] = drill_filters(form)
+            context["trust_path"] = request.get_full_path()
             if judge is not None:
                 figures = trust_of(done, judge) or {}
                 context.update(_page_context(figures))

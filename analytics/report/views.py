@@ -26,7 +26,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from analytics.models import ReportSnapshot
-from analytics.report import chart_data, parts, snapshots
+from analytics.report import chart_data, figure_links, parts, snapshots
 from analytics.report.selectors import DEFAULT_RESAMPLES
 from annotation.access import project_get_for_staff
 from annotation.models import Project
@@ -311,7 +311,13 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
         level, measure = headline_choice(request.GET)
         stored = snapshots.snapshot_part(done, parts.headline_part(level, measure))
         every = request.GET.get("all_judges") == "1"
-        context.update(_headline_context(stored, level, measure, every=every))
+        back = request.get_full_path()
+        context.update(
+            figure_links.headline_with_links(
+                _headline_context(stored, level, measure, every=every),
+                _figure_links(project, form, f"{back}#headline"),
+            )
+        )
         if context.get("headline_table_hidden"):
             context["all_judges_url"] = _dashboard_url(
                 project, f"{request.GET.urlencode()}&all_judges=1"
@@ -319,7 +325,16 @@ def _snapshot_context(request, project: Project, form: ReportFilterForm) -> dict
         if request.GET.get("inline") == "1":  # every section in the page, for no-script readers
             loaded: dict = {}
             context["inline_sections"] = [
-                {"title": SECTIONS[name].title, **_section_context(done, name, loaded, request.GET)}
+                {
+                    "title": SECTIONS[name].title,
+                    **_section_context(
+                        done,
+                        name,
+                        loaded,
+                        request.GET,
+                        links=_figure_links(project, form, f"{back}#{name}"),
+                    ),
+                }
                 for name in SECTIONS
             ]
     return context
@@ -423,12 +438,39 @@ def _cells(
     ]
 
 
+def _figure_links(project: Project, form: ReportFilterForm, back: str) -> figure_links.FigureLinks:
+    """The links of the figures of the report of `form`'s filters, back to `back`."""
+    return figure_links.figure_links(
+        project_slug=project.slug, filters=form.cleaned_data, back=back
+    )
+
+
+def _figure_back(request: HtmxHttpRequest, project: Project, name: str, query: str) -> str:
+    """Where the drill-down page of a figure of section `name` leads back to: the section's
+    own page, or, when the section was loaded into the dashboard, the dashboard (the
+    address it shows, with its level and measure) at the section, which it then opens."""
+    if not request.htmx:
+        return request.get_full_path()
+    shown = (request.htmx.current_url_abs_path or "").split("#")[0]
+    path = shown.split("?")[0]
+    if path == _section_url(project, name, ""):  # a chooser on the section's own page
+        return shown
+    if path != _dashboard_url(project):
+        shown = _dashboard_url(project, query)
+    return f"{shown}#{name}"
+
+
 def _section_context(
-    snapshot: ReportSnapshot, name: str, loaded: dict | None = None, query=None
+    snapshot: ReportSnapshot,
+    name: str,
+    loaded: dict | None = None,
+    query=None,
+    *,
+    links: figure_links.FigureLinks | None = None,
 ) -> dict:
     """What section `name`'s template reads, from only the parts it needs (`loaded`: parts
     read already, for a page of several sections; `query`: the request's, for the heat
-    maps' judge)."""
+    maps' judge; `links`: the figures' links to their responses)."""
     section = SECTIONS[name]
     loaded = {} if loaded is None else loaded
     for part in section.parts:
@@ -438,6 +480,19 @@ def _section_context(
     if "charts" in found:
         charts = found["charts"] or {}
         found["charts"] = {kind: charts.get(kind, []) for kind in section.charts}
+        if links is not None:
+            found["charts"] = {
+                kind: figure_links.radar_charts_with_links(figures, links)
+                if kind == "radar"
+                else figure_links.facet_charts_with_links(figures, kind, links)
+                for kind, figures in found["charts"].items()
+            }
+    if name == "leaderboards" and links is not None:
+        tables = found["tables"] or {}
+        found["tables"] = {
+            **tables,
+            "leaderboards": figure_links.leaderboards_with_links(tables, links),
+        }
     if name == "heatmaps":
         found.update(_heatmaps_context(snapshot, found.pop("summary") or {}, query))
     if name == "correlation":
@@ -450,6 +505,7 @@ def _section_context(
         "section": name,
         "section_template": section.template,
         "chart_source": f"charts-{name}",
+        "figure_links": links,
     }
 
 
@@ -529,7 +585,9 @@ def report_section(request: HtmxHttpRequest, slug: str, name: str) -> HttpRespon
         done = snapshots.snapshot_latest_done(project=project, key=snapshots.snapshot_key(params))
         context["snapshot"] = done
         if done is not None:
-            context.update(_section_context(done, name, query=request.GET))
+            back = _figure_back(request, project, name, filter_query)
+            links = _figure_links(project, form, back)
+            context.update(_section_context(done, name, query=request.GET, links=links))
             context["section_path"] = _section_url(project, name, "")
             context["applied"] = _applied(request.GET)
     response = render(request, template_for(request, SECTION, "section"), context)

@@ -50,23 +50,34 @@ def figure_cell(
     n: Any = None,
     note: Any = None,
     colspan: Any = None,
+    link: Any = None,
 ) -> SafeString:
     """One figure in a table cell (docs/SMALL_SAMPLES.md): `too_few` (its reason) shows
     "too few" and the reason in place of the number and its interval; otherwise the number
     (3 decimals), `count` in brackets, its `n`, and under it its interval ({"low", "high",
     "resamples", "items", "flags"}) or, when the interval cannot be read as shown, "no
     interval" and why (`note`, else from the interval's flags). A tag, not an included
-    template: a correlation section has a thousand of these cells."""
+    template: a correlation section has a thousand of these cells.
+
+    `link`: the responses behind the figure (analytics/report/figure_links.py); the number,
+    or "too few", links there."""
     if too_few:
+        label = mark_safe('<span class="too-few-label">too few</span>')
         return format_html(
             '<td class="num too-few"{} title="{}: below the smallest sample this figure is '
-            'shown for" data-too-few><span class="too-few-label">too few</span><br>'
+            'shown for" data-too-few>{}<br>'
             "<small>{}</small></td>",
             format_html(' colspan="{}"', colspan) if _given(colspan) else "",
             too_few,
+            format_html('<a href="{}">{}</a>', link, label) if _given(link) else label,
             str(too_few).removeprefix("too few: "),
         )
-    parts: list[SafeString] = [format_html("{}", floatformat(value, 3) or "—")]
+    number = floatformat(value, 3) or "—"
+    parts: list[SafeString] = [
+        format_html('<a href="{}">{}</a>', link, number)
+        if _given(link)
+        else format_html("{}", number)
+    ]
     if _given(count):
         parts.append(format_html(" <small>({})</small>", count))
     if _given(n):

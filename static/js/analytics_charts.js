@@ -11,6 +11,11 @@
  * A long label (an axis or radar label, a legend entry) is cut on the canvas; it keeps its
  * full name: pointing at it puts the name in the canvas's title (the browser's tooltip),
  * and the canvas's accessible name (aria-label) lists the cut names in full.
+ *
+ * A dataset may carry `links` (a URL per point, analytics/report/figure_links.py): clicking
+ * its bar or point opens the responses behind it. The table beside the chart has the same
+ * links, for the keyboard. A dashboard address naming a section (#heatmaps: the drill-down
+ * page's "back to the figure") opens that section.
  */
 (function () {
   "use strict";
@@ -159,6 +164,7 @@
         data: spec.ceiling,
         errors: spec.ceiling_errors,
         errorColor: "#6a737d",
+        links: spec.ceiling_links,
         showLine: false,
         pointStyle: "line",
         pointRadius: 16,
@@ -285,6 +291,28 @@
     }
   }
 
+  // The link of the bar or point under the pointer, or "".
+  function linkAt(chart, event) {
+    var hit = chart.getElementsAtEventForMode(event, "nearest", { intersect: true }, true)[0];
+    var dataset = hit && chart.data.datasets[hit.datasetIndex];
+    var value = dataset && dataset.data[hit.index];
+    var url = dataset && dataset.links && dataset.links[hit.index];
+    return url && value !== null && value !== undefined ? url : "";
+  }
+
+  // Clicking a bar or point opens its responses; the pointer says which ones can be.
+  function linked(config) {
+    config.options = config.options || {};
+    config.options.onClick = function (event, elements, chart) {
+      var url = linkAt(chart, event);
+      if (url) window.location.assign(url);
+    };
+    config.options.onHover = function (event, elements, chart) {
+      chart.canvas.style.cursor = linkAt(chart, event) ? "pointer" : "";
+    };
+    return config;
+  }
+
   var BUILDERS = {
     radar: radarConfig,
     domain: barConfig,
@@ -311,10 +339,21 @@
       var spec = (data(canvas)[kind] || [])[Number(canvas.dataset.index)];
       if (!spec || !BUILDERS[kind]) return;
       if (kind === "headline") widen(canvas, spec);
-      var config = BUILDERS[kind](spec);
+      var config = linked(BUILDERS[kind](spec));
       config.plugins = (config.plugins || []).concat([fullNames]);
       nameCutLabels(canvas, new Chart(canvas, config));
     });
+  }
+
+  // The dashboard's address names a section (#heatmaps): open it (htmx loads it on toggle)
+  // and bring it into view.
+  function openNamedSection() {
+    var name = window.location.hash.slice(1);
+    if (!/^[a-z_]+$/.test(name)) return;
+    var section = document.querySelector("details[data-section=" + name + "]");
+    if (!section) return;
+    section.open = true;
+    section.scrollIntoView();
   }
 
   // A section that could not be loaded says so in its place.
@@ -339,6 +378,7 @@
   });
   document.addEventListener("DOMContentLoaded", function () {
     init(document);
+    openNamedSection();
   });
   document.addEventListener("htmx:responseError", failed);
   document.addEventListener("htmx:sendError", failed);

@@ -962,7 +962,10 @@ def test_the_card_page_without_a_judge_lists_the_projects_judges(
     assert f'href="{md}?judge=llm"' in body and f'href="{js}?judge=llm"' in body
     assert f'href="{md}?judge=%3Cscript%3E' in body
     assert "&lt;script&gt;" in body and "<script>alert" not in body
-    assert f"report snapshot {pk}" in body and "Factuality (n = 6)" in body
+    assert f"report snapshot {pk}" in body and re.search(r"Factuality \(<a [^>]*>n = 6</a>\)", body)
+    # the n links to the judge's responses of the skill (docs/ANALYTICS.md)
+    items = reverse("analytics:items", args=[slug])
+    assert f'href="{items}?from=' in body and "judge=llm&amp;skill=Factuality" in body
     # each link gives that judge's card
     card = researcher_client.get(f"{md}?judge=llm")
     assert card.status_code == 200 and card.content.startswith(b"# Evaluation card: llm")

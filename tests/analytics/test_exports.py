@@ -895,7 +895,9 @@ def test_api_errors_name_the_fields(scored, researcher):
     client = api(researcher)
     url = f"{API}/projects/demo-project/exports/"
     assert client.post(url, {"kind": "pie"}, format="json").json()["fields"] == {
-        "kind": ["'pie' is not one of long, flask_review, wide, preferences, judge_training"]
+        "kind": [
+            "'pie' is not one of long, flask_review, wide, preferences, judge_training, hf_dataset"
+        ]
     }
     refused = client.post(url, {"kind": "long", "skill": ["Nope"], "judge": ["who"]}, format="json")
     assert refused.status_code == 400

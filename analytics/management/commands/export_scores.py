@@ -10,7 +10,12 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics.exports.services import ExportOptionsError, export_options_clean, export_write
+from analytics.exports.services import (
+    BINARY_FORMATS,
+    ExportOptionsError,
+    export_options_clean,
+    export_write,
+)
 from analytics.exports.training import TRAINING_KIND
 from analytics.models import ExportFormat, ExportKind, RaterKind
 from annotation.selectors import project_get_by_slug
@@ -18,8 +23,8 @@ from annotation.selectors import project_get_by_slug
 
 class Command(BaseCommand):
     help = (
-        "Export a project's scores: a long table, a wide table, a judge's FLASK reviews, or "
-        "people's judgments as judge-training tasks."
+        "Export a project's scores: a long table, a wide table, a judge's FLASK reviews, "
+        "people's judgments as judge-training tasks, or a Hugging Face datasets layout."
     )
 
     def add_arguments(self, parser):
@@ -29,7 +34,9 @@ class Command(BaseCommand):
             "--format",
             choices=ExportFormat.values,
             default="",
-            help="long: csv (default) or jsonl; wide: csv; flask_review: jsonl",
+            help="long, preferences: csv (default), jsonl or parquet; wide: csv or parquet; "
+            "flask_review: jsonl or parquet; hf_dataset: zip (Parquet and a dataset card); "
+            "parquet and zip need --output",
         )
         parser.add_argument(
             "--judge",
@@ -82,6 +89,8 @@ class Command(BaseCommand):
         except ExportOptionsError as exc:
             raise CommandError(str(exc)) from None
         output = options["output"]
+        if not output and export.fmt in BINARY_FORMATS:
+            raise CommandError(f"a {export.fmt} export is binary: write it to a file with --output")
         if not output:
             self.stdout.flush()
             rows = export_write(export, _stdout_bytes(self.stdout))
