@@ -478,7 +478,9 @@ def test_a_400_names_a_code_and_the_fields_at_fault(researcher, project):
     )
     assert response.status_code == 400
     body = response.json()
-    message = "'pie' is not one of long, flask_review, wide, preferences, judge_training"
+    message = (
+        "'pie' is not one of long, flask_review, wide, preferences, judge_training, hf_dataset"
+    )
     assert body["detail"] == f"kind: {message}" and body["code"] == "invalid"
     assert body["fields"] == {"kind": [message]}
 

@@ -29,6 +29,8 @@ _HELP = {
     "campaign": "campaign id or name: responses with a task in it",
     "human_level": "1-5 or na: the people's consensus rounded half up",
     "judge_level": "1-5 or na: the judge's value rounded half up",
+    "human_bin": "1-5 in steps of 0.5: a heat-map row, the people's consensus to the nearest 0.5",
+    "judge_bin": "1-5 in steps of 0.5: a heat-map column, the judge's value to the nearest 0.5",
     "stratum": "all, human_spread:<low|middle|high>, length:<low|middle|high>, "
     "domain:<name> or difficulty:<1-5> (one judge, one skill)",
     "probe": "a probe run id or probe kind of the judge (its latest run of that kind)",

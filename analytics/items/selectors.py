@@ -16,12 +16,14 @@ responses it holds equals the number a figure shows for the same filters:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from analytics.explorer.selectors import NAMED_FILTERS, filter_choices, filter_values_resolve
+from analytics.report.chart_data import half_step
 from analytics.rows import ReportRows
 from analytics.selectors import report_rows
 from analytics.trust.figures import human_spread, round_scale, terciles
@@ -52,7 +54,16 @@ PAGE_SIZE = 25
 OVERALL = "Overall"
 #: The parameters a selection takes (a repeatable one may be given several times).
 REPEATABLE = ("skill", "judge", "system", "domain", "difficulty")
-SINGLE = ("campaign", "human_level", "judge_level", "stratum", "probe", "human")
+SINGLE = (
+    "campaign",
+    "human_level",
+    "judge_level",
+    "human_bin",
+    "judge_bin",
+    "stratum",
+    "probe",
+    "human",
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,8 @@ class ItemFilters:
     campaign: int | None = None
     human_level: str = ""
     judge_level: str = ""
+    human_bin: float | None = None  # a heat-map row: the consensus to the nearest 0.5
+    judge_bin: float | None = None  # a heat-map column: the judge's value to the nearest 0.5
     stratum: tuple[str, str] | None = None  # (kind, label); ("all", "") for every pair
     probe: str = ""
     human_scores: str = "raw"
@@ -88,6 +101,9 @@ class ItemFilters:
             out.append(("human_level", self.human_level))
         if self.judge_level:
             out.append(("judge_level", self.judge_level))
+        for name, value in (("human_bin", self.human_bin), ("judge_bin", self.judge_bin)):
+            if value is not None:
+                out.append((name, f"{value:g}"))
         if self.stratum is not None:
             kind, label = self.stratum
             out.append(("stratum", f"{kind}:{label}" if label else kind))
@@ -139,13 +155,18 @@ def item_filters_resolve(
         levels[name] = one(name).lower()
         if levels[name] and levels[name] not in LEVELS:
             errors.setdefault(name, []).append(f"{one(name)!r} is not a level: 1, 2, 3, 4, 5 or na")
+    bins: dict[str, float | None] = {}
+    for name in ("human_bin", "judge_bin"):
+        bins[name] = _bin_parse(one(name), name, errors)
     stratum = _stratum_parse(one("stratum"), errors)
     human = one("human") or "raw"
     if human not in HUMAN_SCORES:
         errors.setdefault("human", []).append(f"{human!r} is not one of raw, adjudicated")
     judges = named["judge"]
     probe = one("probe")
-    per_judge = [n for n in ("judge_level", "stratum", "probe") if one(n) and n not in errors]
+    per_judge = [
+        n for n in ("judge_level", "judge_bin", "stratum", "probe") if one(n) and n not in errors
+    ]
     if per_judge and len(judges) != 1:
         for name in per_judge:
             errors.setdefault(name, []).append(f"{name} is a judge's figure: give one judge")
@@ -160,11 +181,29 @@ def item_filters_resolve(
         campaign=campaign,
         human_level=levels["human_level"],
         judge_level=levels["judge_level"],
+        human_bin=bins["human_bin"],
+        judge_bin=bins["judge_bin"],
         stratum=stratum,
         probe=probe,
         human_scores=human,
     )
     return filters, errors
+
+
+def _bin_parse(text: str, name: str, errors: dict[str, list[str]]) -> float | None:
+    """A heat-map bin: a score to the nearest 0.5 on 1-5 (as 4 or 4.5)."""
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (1 <= value <= 5 and (value * 2).is_integer()):
+        errors.setdefault(name, []).append(
+            f"{text!r} is not a heat-map bin: 1 to 5 in steps of 0.5 (as 4.5)"
+        )
+        return None
+    return value
 
 
 def _stratum_parse(text: str, errors: dict[str, list[str]]) -> tuple[str, str] | None:
@@ -247,16 +286,21 @@ def item_selection(*, project: Project, filters: ItemFilters) -> Selection:
         human_scores=filters.human_scores,
     )
     judge = filters.judges[0] if len(filters.judges) == 1 else None
-    if filters.judge_level and judge is not None:
+    if (filters.judge_level or filters.judge_bin is not None) and judge is not None:
         raw = sorted(s for j, s in rows.off_scale if j == judge and s in _skills_of(rows, judge))
         if filters.skills:
             raw = [s for s in raw if s in filters.skills]
         if raw:
+            name, figure = (
+                ("judge_level", "the trust page draws no confusion matrix for it")
+                if filters.judge_level
+                else ("judge_bin", "the report draws no heat map for it")
+            )
             raise SelectionError(
                 {
-                    "judge_level": [
-                        f"judge {judge} scores {', '.join(raw)} on its own scale: the trust "
-                        "page draws no confusion matrix for it, so it has no levels"
+                    name: [
+                        f"judge {judge} scores {', '.join(raw)} on its own scale: {figure}, "
+                        "so it has no levels"
                     ]
                 }
             )
@@ -286,6 +330,17 @@ def item_selection(*, project: Project, filters: ItemFilters) -> Selection:
     else:
         keys = set(consensus) | set(judged)
 
+    if filters.human_bin is not None or filters.judge_bin is not None:
+        # a heat-map cell: responses with a numeric consensus and (with a judge) a numeric
+        # judge value, each to the nearest 0.5 as the heat map bins them
+        keys = {k for k in keys if consensus.get(k) is not None}
+        if judge is not None:
+            keys = {k for k in keys if judged.get(k, {}).get(judge) is not None}
+        if filters.human_bin is not None:
+            keys = {k for k in keys if half_step(consensus[k]) == filters.human_bin}
+        if filters.judge_bin is not None:
+            assert judge is not None
+            keys = {k for k in keys if half_step(judged[k][judge]) == filters.judge_bin}
     if filters.human_level or filters.judge_level:
         keys = {k for k in keys if k in consensus and (not filters.judges or k in judged)}
         if judge is not None:

@@ -148,10 +148,6 @@ class Heatmap(TypedDict):
     max: int
     judge_bins: list[float]
     rows: list[HeatRow]
-    # every human mean and judge score is a whole score on 1-5, so each bin is the trust
-    # page's level (analytics.trust.figures.round_scale) and a cell's responses are those of
-    # its human_level and judge_level on the drill-down page (docs/ANALYTICS.md)
-    levels: bool
 
 
 def judge_names(report: Json) -> list[str]:
@@ -534,11 +530,6 @@ def half_step(value: float) -> float:
     return math.floor(value * 2 + 0.5) / 2
 
 
-def _whole(value: float) -> bool:
-    """Whether a value is a whole score on the 1-5 scale (its half step, its level)."""
-    return float(value).is_integer() and 1 <= value <= 5
-
-
 def _bins(values: Iterable[float]) -> list[float]:
     values = list(values)
     low, high = min(values), max(values)
@@ -587,7 +578,6 @@ def heatmaps(rows: ReportRows, *, skills: Sequence[str], judges: Sequence[str]) 
                     "n": len(pairs),
                     "max": top,
                     "judge_bins": judge_bins,
-                    "levels": all(_whole(h) and _whole(v) for h, v in raw),
                     "rows": [
                         {
                             "human": h,

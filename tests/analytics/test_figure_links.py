@@ -16,13 +16,11 @@ import pytest
 from django.urls import reverse
 
 from analytics.items.selectors import item_filters_resolve, item_selection
-from analytics.report import chart_data
 from analytics.report.figure_links import FigureLinks, figure_links
 from tests.analytics.test_dashboard import (
     htmx,
     import_scores,
     ready,
-    rows,
     section,
     section_url,
     url,
@@ -162,7 +160,7 @@ def test_every_figure_cell_links_to_its_nonempty_responses(whole, researcher_cli
             assert selections.count(query) > 0
     assert judges_seen == set(JUDGES)
 
-    # the heat maps: each count is exactly the responses of its judge, skill and levels
+    # the heat maps: each count is exactly the responses of its judge, skill and bins
     heat = Cells(section(researcher_client, whole, "heatmaps").content.decode())
     heat_cells = 0
     for table_id, table in heat.tables.items():
@@ -180,8 +178,8 @@ def test_every_figure_cell_links_to_its_nonempty_responses(whole, researcher_cli
                 assert query == {
                     "judge": [judge],
                     "skill": [skill],
-                    "human_level": [str(int(float(human)))],
-                    "judge_level": [str(int(float(bin_)))],
+                    "human_bin": [f"{float(human):g}"],
+                    "judge_bin": [f"{float(bin_):g}"],
                     "from": [f"{back}#heatmaps"],
                 }
                 assert selections.count(query) == int(count)
@@ -301,7 +299,7 @@ def test_links_keep_the_reports_filters_and_lead_back_to_the_page_shown(whole, r
     assert b'id="items-back"' in page.content
 
 
-def test_a_half_score_heat_map_has_no_links_and_says_why(project, researcher_client):
+def test_a_half_score_heat_map_links_each_cell_to_exactly_its_responses(project, researcher_client):
     # given annotators who disagree by one (means of x.5)
     lines = [json.loads(line) for line in whole_score_lines(items=4).decode().splitlines() if line]
     for line in lines:
@@ -311,24 +309,21 @@ def test_a_half_score_heat_map_has_no_links_and_says_why(project, researcher_cli
     ready(researcher_client, project)
 
     # when
-    body = section(researcher_client, project, "heatmaps").content.decode()
+    heat = Cells(section(researcher_client, project, "heatmaps").content.decode())
 
-    # then
-    heat = Cells(body)
-    assert heat.tables and all(
-        c["links"] == [] for table in heat.tables.values() for row in table for c in row
-    )
-    assert "half scores: the counts do not link to responses" in body
-
-
-def test_a_heat_map_says_whether_its_bins_are_levels():
-    # the chart data's rows (tests/analytics/test_dashboard.py): means of x.5, a 4.25 judge
-    j, k = chart_data.heatmaps(rows(), skills=["S"], judges=["J", "K"])
-    assert j["levels"] is False and k["levels"] is False
-    whole = rows()
-    whole.human[:] = [r for r in whole.human if r[4] == "ann"]  # one annotator: whole means
-    [j] = chart_data.heatmaps(whole, skills=["S"], judges=["J"])
-    assert j["levels"] is True
+    # then every count links, half-step rows included, to as many responses as it says
+    selections = Selections(project)
+    halves = 0
+    for table in heat.tables.values():
+        for row in body_rows(table):
+            for c in row[1:]:
+                count = c["text"].replace("(judge = human)", "").strip()
+                if count:
+                    [href] = c["links"]
+                    query = query_of(href, project)
+                    assert selections.count(query) == int(count), query
+                    halves += not float(query["human_bin"][0]).is_integer()
+    assert halves > 0
 
 
 def test_a_cells_filters_replace_the_reports_and_an_empty_figure_has_no_link(project):

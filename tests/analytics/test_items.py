@@ -130,6 +130,10 @@ def test_bad_filters_are_400s_naming_the_field(scored_project, researcher):  # n
         ({"judge_level": "3"}, "judge_level"),
         ({"judge": JUDGE, "judge_level": "7"}, "judge_level"),
         ({"human_level": "x"}, "human_level"),
+        ({"human_bin": "4.3"}, "human_bin"),
+        ({"human_bin": "nan"}, "human_bin"),
+        ({"judge_bin": "4.5"}, "judge_bin"),  # no judge
+        ({"judge": JUDGE, "judge_bin": "6"}, "judge_bin"),
         ({"judge": JUDGE, "skill": "Readability", "stratum": "colour:red"}, "stratum"),
         ({"judge": JUDGE, "stratum": "all"}, "stratum"),  # no skill
         ({"judge": JUDGE, "probe": "position"}, "probe"),
