@@ -74,6 +74,17 @@ class _JudgeScoreSerializer(serializers.Serializer):
         ref_name = "AnalyticsItemJudgeScore"
 
 
+class _ImportedScoreSerializer(serializers.Serializer):
+    rater = serializers.CharField()
+    kind = serializers.CharField(help_text="human or judge")
+    skill = serializers.CharField()
+    score = serializers.FloatField(allow_null=True, help_text="null: N/A")
+    rationale = serializers.CharField(allow_blank=True)
+
+    class Meta:
+        ref_name = "AnalyticsItemImportedScore"
+
+
 class _JudgmentSerializer(serializers.Serializer):
     judge = serializers.CharField()
     run = serializers.IntegerField(source="run_id")
@@ -108,6 +119,9 @@ class _EntrySerializer(serializers.Serializer):
     human_scores = _HumanScoreSerializer(many=True)
     judgments = _JudgmentSerializer(many=True, source="judge_outputs")
     probe_judgments = _JudgmentSerializer(many=True, source="probe_outputs")
+    imported_scores = _ImportedScoreSerializer(
+        many=True, source="imported", help_text="scores imported from files (people and judges)"
+    )
     campaigns = serializers.SerializerMethodField()
 
     class Meta:

@@ -22,7 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
+
 from analytics.explorer.selectors import NAMED_FILTERS, filter_choices, filter_values_resolve
+from analytics.models import ImportedScore, RaterKind
 from analytics.report.chart_data import half_step
 from analytics.rows import ReportRows
 from analytics.selectors import report_rows
@@ -505,6 +508,44 @@ class Entry:
     judge_outputs: list[Any]
     probe_outputs: list[Any]
     campaigns: list[tuple[int, str]]
+    imported: list[ImportedRow] = field(default_factory=list)  # scores imported from files
+
+    @property
+    def imported_human(self) -> list[ImportedRow]:
+        return [r for r in self.imported if r.kind == RaterKind.HUMAN]
+
+    @property
+    def imported_judge(self) -> list[ImportedRow]:
+        return [r for r in self.imported if r.kind == RaterKind.JUDGE]
+
+
+@dataclass(frozen=True)
+class ImportedRow:
+    """A score imported from a file (analytics/imports) for a response of the page."""
+
+    rater: str
+    kind: str  # RaterKind: human or judge
+    skill: str
+    score: float | None  # None: N/A
+    rationale: str
+
+
+def _imported_rows(
+    *, project: Project, response_ids: Sequence[int], filters: ItemFilters
+) -> dict[int, list[ImportedRow]]:
+    """The imported scores of the page's responses, of the selected skills, and of the
+    selected judges for judge raters. One query."""
+    rows = ImportedScore.objects.filter(project=project, response_id__in=list(response_ids))
+    if filters.skills:
+        rows = rows.filter(skill__name__in=filters.skills)
+    if filters.judges:
+        rows = rows.filter(Q(rater_kind=RaterKind.HUMAN) | Q(rater__in=filters.judges))
+    out: dict[int, list[ImportedRow]] = defaultdict(list)
+    for rid, rater, kind, skill, value, rationale in rows.order_by(
+        "response_id", "rater_kind", "rater", "skill__name"
+    ).values_list("response_id", "rater", "rater_kind", "skill__name", "value", "rationale"):
+        out[rid].append(ImportedRow(rater, kind, skill, value, rationale))
+    return out
 
 
 def item_entries(
@@ -512,8 +553,8 @@ def item_entries(
 ) -> list[Entry]:
     """The entries of one page (`response_ids` of the selection): texts, facets, people's
     scores (of the selected skills), the selected judges' judgments of the report's runs
-    (and of the probe run and its base), and the response's campaigns. Six queries,
-    whatever the page's size."""
+    (and of the probe run and its base), scores imported from files, and the response's
+    campaigns. Seven queries, whatever the page's size."""
     ids = list(response_ids)
     f = selection.filters
     texts = response_texts_for_drill_down(response_ids=ids)
@@ -525,6 +566,7 @@ def item_entries(
         run_ids = [*run_ids, probe.run_id, probe.base_run_id]
     outputs = judge_outputs_for_responses(project=project, response_ids=ids, run_ids=run_ids)
     campaigns = campaigns_for_responses(project=project, response_ids=ids)
+    imported = _imported_rows(project=project, response_ids=ids, filters=f)
     skills = set(f.skills)
     probe_id = probe.run_id if probe is not None else None
     out = []
@@ -541,6 +583,7 @@ def item_entries(
                 [o for o in judged if o.run_id != probe_id],
                 [o for o in judged if o.run_id == probe_id],
                 campaigns.get(rid, []),
+                imported.get(rid, []),
             )
         )
     return out

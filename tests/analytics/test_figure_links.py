@@ -362,3 +362,37 @@ def test_a_chart_carries_the_links_of_its_bars(whole, researcher_client):
                 assert query["domain"] == [group] and query["skill"] == [chart["title"]]
                 by_group[group].append(query.get("judge"))
     assert set(by_group) == {"History", "Math"}
+
+
+def test_imported_scores_show_on_the_drill_down_page_and_in_its_api(project, researcher_client):
+    # given people's and judges' scores imported from a file, one rationale hostile
+    lines = [json.loads(line) for line in whole_score_lines(items=2).decode().splitlines() if line]
+    for line in lines:
+        line["rationale"] = "<b>bold</b> reason" if line["rater"] == "ann-1" else "fine"
+    import_scores(project, "".join(json.dumps(line) + "\n" for line in lines).encode())
+    ready(researcher_client, project)
+    page_url = reverse("analytics:items", args=[project.slug])
+
+    # when the drill-down of one judge and skill is opened, and its API asked
+    html = researcher_client.get(page_url, {"judge": "judge-x", "skill": "Readability"})
+    api = researcher_client.get(
+        f"/api/v1/projects/{project.slug}/analytics/items",
+        {"judge": "judge-x", "skill": "Readability"},
+    )
+
+    # then each response shows the imported people (marked) and the chosen judge, escaped
+    body = html.content.decode()
+    assert html.status_code == 200 and "no human score" not in body
+    assert "ann-1 <small class=\"muted\">(imported)</small>" in body
+    assert "Imported judge scores" in body and "judge-y" not in body.split("<main")[-1].split(
+        "Imported judge scores", 1
+    )[1].split("</table>", 1)[0]
+    assert "<b>bold</b>" not in body and "&lt;b&gt;bold&lt;/b&gt; reason" in body
+    assert api.status_code == 200
+    entry = api.json()["results"][0]
+    kinds = {(s["kind"], s["rater"], s["skill"]) for s in entry["imported_scores"]}
+    assert kinds == {
+        ("human", "ann-1", "Readability"),
+        ("human", "ann-2", "Readability"),
+        ("judge", "judge-x", "Readability"),
+    }
