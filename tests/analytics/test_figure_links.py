@@ -383,10 +383,12 @@ def test_imported_scores_show_on_the_drill_down_page_and_in_its_api(project, res
     # then each response shows the imported people (marked) and the chosen judge, escaped
     body = html.content.decode()
     assert html.status_code == 200 and "no human score" not in body
-    assert "ann-1 <small class=\"muted\">(imported)</small>" in body
-    assert "Imported judge scores" in body and "judge-y" not in body.split("<main")[-1].split(
-        "Imported judge scores", 1
-    )[1].split("</table>", 1)[0]
+    assert 'ann-1 <small class="muted">(imported)</small>' in body
+    assert (
+        "Imported judge scores" in body
+        and "judge-y"
+        not in body.split("<main")[-1].split("Imported judge scores", 1)[1].split("</table>", 1)[0]
+    )
     assert "<b>bold</b>" not in body and "&lt;b&gt;bold&lt;/b&gt; reason" in body
     assert api.status_code == 200
     entry = api.json()["results"][0]
