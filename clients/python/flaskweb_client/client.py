@@ -560,7 +560,10 @@ class Client:
             while True:
                 job = fetch()
                 status = job["status"]
-                shown.update(*counts(job))
+                step, total, phase = counts(job)
+                if status in done and total is not None:
+                    step = total  # a finished job is all done, whatever its last step said
+                shown.update(step, total, phase)
                 if status in done:
                     return job
                 if status in failed:
