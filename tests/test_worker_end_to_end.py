@@ -48,7 +48,8 @@ def test_a_web_upload_is_imported_by_a_separate_worker(
     assert (finished.items_created, finished.responses_created) == (500, 1000)
     assert Item.objects.filter(dataset__name="Worker set").count() == 500
     assert Response.objects.filter(item__dataset__name="Worker set").count() == 1000
-    assert upload_progress_get(upload.pk)["phase"] == "done"
+    # (the worker writes the progress's last phase just after the upload's row commits)
+    assert wait_for(lambda: upload_progress_get(upload.pk)["phase"] == "done", timeout=10)
     page = admin_client.get(
         reverse("annotation:upload-detail", args=[upload.pk]), headers={"HX-Request": "true"}
     )
