@@ -603,8 +603,11 @@ def pareto_chart(rows: Sequence[Json]) -> Json | None:
         return None
     w, h, left, pad = CHART_WIDTH, CHART_HEIGHT, CHART_LEFT, CHART_PAD
     most = float(max(r["per_1000"] for r in points))
-    x_step = _nice_step(max(most, 1e-9) * 1.05)
-    x_high = x_step * math.ceil(most * 1.05 / x_step) or x_step
+    if most <= 0:  # every judge free (baselines, cached runs): an axis of 0 to 1, not 1e-10
+        x_step, x_high = 0.2, 1.0
+    else:
+        x_step = _nice_step(most * 1.05)
+        x_high = x_step * math.ceil(most * 1.05 / x_step)
     qs = [float(r["quality"]) for r in points]
     y_low = max(-1.0, math.floor(min(qs) * 10 - 1) / 10)
     y_high = min(1.0, math.ceil(max(qs) * 10 + 1) / 10)

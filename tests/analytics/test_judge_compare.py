@@ -216,6 +216,15 @@ def test_quality_is_on_the_responses_every_judge_scored_and_marks_the_pareto_jud
     assert chart["frontier"].count(",") == 3  # two points and the step between them
 
 
+def test_a_chart_of_free_judges_has_an_axis_of_0_to_1():
+    chart = figures.pareto_chart(
+        [{"judge": "rouge", "per_1000": 0.0, "quality": 0.3, "pareto": True}]
+    )
+    assert chart is not None
+    assert [t["label"] for t in chart["xticks"]] == ["0", "0.2", "0.4", "0.6", "0.8", "1"]
+    assert chart["points"][0]["x"] == chart["left"]
+
+
 # --- configuration differences --------------------------------------------------------------------
 
 
