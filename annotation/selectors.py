@@ -1286,7 +1286,7 @@ def campaigns_for_responses(
     *, project: Project, response_ids: Iterable[int]
 ) -> dict[int, list[tuple[int, str]]]:
     """response id -> [(campaign id, name)] of the project's started campaigns (not drafts)
-    that have a normal task for it, by campaign name. One query."""
+    that have a normal task for it (each campaign once), by campaign name. One query."""
     rows = (
         Task.objects.filter(
             campaign__project=project,
@@ -1296,6 +1296,7 @@ def campaigns_for_responses(
         .exclude(campaign__status=CampaignStatus.DRAFT)
         .order_by("campaign__name", "campaign_id")
         .values_list("response_id", "campaign_id", "campaign__name")
+        .distinct()  # a response in several tasks of one campaign (pairs, repeats)
     )
     found: dict[int, list[tuple[int, str]]] = {}
     for response_id, campaign_id, name in rows:
