@@ -399,6 +399,14 @@ def test_a_researcher_runs_the_whole_loop_from_a_notebook(
     pd.testing.assert_frame_equal(long_csv, long_jsonl)
     assert len(long_csv) == 48 + 48 and str(long_csv["score"].dtype) == "Int64"
     assert int(long_csv["score"].isna().sum()) == 1 == int(long_csv["is_na"].sum())
+    # as Parquet, the same scores with the server's types: nullable ints, N/A missing
+    long_parquet = client.export(project, format="parquet")
+    assert len(long_parquet) == len(long_csv) and str(long_parquet["score"].dtype) == "Int8"
+    order = ["rater", "system", "item", "skill"]
+    long_csv = long_csv.sort_values(order, ignore_index=True)
+    long_parquet = long_parquet.sort_values(order, ignore_index=True)
+    assert long_parquet["score"].astype("Int64").equals(long_csv["score"])
+    assert long_parquet["is_na"].astype("boolean").equals(long_csv["is_na"].astype("boolean"))
 
     # the report, computed by the worker, as DataFrames with their n
     report = client.report(project, resamples=0)

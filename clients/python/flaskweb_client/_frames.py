@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import math
@@ -142,6 +143,19 @@ def csv_frame(data: bytes) -> pd.DataFrame:
             }
         )
     return frame(rows, header)
+
+
+def parquet_frame(data: bytes) -> pd.DataFrame:
+    """An export's Parquet file as a DataFrame with the file's own types, on pandas'
+    nullable dtypes: int columns with nulls stay integers (N/A scores are missing values),
+    booleans `boolean`, timestamps UTC."""
+    if importlib.util.find_spec("pyarrow") is None:  # pandas reads Parquet with it
+        raise ImportError("reading Parquet needs pyarrow: pip install 'flaskweb-client[parquet]'")
+    found = pd.read_parquet(io.BytesIO(data), dtype_backend="numpy_nullable")
+    for name in found.columns:  # text as the CSV and JSONL readers give it
+        if str(found[name].dtype) == "object":
+            found[name] = found[name].astype("string")
+    return found
 
 
 def jsonl_frame(data: bytes) -> pd.DataFrame:
