@@ -77,6 +77,16 @@ SCORE_COLUMNS = (
     "max",
     "stdev",
 )
+SCORE_DTYPES = {
+    "response": "Int64",
+    "samples": "Int64",
+    "na": "Int64",
+    "mean": "Float64",
+    "median": "Float64",
+    "min": "Int64",
+    "max": "Int64",
+    "stdev": "Float64",
+}
 REPORT_FILTERS = (
     "skill",
     "judge",

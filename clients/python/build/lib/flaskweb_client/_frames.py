@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import math
@@ -46,6 +47,11 @@ TEXT_COLUMNS = frozenset(
         "name",
     }
 )
+# the export columns that hold numbers: when every value is missing (no N/A-free score, no
+# timed task), nothing else says so
+NUMBER_COLUMNS = frozenset(
+    {"score", "adjudicated_score", "time_on_task_ms", "rubric_version", "prompt_version", "sample"}
+)
 _INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
@@ -77,6 +83,8 @@ def column(name: str, values: Sequence[Any]) -> pd.Series:
     present = [v for v in values if v is not None and not _is_nan(v)]
     if name in TEXT_COLUMNS:
         return pd.Series([None if v is None or v == "" else str(v) for v in values], dtype="string")
+    if not present and name in NUMBER_COLUMNS:
+        return pd.Series([None] * len(values), dtype="Int64")
     if name.endswith("_at") and present and all(isinstance(v, str) for v in present):
         return pd.Series(pd.to_datetime(list(values), utc=True, format="ISO8601"))
     if present and all(_is_number(v) or _is_na(v) for v in present):
@@ -96,14 +104,29 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def frame(rows: Iterable[Mapping[str, Any]], columns: Sequence[str] = ()) -> pd.DataFrame:
+def frame(
+    rows: Iterable[Mapping[str, Any]],
+    columns: Sequence[str] = (),
+    dtypes: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
     """A typed DataFrame of dict rows; `columns` first, in that order, then any others in
-    the order they first appear."""
+    the order they first appear. `dtypes` fixes the type of columns whose values may all be
+    missing (a run's `stdev` with one sample each), which no value could tell."""
     rows = list(rows)
     names = list(columns)
     for row in rows:
         names += [key for key in row if key not in names]
-    return pd.DataFrame({name: column(name, [row.get(name) for row in rows]) for name in names})
+    fixed = dict(dtypes or {})
+    return pd.DataFrame(
+        {
+            name: (
+                pd.Series([row.get(name) for row in rows], dtype=fixed[name])
+                if name in fixed
+                else column(name, [row.get(name) for row in rows])
+            )
+            for name in names
+        }
+    )
 
 
 def csv_frame(data: bytes) -> pd.DataFrame:
@@ -122,6 +145,19 @@ def csv_frame(data: bytes) -> pd.DataFrame:
     return frame(rows, header)
 
 
+def parquet_frame(data: bytes) -> pd.DataFrame:
+    """An export's Parquet file as a DataFrame with the file's own types, on pandas'
+    nullable dtypes: int columns with nulls stay integers (N/A scores are missing values),
+    booleans `boolean`, timestamps UTC."""
+    if importlib.util.find_spec("pyarrow") is None:  # pandas reads Parquet with it
+        raise ImportError("reading Parquet needs pyarrow: pip install 'flaskweb-client[parquet]'")
+    found = pd.read_parquet(io.BytesIO(data), dtype_backend="numpy_nullable")
+    for name in found.columns:  # text as the CSV and JSONL readers give it
+        if str(found[name].dtype) == "object":
+            found[name] = found[name].astype("string")
+    return found
+
+
 def jsonl_frame(data: bytes) -> pd.DataFrame:
     """An export's JSON Lines as a typed DataFrame (nested objects stay Python objects)."""
     rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
@@ -132,8 +168,11 @@ def _too_few(figures: Mapping[str, Any]) -> str | None:
     """The reasons this dict's figures rest on too few data, as one line (None: none)."""
     found = figures.get("too_few")
     if isinstance(found, Mapping):
-        reasons = [f"{key}: {why}" for key, why in found.items() if why]
-        return "; ".join(reasons) or None
+        by_reason: dict[str, list[str]] = {}
+        for key, why in found.items():
+            if why:
+                by_reason.setdefault(str(why), []).append(str(key))
+        return "; ".join(f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()) or None
     return str(found) if found else None
 
 
@@ -153,13 +192,22 @@ def _scalars(figures: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _figures(found: pd.DataFrame) -> pd.DataFrame:
+    """A figures' frame whose all-missing columns (a coefficient undefined everywhere, such
+    as Cohen's kappa without exactly two annotators) are `Float64`, as a figure would be."""
+    for name in found.columns:
+        if found[name].dtype == object and found[name].isna().all():
+            found[name] = found[name].astype("Float64")
+    return found
+
+
 def agreement_frame(report: Mapping[str, Any]) -> pd.DataFrame:
     """One row per skill: the people's agreement (n first) and what rests on too few."""
     rows = []
     for skill, figures in (report.get("agreement") or {}).items():
         if isinstance(figures, Mapping):
             rows.append({"skill": skill, **_scalars(figures), "too_few": _too_few(figures)})
-    return frame(rows, ("skill", "n_units", "n_raters", "n_scores", "n_na"))
+    return _figures(frame(rows, ("skill", "n_units", "n_raters", "n_scores", "n_na")))
 
 
 def correlation_frame(report: Mapping[str, Any]) -> pd.DataFrame:
@@ -180,4 +228,4 @@ def correlation_frame(report: Mapping[str, Any]) -> pd.DataFrame:
                             "too_few": _too_few(figures),
                         }
                     )
-    return frame(rows, ("judge", "skill", "level", "n", "pearson", "spearman", "kendall"))
+    return _figures(frame(rows, ("judge", "skill", "level", "n", "pearson", "spearman", "kendall")))

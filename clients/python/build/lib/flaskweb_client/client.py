@@ -17,7 +17,7 @@ import httpx
 import pandas as pd
 
 from flaskweb_client import _frames
-from flaskweb_client._endpoints import ENDPOINTS, SCORE_COLUMNS, Endpoint
+from flaskweb_client._endpoints import ENDPOINTS, SCORE_COLUMNS, SCORE_DTYPES, Endpoint
 from flaskweb_client._errors import (
     FlaskwebError,
     JobFailedError,
@@ -32,7 +32,7 @@ __all__ = ["Client", "Report"]
 JSON = dict[str, Any]
 FileInput = str | os.PathLike[str] | bytes | tuple[str, bytes]
 Ref = int | Mapping[str, Any]
-ExportFormat = Literal["csv", "jsonl"]
+ExportFormat = Literal["csv", "jsonl", "parquet"]
 
 # job statuses (docs/API.md, "Background work")
 UPLOAD_DONE, UPLOAD_FAILED = {"succeeded"}, {"failed", "rejected"}
@@ -295,7 +295,7 @@ class Client:
             rows += page["results"]
             after = page["next_after"]
             if after is None:
-                return _frames.frame(rows, SCORE_COLUMNS)
+                return _frames.frame(rows, SCORE_COLUMNS, SCORE_DTYPES)
 
     # --- analytics ---------------------------------------------------------------------
 
@@ -363,10 +363,14 @@ class Client:
         """Export the project's scores (docs/EXPORTS.md) and read the file as a DataFrame:
         `kind` long (one row per score), wide, preferences, flask_review or judge_training;
         `filters`: `skill`, `judge`, `system` (lists), `rater_kind`, `campaign`,
-        `dataset`. N/A scores are missing values; whole-number columns are `Int64`."""
+        `dataset`. N/A scores are missing values; whole-number columns are `Int64`.
+        `format="parquet"` keeps the server's column types as written (needs pyarrow: the
+        `parquet` extra)."""
         data = self.export_file(
             project, kind=kind, format=format, timeout=timeout, progress=progress, **filters
         )
+        if format == "parquet":
+            return _frames.parquet_frame(data)
         return _frames.csv_frame(data) if format == "csv" else _frames.jsonl_frame(data)
 
     def export_file(
@@ -380,8 +384,8 @@ class Client:
         **filters: Any,
     ) -> bytes:
         """The same export as `export`, as the file's bytes."""
-        if format not in ("csv", "jsonl"):
-            raise ValueError(f"format must be csv or jsonl, not {format!r}")
+        if format not in ("csv", "jsonl", "parquet"):
+            raise ValueError(f"format must be csv, jsonl or parquet, not {format!r}")
         body = {"kind": kind, "format": format, **filters}
         job = self._call("export_create", slug=_slug(project), body=body)
         job = self._wait(
@@ -560,7 +564,10 @@ class Client:
             while True:
                 job = fetch()
                 status = job["status"]
-                shown.update(*counts(job))
+                step, total, phase = counts(job)
+                if status in done and total is not None:
+                    step = total  # a finished job is all done, whatever its last step said
+                shown.update(step, total, phase)
                 if status in done:
                     return job
                 if status in failed:
