@@ -229,6 +229,11 @@ def _stratum_parse(text: str, errors: dict[str, list[str]]) -> tuple[str, str] |
     return None
 
 
+def _half_step(value: float | None) -> float | None:
+    """A value's heat-map bin (analytics.report.chart_data.half_step), None for N/A."""
+    return None if value is None else half_step(value)
+
+
 def level_of(value: float | None) -> str:
     """A value's level on the scale as the confusion matrix counts it: rounded half up
     (round_scale) and clipped to 1-5, "na" for N/A."""
@@ -340,10 +345,10 @@ def item_selection(*, project: Project, filters: ItemFilters) -> Selection:
         if judge is not None:
             keys = {k for k in keys if judged.get(k, {}).get(judge) is not None}
         if filters.human_bin is not None:
-            keys = {k for k in keys if half_step(consensus[k]) == filters.human_bin}
+            keys = {k for k in keys if _half_step(consensus[k]) == filters.human_bin}
         if filters.judge_bin is not None:
             assert judge is not None
-            keys = {k for k in keys if half_step(judged[k][judge]) == filters.judge_bin}
+            keys = {k for k in keys if _half_step(judged[k][judge]) == filters.judge_bin}
     if filters.human_level or filters.judge_level:
         keys = {k for k in keys if k in consensus and (not filters.judges or k in judged)}
         if judge is not None:
