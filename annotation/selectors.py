@@ -1188,35 +1188,16 @@ class HumanScoreRow:
 
 def human_score_list_for_response(*, response_id: int) -> list[HumanScoreRow]:
     """Every human score of the response, in every campaign (gold, attention checks and
-    hidden repeats included, marked), by skill order, then time. One query."""
-    rows = (
-        HumanScore.objects.filter(response_id=response_id)
-        .order_by("skill__order", "skill__name", "created_at", "pk")
-        .values_list(
-            "annotator__username",
-            "skill__name",
-            "score",
-            "rationale",
-            "time_ms",
-            "assignment__active_ms",
-            "campaign_id",
-            "campaign__name",
-            "assignment__task__kind",
-            "assignment__kind",
-            "assignment__status",
-            "assignment__submitted_at",
-            "created_at",
-        )
-    )
-    return [HumanScoreRow(*row) for row in rows]
+    hidden repeats included, marked), by skill order, then time, with the rubric version of
+    each. One query."""
+    return human_score_lists_for_responses(response_ids=[response_id]).get(response_id, [])
 
 
 def human_score_lists_for_responses(
     *, response_ids: Iterable[int]
 ) -> dict[int, list[HumanScoreRow]]:
-    """response id -> its human scores as human_score_list_for_response gives them, with
-    the rubric version of each (analytics' drill-down page lists a page of responses).
-    One query."""
+    """response id -> its human scores (gold, attention checks and hidden repeats included,
+    marked), by skill order, then time, with the rubric version of each. One query."""
     rows = (
         HumanScore.objects.filter(response_id__in=list(response_ids))
         .order_by("response_id", "skill__order", "skill__name", "created_at", "pk")
