@@ -108,6 +108,23 @@ class ResponseIdsField(forms.Field):
             raise ValidationError("response ids are whole numbers") from None
 
 
+def campaign_of_ticked(form: forms.Form, data: dict) -> None:
+    """With no campaign chosen, the one campaign the ticked responses (`response_ids`) are
+    in, or a form error: none, or several to choose from (the explorer's and the
+    drill-down's forms)."""
+    ids = data.get("response_ids")
+    if not ids or data.get("campaign"):
+        return
+    found = campaigns_for_responses(project=form.project, response_ids=ids)  # type: ignore[attr-defined]
+    campaigns = {pk for pairs in found.values() for pk, _ in pairs}
+    if not campaigns:
+        form.add_error(None, "none of the ticked responses is in a campaign")
+    elif len(campaigns) > 1:
+        form.add_error("campaign", "the ticked responses are in several campaigns: choose one")
+    else:
+        data["campaign"] = form.fields["campaign"].queryset.get(pk=campaigns.pop())  # type: ignore[attr-defined]
+
+
 class ReannotateForm(forms.Form):
     response_ids = ResponseIdsField(
         error_messages={"required": "tick at least one response to send back"}
@@ -125,18 +142,7 @@ class ReannotateForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        ids = data.get("response_ids")
-        if ids and not data.get("campaign"):
-            found = campaigns_for_responses(project=self.project, response_ids=ids)
-            campaigns = {pk for pairs in found.values() for pk, _ in pairs}
-            if not campaigns:
-                self.add_error(None, "none of the ticked responses is in a campaign")
-            elif len(campaigns) > 1:
-                self.add_error(
-                    "campaign", "the ticked responses are in several campaigns: choose one"
-                )
-            else:
-                data["campaign"] = self.fields["campaign"].queryset.get(pk=campaigns.pop())
+        campaign_of_ticked(self, data)
         return data
 
 

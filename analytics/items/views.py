@@ -20,7 +20,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from analytics.explorer.selectors import filter_choices
-from analytics.explorer.views import EXTRA_CHOICES, ReannotateForm, ResponseIdsField, _described
+from analytics.explorer.views import (
+    EXTRA_CHOICES,
+    ReannotateForm,
+    ResponseIdsField,
+    _described,
+    campaign_of_ticked,
+)
 from analytics.items.selectors import (
     LEVELS,
     PAGE_SIZE,
@@ -34,7 +40,7 @@ from analytics.items.selectors import (
 from analytics.items.services import items_gold_add
 from annotation.access import project_get_for_staff
 from annotation.models import Campaign, Project
-from annotation.selectors import campaign_list_for_reannotation, campaigns_for_responses
+from annotation.selectors import campaign_list_for_reannotation
 from annotation.services.reannotation import responses_reannotate
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
@@ -163,17 +169,7 @@ class GoldForm(forms.Form):
         ids = data.get("response_ids")
         if ids and len(ids) > MAX_ACTION:
             self.add_error("response_ids", f"at most {MAX_ACTION} responses at once")
-        if ids and not data.get("campaign"):
-            found = campaigns_for_responses(project=self.project, response_ids=ids)
-            campaigns = {pk for pairs in found.values() for pk, _ in pairs}
-            if not campaigns:
-                self.add_error(None, "none of the ticked responses is in a campaign")
-            elif len(campaigns) > 1:
-                self.add_error(
-                    "campaign", "the ticked responses are in several campaigns: choose one"
-                )
-            else:
-                data["campaign"] = self.fields["campaign"].queryset.get(pk=campaigns.pop())  # type: ignore[attr-defined]
+        campaign_of_ticked(self, data)
         return data
 
 
