@@ -6,10 +6,12 @@ worker process and the local OpenAI-compatible judge server (docs/PYTHON_CLIENT.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import string
 import sys
 import threading
+import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -401,6 +403,13 @@ def test_a_researcher_runs_the_whole_loop_from_a_notebook(
     assert int(long_csv["score"].isna().sum()) == 1 == int(long_csv["is_na"].sum())
     # as Parquet, the same scores with the server's types: nullable ints, N/A missing
     long_parquet = client.export(project, format="parquet")
+    # the Hugging Face layout, as the zip's bytes: the card and the human and judge splits
+    with zipfile.ZipFile(
+        io.BytesIO(client.export_file(project, kind="hf_dataset", format="zip"))
+    ) as z:
+        names = {name.split("/", 1)[1] for name in z.namelist()}  # under one folder
+    assert {"README.md", "data/human-00000-of-00001.parquet"} <= names
+    assert "data/judge-00000-of-00001.parquet" in names
     assert len(long_parquet) == len(long_csv) and str(long_parquet["score"].dtype) == "Int8"
     order = ["rater", "system", "item", "skill"]
     long_csv = long_csv.sort_values(order, ignore_index=True)

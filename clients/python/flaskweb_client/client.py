@@ -32,7 +32,7 @@ __all__ = ["Client", "Report"]
 JSON = dict[str, Any]
 FileInput = str | os.PathLike[str] | bytes | tuple[str, bytes]
 Ref = int | Mapping[str, Any]
-ExportFormat = Literal["csv", "jsonl", "parquet"]
+ExportFormat = Literal["csv", "jsonl", "parquet", "zip"]
 
 # job statuses (docs/API.md, "Background work")
 UPLOAD_DONE, UPLOAD_FAILED = {"succeeded"}, {"failed", "rejected"}
@@ -366,11 +366,16 @@ class Client:
         `dataset`. N/A scores are missing values; whole-number columns are `Int64`.
         `format="parquet"` keeps the server's column types as written (needs pyarrow: the
         `parquet` extra)."""
+        if format == "zip":
+            raise ValueError(
+                "a zip export (kind hf_dataset) is files, not a table: use export_file"
+            )
         data = self.export_file(
             project, kind=kind, format=format, timeout=timeout, progress=progress, **filters
         )
         if format == "parquet":
             return _frames.parquet_frame(data)
+
         return _frames.csv_frame(data) if format == "csv" else _frames.jsonl_frame(data)
 
     def export_file(
@@ -383,9 +388,10 @@ class Client:
         progress: bool | None = None,
         **filters: Any,
     ) -> bytes:
-        """The same export as `export`, as the file's bytes."""
-        if format not in ("csv", "jsonl", "parquet"):
-            raise ValueError(f"format must be csv, jsonl or parquet, not {format!r}")
+        """The same export as `export`, as the file's bytes; `kind="hf_dataset",
+        format="zip"` is the Hugging Face datasets layout (docs/EXPORTS.md)."""
+        if format not in ("csv", "jsonl", "parquet", "zip"):
+            raise ValueError(f"format must be csv, jsonl, parquet or zip, not {format!r}")
         body = {"kind": kind, "format": format, **filters}
         job = self._call("export_create", slug=_slug(project), body=body)
         job = self._wait(
