@@ -20,11 +20,18 @@ Contract
   the campaigns' pinned ones, the campaigns' settings, the judges' configurations (never a
   provider's credentials or address), the row counts, the filters and the export date.
   Its `license` is a placeholder the project's admin edits before publishing.
+- The layout is made to be published, so no person is named in it: people (human raters,
+  preference raters, adjudicators) appear under pseudonyms, `person-<10 hex>` and
+  `adjudicator-<10 hex>`, keyed HMACs of their names with the server's SECRET_KEY (the same
+  person has the same pseudonym in every export of this server; nobody without the key can
+  tell who it is), and crowd worker ids are left out (null). Judges keep their names.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import re
 import tempfile
 import zipfile
@@ -34,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import yaml
+from django.conf import settings
 from django.utils import timezone
 
 from analytics.exports.columnar import HF_DTYPES, parquet_write
@@ -85,6 +93,30 @@ def _tracked(rows: Iterator[list[Any]], part: Part) -> Iterator[list[Any]]:
         yield row
 
 
+def pseudonym(role: str, name: str) -> str:
+    """`<role>-<10 hex>`: a keyed HMAC-SHA256 of the name with the server's SECRET_KEY."""
+    key = settings.SECRET_KEY.encode()
+    digest = hmac.new(key, f"{role}:{name}".encode(), hashlib.sha256).hexdigest()
+    return f"{role}-{digest[:10]}"
+
+
+def _unnamed(rows: Iterator[list[Any]], columns: Sequence[Column]) -> Iterator[list[Any]]:
+    """The rows with no person named: human raters and adjudicators under their pseudonyms,
+    crowd worker ids null (the module's contract). A judge row keeps its rater."""
+    index = {column.name: k for k, column in enumerate(columns)}
+    rater, kind = index.get("rater"), index.get("rater_kind")
+    adjudicator, worker = index.get("adjudicated_by"), index.get("worker_id")
+    for row in rows:
+        row = list(row)
+        if rater is not None and row[rater] and (kind is None or row[kind] == RaterKind.HUMAN):
+            row[rater] = pseudonym("person", row[rater])
+        if adjudicator is not None and row[adjudicator]:
+            row[adjudicator] = pseudonym("adjudicator", row[adjudicator])
+        if worker is not None:
+            row[worker] = None
+        yield row
+
+
 def hf_dataset_write(options: ExportOptions, out: IO[bytes]) -> int:
     """Write the zipped layout of `options` (kind hf_dataset; the long export's filters) to
     `out`. Returns the number of data rows of all splits."""
@@ -114,13 +146,13 @@ def hf_dataset_write(options: ExportOptions, out: IO[bytes]) -> int:
             export = ScoreExport(narrowed)
             _, rows = export.typed()
             part = Part(SCORES, split.value, columns)
-            write(part, _tracked(rows, part))
+            write(part, _tracked(_unnamed(rows, columns), part))
         if options.filters.wants(RaterKind.HUMAN):
             preferences = ScoreExport(
                 dataclasses.replace(options, kind=ExportKind.PREFERENCES, fmt=ExportFormat.PARQUET)
             )
             pref_columns, rows = preferences.typed()
-            write(Part(PREFERENCES, PREFERENCES, pref_columns), rows)
+            write(Part(PREFERENCES, PREFERENCES, pref_columns), _unnamed(rows, pref_columns))
         card = dataset_card(options, parts)
         archive.writestr(f"{root}/README.md", card, compress_type=zipfile.ZIP_DEFLATED)
     return sum(part.rows for part in parts)
@@ -239,6 +271,11 @@ def dataset_card(options: ExportOptions, parts: Sequence[Part]) -> str:
         "`rubric_version` and `rubric_label` name the rubric a score was given under; "
         "`source` is `campaign:<name>`, `run:<id>` or `import:<id>`; times are UTC. The "
         "columns are those of the long export (flaskweb docs/EXPORTS.md).",
+        "",
+        "No person is named: people appear as `person-…` (adjudicators as `adjudicator-…`), "
+        "the same pseudonym for the same person across this server's exports, and crowd "
+        "worker ids are left out. Rationales are the annotators' own words: read them "
+        "before publishing.",
         "",
     ]
     if not parts:

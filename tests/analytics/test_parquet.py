@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import tracemalloc
 import zipfile
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from django.core.management import CommandError, call_command
 
 from analytics.exports import selectors as export_selectors
 from analytics.exports.columnar import METADATA_KEY
-from analytics.exports.hf_dataset import front_matter_of, md
+from analytics.exports.hf_dataset import front_matter_of, md, pseudonym
 from analytics.exports.services import (
     ExportOptionsError,
     ScoreExport,
@@ -256,6 +257,10 @@ def test_the_hugging_face_layout_loads_with_datasets_offline(scored, tmp_path, m
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     data = export_bytes(scored.project, "hf_dataset", "zip")
+    long = parquet_table(export_bytes(scored.project, "long", "parquet")).to_pylist()
+    real_people = {r["rater"] for r in long if r["rater_kind"] == "human"}
+    judges_named = {r["rater"] for r in long if r["rater_kind"] == "judge"}
+    assert real_people and judges_named
     archive = zipfile.ZipFile(io.BytesIO(data))
     assert sorted(archive.namelist()) == [
         "demo-project-hf-dataset/README.md",
@@ -296,6 +301,13 @@ def test_the_hugging_face_layout_loads_with_datasets_offline(scored, tmp_path, m
     assert features["created_at"].dtype == "timestamp[us, tz=UTC]"
     human = loaded["human"].to_list()
     assert {r["score"] for r in human if r["is_na"]} == {None}
+    # made to be published: no person is named (pseudonyms), no crowd worker id
+    people = {r["rater"] for r in human}
+    assert people and all(re.fullmatch(r"person-[0-9a-f]{10}", p) for p in people), people
+    assert all(r["worker_id"] is None for r in human)
+    assert {pseudonym("person", name) for name in real_people} == people
+    assert not any(name in card for name in real_people)
+    assert {r["rater"] for r in loaded["judge"].to_list()} <= judges_named
     assert human[0]["created_at"].isoformat().startswith("2026-03-01T12:00:00")
 
 
@@ -425,3 +437,34 @@ def test_the_parquet_reader_holds_no_row_in_memory(monkeypatch):
         tracemalloc.stop()
         assert parsed.problems == [] and len(seen) == parsed.files[0].rows == count
     assert peaks[2] < 1.3 * peaks[1] + 200_000, peaks
+
+
+def test_the_hugging_face_layout_names_no_person(settings):
+    # given rows of people (one a crowd worker, one adjudicated) and of a judge
+    from analytics.exports.hf_dataset import _unnamed
+    from analytics.exports.services import Column
+
+    names = ("rater", "rater_kind", "worker_id", "adjudicated_by", "score")
+    columns = [Column(name, "string") for name in names]
+    rows = [
+        ["alice", "human", "PROLIFIC-5f3a", "rita", 4],
+        ["bob", "human", "", "", 3],
+        ["gpt-judge", "judge", "", "", 5],
+        ["alice", "human", "", "", 2],
+    ]
+    # when they go into the layout
+    out = list(_unnamed(iter([list(r) for r in rows]), columns))
+    # then people are pseudonyms (the same person, the same one), worker ids are gone, judges
+    # keep their names; another server's key gives other pseudonyms
+    assert [r[0] for r in out] == [
+        pseudonym("person", "alice"),
+        pseudonym("person", "bob"),
+        "gpt-judge",
+        pseudonym("person", "alice"),
+    ]
+    assert out[0][0] != out[1][0] and re.fullmatch(r"person-[0-9a-f]{10}", out[0][0])
+    assert [r[2] for r in out] == [None, None, None, None]
+    assert out[0][3] == pseudonym("adjudicator", "rita") and out[1][3] == ""
+    assert [r[4] for r in out] == [4, 3, 5, 2]
+    settings.SECRET_KEY = "another server's key " * 3
+    assert pseudonym("person", "alice") != out[0][0]
