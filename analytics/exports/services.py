@@ -26,7 +26,7 @@ import io
 import json
 import logging
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import chain, groupby
@@ -581,26 +581,7 @@ class ScoreExport:
     def _long_typed(self, row: ScoreRow) -> list[Any]:
         adjudicated, note, reviewer = self._adjudication(row)
         return [
-            self.options.project.slug,
-            row.dataset,
-            row.item,
-            row.system,
-            row.skill,
-            row.rater,
-            row.rater_kind,
-            None if row.is_na else _number(row.score),
-            row.is_na,
-            row.rationale,
-            row.time_on_task_ms,
-            row.rubric_version,
-            row.prompt_version,
-            row.source,
-            row.created_at,
-            row.updated_at,
-            row.sample,
-            row.rubric_label,
-            row.platform or None,
-            row.worker_id or None,
+            *self._long_base(row, na=None, when=lambda at: at),
             None if adjudicated == NA else adjudicated,
             note,
             reviewer,
@@ -667,7 +648,9 @@ class ScoreExport:
             key=_row_key,
         )
 
-    def _long_values(self, row: ScoreRow) -> list[Any]:
+    def _long_base(self, row: ScoreRow, *, na: Any, when: Callable[[Any], Any]) -> list[Any]:
+        """A long row's cells before the adjudication: `na` for an N/A score, `when` for
+        the times (the text formats write ISO strings, Parquet keeps datetimes)."""
         return [
             self.options.project.slug,
             row.dataset,
@@ -676,21 +659,23 @@ class ScoreExport:
             row.skill,
             row.rater,
             row.rater_kind,
-            NA if row.is_na else _number(row.score),
+            na if row.is_na else _number(row.score),
             row.is_na,
             row.rationale,
             row.time_on_task_ms,
             row.rubric_version,
             row.prompt_version,
             row.source,
-            _iso(row.created_at),
-            _iso(row.updated_at),
+            when(row.created_at),
+            when(row.updated_at),
             row.sample,
             row.rubric_label,
             row.platform or None,
             row.worker_id or None,
-            *self._adjudication(row),
         ]
+
+    def _long_values(self, row: ScoreRow) -> list[Any]:
+        return [*self._long_base(row, na=NA, when=_iso), *self._adjudication(row)]
 
     def _long_cells(self, row: ScoreRow) -> list[Any]:
         values = self._long_values(row)
