@@ -45,6 +45,7 @@ lint: install
 # pytest options for every group: make test PYTEST_ARGS="-x"
 test: install services
 	scripts/ensure-chromium
+	scripts/ensure-axe
 	$(BIN)/python scripts/test_suite.py $(PYTEST_ARGS)
 
 # the inner loop: make test-fast, or make test-fast TESTS=tests/annotation
