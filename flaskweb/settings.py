@@ -99,6 +99,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # LANGUAGE_CODE and LANGUAGE_BIDI for <html lang dir> (annotator pages)
+                "django.template.context_processors.i18n",
             ],
             "loaders": [
                 (
@@ -273,6 +275,11 @@ LOGOUT_REDIRECT_URL = "login"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# The languages annotator pages are translated into (docs/LANGUAGES.md says how to add one):
+# one catalogue for the project in locale/<code>/LC_MESSAGES/django.po, compiled to .mo and
+# committed. Arabic is the right-to-left layout the browser tests check.
+LANGUAGES = [("en", "English"), ("es", "Español"), ("ar", "العربية")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "/static/"
