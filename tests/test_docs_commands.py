@@ -47,6 +47,10 @@ PLACEHOLDER = re.compile(r"(\[|\||…|<[a-z_]+>|(?<![-\w])[A-Z][A-Z_0-9]*(?![\w=
 NAMES = {"FLASK"}
 # long-running servers, started by other tests (test_embedded_default, test_serve_command)
 SERVERS = {"rundemo", "runserver", "serve"}
+# commands that write the checkout's own translation catalogues (LOCALE_PATHS is the real
+# locale/, not the scratch copy): their parser is checked, they are not run
+# (tests/test_translations.py runs them on a copy)
+CATALOGUE = {"makemessages", "compilemessages"}
 # documents whose commands run at the same time (each its own processes, on its own copy)
 SIDE_BY_SIDE = max(2, min(4, os.cpu_count() or 1))
 
@@ -159,7 +163,7 @@ def test_every_documented_command_works_as_written_on_the_embedded_default(tmp_p
             failures.append(
                 f"{source}: {command}\n(a fresh shell has no venv active: write .venv/bin/python)"
             )
-        elif _is_synopsis(command):
+        elif _is_synopsis(command) or match["name"] in CATALOGUE:
             failures += [f"{source}: {command}\n{problem}" for problem in _help(match["name"])]
         else:
             documents.setdefault(source, []).append(command)
