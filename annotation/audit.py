@@ -39,6 +39,11 @@ def actor_set(*, user=None, context: str = ""):
         _actor.reset(token)
 
 
+def actor_get() -> Actor | None:
+    """The actor of the current request or `actor_set` block (None outside both)."""
+    return _actor.get()
+
+
 class AuditActorMiddleware:
     """The request's user and path as the actor of audit records (after authentication)."""
 

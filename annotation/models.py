@@ -554,6 +554,13 @@ class Campaign(TimestampedModel):
     # Recruiting platforms (annotation/study/): what a worker sees at the end.
     consent_text = models.TextField(blank=True)  # empty: no consent page
     completion_code = models.CharField(max_length=100, blank=True)
+    # shown on the study's finish page above the code (empty: the fixed text only)
+    completion_message = models.TextField(blank=True, default="", db_default="")
+    # The language of the campaign's own texts and of its pages (a code of LANGUAGES); empty:
+    # the site's default language, and the pages follow the browser among the languages the
+    # campaign has texts in (CampaignTranslation; docs/LANGUAGES.md). Checked by the
+    # services, not by a CHECK constraint: adding a language to LANGUAGES needs no migration.
+    language = models.CharField(max_length=10, blank=True, default="", db_default="")
     # shown to a participant screened out (by the qualification or the quality rules); empty:
     # no code, a "return the study" page (never the completion code)
     screenout_code = models.CharField(max_length=100, blank=True)
@@ -700,6 +707,70 @@ class CampaignRubric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.campaign_id}:{self.skill_id}→{self.rubric_id}"
+
+
+class CampaignTranslation(models.Model):
+    """A campaign's texts in one more language (docs/LANGUAGES.md): each empty field, and
+    each skill missing from `anchors`, falls back to the campaign's own text
+    (annotation.languages.selectors.campaign_texts). `language` is a code of LANGUAGES,
+    checked by the services (annotation/languages/services.py)."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="translations")
+    language = models.CharField(max_length=10)
+    consent_text = models.TextField(blank=True, default="")
+    instructions = models.TextField(blank=True, default="")
+    completion_message = models.TextField(blank=True, default="")
+    # skill key -> its five level anchors, 1 to 5 (skills left out keep the rubric's own)
+    anchors = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["campaign", "language"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "language"], name="campaigntranslation_unique"
+            ),
+            models.CheckConstraint(
+                condition=~Q(language=""), name="campaigntranslation_language_given"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id}:{self.language}"
+
+
+class CampaignTextChange(models.Model):
+    """The audit record of a change to a campaign's annotator-facing texts in any language:
+    its own language and completion message, or a translation set or removed. Live
+    campaigns may be corrected; each change says who made it, from where, and what the
+    texts were before and after."""
+
+    class Action(models.TextChoices):
+        SET = "set", "Set"
+        REMOVED = "removed", "Removed"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    # the translation's language; empty: the campaign's own language and texts
+    language = models.CharField(max_length=10, blank=True)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    # null: a command or seeding, not a signed-in person
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    context = models.CharField(max_length=300, blank=True)  # the request or command
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+        indexes = [
+            models.Index(fields=["campaign", "-changed_at"], name="campaigntextchange_recent")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id}:{self.language or 'own'} {self.action}"
 
 
 class CampaignItemPin(models.Model):
@@ -919,6 +990,9 @@ class Assignment(TimestampedModel):
     skip_reason = models.CharField(max_length=300, blank=True)
     flagged = models.BooleanField(default=False)
     flag_reason = models.CharField(max_length=300, blank=True)
+    # the language the task's page was shown in when it was submitted (a code of LANGUAGES);
+    # empty: unknown (an API client that did not say, or a submission before it was recorded)
+    language = models.CharField(max_length=10, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

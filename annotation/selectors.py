@@ -988,6 +988,7 @@ class HumanPreferenceRow:
     rationale: str
     time_ms: int | None
     submitted_at: datetime | None
+    language: str = ""  # the language the pair was shown in ("": unknown)
 
 
 def human_preference_rows(
@@ -1024,6 +1025,7 @@ def human_preference_rows(
         "rationale",
         "time_ms",
         "assignment__submitted_at",
+        "assignment__language",
     )
     return [HumanPreferenceRow(*row) for row in rows]
 
@@ -1080,7 +1082,8 @@ def human_score_export_rows(
 
     (response id, skill id, dataset name, item external id, system, skill name, annotator
     username, score, is_na, rationale, time_ms, the assignment's active_ms, rubric version,
-    campaign name, created_at, updated_at, the rubric's project slug or None when built in)
+    campaign name, created_at, updated_at, the rubric's project slug or None when built in,
+    the language the task was shown in: "" when unknown)
 
     `score` is as stored (an N/A row says so in `is_na`); `time_ms` is None when the form did
     not report it. Empty `skills` / `systems` and None ids do not narrow."""
@@ -1109,6 +1112,7 @@ def human_score_export_rows(
         "created_at",
         "updated_at",
         "rubric__project__slug",
+        "assignment__language",
     )
     return rows.iterator(chunk_size=chunk_size)
 

@@ -6,6 +6,7 @@ from annotation.annotate import urls as annotate
 from annotation.campaigns import urls as campaigns
 from annotation.catalogue import urls as catalogue
 from annotation.datasets import urls as datasets
+from annotation.languages import urls as languages
 from annotation.members import urls as members
 from annotation.metadata import urls as metadata
 from annotation.pace import urls as pace
@@ -28,6 +29,7 @@ _FEATURES = (
     review,
     study,
     metadata,
+    languages,
 )
 
 urlpatterns = [pattern for feature in _FEATURES for pattern in feature.urlpatterns]

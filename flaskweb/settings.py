@@ -82,6 +82,9 @@ MIDDLEWARE = [
     "annotation.audit.AuditActorMiddleware",
     # a study participant's session reaches its own campaign's pages only (docs/CROWD.md)
     "annotation.study.middleware.StudySessionMiddleware",
+    # each page's language: annotator pages by the picker, the study, the browser; staff
+    # pages in LANGUAGE_CODE (annotation/languages/middleware.py, docs/LANGUAGES.md)
+    "annotation.languages.middleware.AnnotatorLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -149,6 +149,8 @@ class Seeded:
             return {"id": self.campaign, "task_id": self.gold_task}
         if "{response_id}" in path and path.startswith("/api/v1/annotation/campaigns/{id}"):
             return {"id": self.campaign, "response_id": self.response}
+        if "{language}" in path and path.startswith("/api/v1/annotation/campaigns/{id}"):
+            return {"id": self.campaign, "language": "es"}
         if path.startswith("/api/v1/annotation/campaigns/{id}"):
             return {"id": self.campaign}
         if path.startswith("/api/v1/campaigns/{id}"):

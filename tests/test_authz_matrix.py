@@ -68,6 +68,7 @@ from annotation.models import (
     Assignment,
     Campaign,
     CampaignSample,
+    CampaignTranslation,
     Dataset,
     DatasetUpload,
     GoldPreference,
@@ -305,6 +306,21 @@ RULES: dict[str, Rule] = {
     # to the page). The workers' pages need a study session: without one, 403 when signed
     # out (the session ended), 404 when signed in; the entry link without its platform
     # parameters is a 400 for everyone.
+    # a campaign's languages (annotation/languages/): the project's researchers and admins;
+    # an empty POST saves nothing new and goes back to the page (302)
+    "annotation:campaign-languages":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    "annotation:campaign-translation":
+        Rule(get=S(302, 403, 404, 200, 200, 200),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    "annotation:campaign-translation-delete":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
+    # the annotators' language picker: anyone may ask; an empty POST names no language (400)
+    "annotation:language-pick":
+        Rule(get=S(405, 405, 405, 405, 405, 405),
+            post=S(400, 400, 400, 400, 400, 400)),
     "annotation:campaign-study":
         Rule(get=S(302, 403, 404, 200, 200, 200),
             post=S(302, 403, 404, 302, 302, 302), pk="campaign"),
@@ -530,6 +546,11 @@ RULES: dict[str, Rule] = {
     "annotation-api:api-campaign-gold":
         Rule(get=S(401, 403, 404, 200, 200, 200),
             post=S(401, 403, 404, 400, 400, 400), pk="campaign", body="json"),
+    "annotation-api:api-campaign-translations":
+        Rule(get=S(401, 403, 404, 200, 200, 200), pk="campaign"),
+    "annotation-api:api-campaign-translation":
+        Rule(get=S(401, 403, 404, 200, 200, 200),
+            delete=S(401, 403, 404, 204, 204, 204), pk="campaign"),
     "annotation-api:api-campaign-gold-task":
         Rule(get=S(401, 403, 404, 200, 200, 200),
             delete=S(401, 403, 404, 204, 204, 204), pk="campaign"),
@@ -735,6 +756,7 @@ KWARG_OBJECTS = {
     "link_id": "study_link",
     "token": "study_link",
     "task_id": "gold_task",
+    "language": "translation",
 }
 
 #: The methods a rule may have a row for.
@@ -828,6 +850,7 @@ class World:
     metadata_run: Any = None  # a pending metadata run of the LLM judge over the dataset
     proposal: Any = None  # the first item's "dataset" metadata proposal
     gold_task: Task | None = None  # the annotator's leased response, also a gold task
+    translation: Any = None  # the campaign's texts in Spanish (annotation/languages/)
 
 
 def _dataset(project: Project, folder: Path) -> DatasetUpload:
@@ -1004,6 +1027,9 @@ def _build(folder: Path) -> World:
             response=assignment.task.response,
             scores={s.skill_id: 3 for s in task_skills(assignment=assignment)},
         ),
+        translation=CampaignTranslation.objects.create(
+            campaign=campaign, language="es", instructions="Lee la respuesta entera."
+        ),
     )
 
 
@@ -1169,7 +1195,12 @@ def _url(name: str, rule: Rule, w: World) -> str:
         attribute = rule.pk if kwarg == "pk" else KWARG_OBJECTS.get(kwarg, "")
         assert attribute, f"{name}: which object is <{kwarg}>? (Rule.pk or KWARG_OBJECTS)"
         target = getattr(w, attribute)
-        kwargs[kwarg] = {"slug": "slug", "username": "username", "token": "token"}.get(kwarg, "pk")
+        kwargs[kwarg] = {
+            "slug": "slug",
+            "username": "username",
+            "token": "token",
+            "language": "language",
+        }.get(kwarg, "pk")
         kwargs[kwarg] = getattr(target, kwargs[kwarg])
     url = reverse(name, kwargs=kwargs)
     return f"{url}?{rule.query}" if rule.query else url

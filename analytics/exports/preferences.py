@@ -5,7 +5,8 @@ imported with `import_preferences`, in the long format that the import reads bac
 Columns: project, dataset, campaign, item, model_a, model_b, shown_order ("ab": A shown on
 the left, "ba": B on the left, empty: unknown), rater, skill ("Overall" for the overall
 question), choice (a, b, tie, both_bad; A = model_a), strength (1 slightly, 2 much, empty),
-rationale, time_on_task_ms, submitted_at."""
+rationale, time_on_task_ms, submitted_at, language (the language the pair was shown in;
+empty: unknown or imported)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ PREFERENCE_COLUMNS = (
     "rationale",
     "time_on_task_ms",
     "submitted_at",
+    "language",
 )
 
 
@@ -78,6 +80,7 @@ def preference_export_rows(*, project: Project, filters: ExportFilters) -> Itera
             row.rationale,
             row.time_ms,
             row.submitted_at.isoformat() if row.submitted_at else None,
+            row.language or None,
         ]
     if filters.campaign_id is not None:
         return
@@ -119,4 +122,5 @@ def preference_export_rows(*, project: Project, filters: ExportFilters) -> Itera
             rationale,
             time_ms,
             created.isoformat(),
+            None,
         ]

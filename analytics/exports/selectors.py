@@ -80,6 +80,7 @@ class ScoreRow(NamedTuple):
     rubric_label: str | None = None  # annotation.models.rubric_label; None: no rubric
     platform: str = ""  # a study participant's recruiting platform (annotation/study/)
     worker_id: str = ""  # their id there; both blank for ordinary accounts and judges
+    language: str = ""  # the language a person's task was shown in ("": unknown, or a judge)
 
 
 def _label(project_slug: str | None, version: int | None) -> str | None:
@@ -132,6 +133,7 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
         created_at,
         updated_at,
         rubric_scope,
+        language,
     ) in rows:
         yield ScoreRow(
             response_id,
@@ -154,6 +156,7 @@ def human_score_export_rows(*, project: Project, filters: ExportFilters) -> Iter
             None,
             _label(rubric_scope, rubric_version),
             *participants.get(rater, ("", "")),
+            language,
         )
 
 

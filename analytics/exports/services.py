@@ -111,6 +111,9 @@ LONG_COLUMNS = (
     "adjudicated_score",
     "adjudicated_note",
     "adjudicated_by",
+    # the language a person's task was shown in (a code of LANGUAGES; empty: unknown, a
+    # judge or an imported score; docs/LANGUAGES.md)
+    "language",
 )
 WIDE_COLUMNS = ("dataset", "item", "system", "skill")
 
@@ -585,6 +588,7 @@ class ScoreExport:
             None if adjudicated == NA else adjudicated,
             note,
             reviewer,
+            row.language or None,
             adjudicated == NA,
         ]
 
@@ -675,7 +679,11 @@ class ScoreExport:
         ]
 
     def _long_values(self, row: ScoreRow) -> list[Any]:
-        return [*self._long_base(row, na=NA, when=_iso), *self._adjudication(row)]
+        return [
+            *self._long_base(row, na=NA, when=_iso),
+            *self._adjudication(row),
+            row.language or None,
+        ]
 
     def _long_cells(self, row: ScoreRow) -> list[Any]:
         values = self._long_values(row)
@@ -781,8 +789,8 @@ def _review_values(line: ReviewLine) -> list[Any]:
 
 def _preference_values(row: list[Any]) -> list[Any]:
     """A preference export row with its time as a datetime (the text formats' ISO string)."""
-    *values, submitted = row
-    return [*values, None if submitted is None else datetime.fromisoformat(submitted)]
+    *values, submitted, language = row
+    return [*values, None if submitted is None else datetime.fromisoformat(submitted), language]
 
 
 def _review_object(line: ReviewLine) -> dict[str, Any]:

@@ -55,6 +55,7 @@ KNOWN = (
     "rationale",
     "time_on_task_ms",
     "submitted_at",
+    "language",  # written by the export (the language shown); read back, not stored
 )
 #: The JSON types a column may have besides text (a JSONL row): an id may be a whole
 #: number; true, false, lists, objects and fractions are refused.

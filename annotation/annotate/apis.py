@@ -9,6 +9,7 @@ top level as v1 clients read them).
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
@@ -367,6 +368,13 @@ class AssignmentSubmitApi(APIView):
             help_text="also claim the next task and return it in `next` (one round trip "
             "per item, as the scoring page does)",
         )
+        language = serializers.ChoiceField(
+            choices=[code for code, _ in settings.LANGUAGES],
+            required=False,
+            default="",
+            help_text="the language the client showed the task in, recorded with the scores "
+            "(a code of the site's languages; left out: unknown)",
+        )
 
         class Meta:
             ref_name = "AssignmentSubmit"
@@ -432,6 +440,7 @@ class AssignmentSubmitApi(APIView):
                     annotator=request.user,
                     scores=[ScoreInput(**row) for row in data["scores"]],
                     active_ms=data["active_ms"],
+                    language=data["language"],
                 )
             else:
                 result = human_preference_submit(
@@ -440,6 +449,7 @@ class AssignmentSubmitApi(APIView):
                     preferences=[PreferenceInput(**row) for row in data["preferences"]],
                     active_ms=data["active_ms"],
                     shown=True,
+                    language=data["language"],
                 )
         except AssignmentError as exc:
             # not_found (also someone else's assignment) / lease_lost, skipped / invalid,

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django import forms
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from annotation.parsers import ScoreRefused, score_read
 from annotation.services.assignments import ScoreInput
@@ -50,14 +52,14 @@ def score_submission_from_post(post) -> ScoreSubmission:
         try:
             skill_id = int(key.removeprefix("score-"))
         except ValueError:
-            result.error = "the form was damaged; please reload the page"
+            result.error = gettext("the form was damaged; please reload the page")
             continue
         rationale = post.get(f"rationale-{skill_id}", "").strip()
         result.values[skill_id] = raw.lower()
         try:
             score = score_read(raw)
         except ScoreRefused:
-            result.error = "a score is 1 to 5, or N/A"
+            result.error = gettext("a score is 1 to 5, or N/A")
             continue
         result.scores.append(
             ScoreInput(
@@ -95,17 +97,17 @@ def preference_submission_from_post(post) -> PreferenceSubmission:
             continue
         name = key.removeprefix("pref-")
         if name != "overall" and not name.isdigit():
-            result.error = "the form was damaged; please reload the page"
+            result.error = gettext("the form was damaged; please reload the page")
             continue
         result.values[name] = raw
         strength_raw = post.get(f"strength-{name}", "")
         if strength_raw:
             result.strengths[name] = strength_raw
         if raw not in SHOWN_CHOICES:
-            result.error = "choose one of the offered answers"
+            result.error = gettext("choose one of the offered answers")
             continue
         if strength_raw not in ("", "1", "2"):
-            result.error = "how much better is 1 (slightly) or 2 (much)"
+            result.error = gettext("how much better is 1 (slightly) or 2 (much)")
             continue
         # a strength left over from an earlier A or B choice goes with a tie or both bad
         directed = raw in ("left", "right")
@@ -129,7 +131,7 @@ class SkipForm(forms.Form):
     reason = forms.CharField(
         max_length=300,
         strip=True,
-        error_messages={"required": "Please say why you skip this task."},
+        error_messages={"required": _("Please say why you skip this task.")},
     )
     action = forms.ChoiceField(choices=[("skip", "Skip"), ("flag", "Flag")], required=False)
 

@@ -27,6 +27,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext_lazy as _
 
 from annotation.access import campaign_pool_for_user
 from annotation.cadence import checks_ahead
@@ -404,10 +406,13 @@ def spent_label(ms: int) -> str:
     """Focused time as an annotator reads it: "under a minute", "23 min", "1 h 5 min"."""
     minutes = round(ms / 60000)
     if minutes < 1:
-        return "under a minute"
+        return gettext("under a minute")
     if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"
+        return gettext("%(minutes)d min") % {"minutes": minutes}
+    return gettext("%(hours)d h %(minutes)d min") % {
+        "hours": minutes // 60,
+        "minutes": minutes % 60,
+    }
 
 
 #: How long an annotator's total (without a quota) is reused: counting the tasks still open
@@ -547,18 +552,19 @@ def annotator_progress(*, campaign: Campaign, user) -> AnnotatorProgress:
 
 
 #: Why a claim came back empty: the code the API sends (the No-Task-Reason header, a chained
-#: submit's `next_reason`) -> the words the annotate page shows.
+#: submit's `next_reason`) -> the words the annotate page shows (marked for the catalogue here,
+#: translated by the view that shows them).
 NO_TASK_MESSAGES = {
-    "campaign_draft": "This campaign has not started yet.",
-    "campaign_paused": "This campaign is paused for now. Please come back later.",
-    "campaign_finished": "This campaign is finished. Thank you for your work!",
-    "quota_reached": "You have reached your quota for this campaign. Thank you!",
-    "screened_out": (
+    "campaign_draft": gettext_noop("This campaign has not started yet."),
+    "campaign_paused": gettext_noop("This campaign is paused for now. Please come back later."),
+    "campaign_finished": gettext_noop("This campaign is finished. Thank you for your work!"),
+    "quota_reached": gettext_noop("You have reached your quota for this campaign. Thank you!"),
+    "screened_out": gettext_noop(
         "Thank you for taking the qualification test. Your answers did not reach the "
         "agreement this study needs, so it has no further tasks for you. We appreciate "
         "your time."
     ),
-    "no_task_available": (
+    "no_task_available": gettext_noop(
         "There is nothing for you to score right now: every response has enough "
         "annotators, or you have scored all the ones you can. Thank you!"
     ),
@@ -681,10 +687,10 @@ def _asked_order(assignment: Assignment) -> dict[int | None, int]:
 #: choice_to_shown): the card calls the left response A and the right one B, whatever the
 #: stored order, so these labels name sides, never the pair's stored A and B.
 SHOWN_CHOICE_LABELS = {
-    "left": "Left (A) is better",
-    "right": "Right (B) is better",
-    PairChoice.TIE.value: "Tie",
-    PairChoice.BOTH_BAD.value: "Both are bad",
+    "left": _("Left (A) is better"),
+    "right": _("Right (B) is better"),
+    PairChoice.TIE.value: _("Tie"),
+    PairChoice.BOTH_BAD.value: _("Both are bad"),
 }
 
 
@@ -714,13 +720,13 @@ def _pair_feedback(assignment: Assignment) -> GoldFeedback:
         mine = given.get(gold["skill_id"])
         if mine is None:
             # a known choice for a question this task did not ask
-            unasked.append(gold["skill__name"] or "Overall")
+            unasked.append(gold["skill__name"] or gettext("Overall"))
             continue
         rows.append(
             GoldFeedbackRow(
-                skill_name=gold["skill__name"] or "Overall",
-                given=SHOWN_CHOICE_LABELS[choice_to_shown(mine, b_left=b_left)],
-                known=SHOWN_CHOICE_LABELS[choice_to_shown(gold["choice"], b_left=b_left)],
+                skill_name=gold["skill__name"] or gettext("Overall"),
+                given=str(SHOWN_CHOICE_LABELS[choice_to_shown(mine, b_left=b_left)]),
+                known=str(SHOWN_CHOICE_LABELS[choice_to_shown(gold["choice"], b_left=b_left)]),
                 tolerance=0,
                 agrees=preference_correct(given=mine, known=gold["choice"]),
             )

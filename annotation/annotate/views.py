@@ -14,6 +14,9 @@ from typing import cast
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils import translation
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
@@ -25,6 +28,8 @@ from annotation.annotate.forms import (
     preference_submission_from_post,
     score_submission_from_post,
 )
+from annotation.languages.middleware import language_activate_for_campaign
+from annotation.languages.selectors import campaign_texts, skills_translated
 from annotation.models import Assignment, Campaign, TaskKind
 from annotation.services import assignments as workflow
 from annotation.services.preferences import human_preference_submit
@@ -62,6 +67,7 @@ def my_campaigns(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 def annotate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     campaign = _campaign_get_for_annotator(request, pk)
+    language_activate_for_campaign(request, campaign)
     return _next_card(request, campaign)
 
 
@@ -69,6 +75,7 @@ def annotate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_get_for_annotator(request, pk)
+    language_activate_for_campaign(request, assignment.campaign)
     if assignment.task.response_b_id is not None:
         return _pair_submit(request, assignment)
     submission = score_submission_from_post(request.POST)
@@ -80,6 +87,7 @@ def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             annotator=request.user,
             scores=submission.scores,
             active_ms=submission.active_ms,
+            language=translation.get_language(),
         )
     except workflow.AssignmentError as exc:
         if exc.code in REDRAW_CODES:
@@ -99,7 +107,7 @@ def _after_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpRespo
         feedback = selectors.gold_feedback_for_assignment(assignment=assignment)
         if feedback is not None:
             return _render(request, assignment.campaign, {"feedback": feedback}, pace=pace)
-    return _next_card(request, assignment.campaign, notice="Saved.", pace=pace)
+    return _next_card(request, assignment.campaign, notice=gettext("Saved."), pace=pace)
 
 
 def _pair_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpResponse:
@@ -114,6 +122,7 @@ def _pair_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpRespon
             preferences=submission.preferences,
             active_ms=submission.active_ms,
             shown=True,
+            language=translation.get_language(),
         )
     except workflow.AssignmentError as exc:
         if exc.code in REDRAW_CODES:
@@ -126,6 +135,7 @@ def _pair_submit(request: HtmxHttpRequest, assignment: Assignment) -> HttpRespon
 @login_required
 def annotate_skip(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_get_for_annotator(request, pk)
+    language_activate_for_campaign(request, assignment.campaign)
     form = SkipForm(request.POST)
     if not form.is_valid():
         submission: ScoreSubmission | PreferenceSubmission
@@ -145,7 +155,11 @@ def annotate_skip(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         )
     except workflow.AssignmentError as exc:
         return _next_card(request, assignment.campaign, notice=str(exc))
-    notice = "Thank you: the item was flagged as broken." if form.flag else "Task skipped."
+    notice = (
+        gettext("Thank you: the item was flagged as broken.")
+        if form.flag
+        else gettext("Task skipped.")
+    )
     return _next_card(request, assignment.campaign, notice=notice)
 
 
@@ -164,9 +178,11 @@ def _next_card(
             return _render(request, campaign, {"on_break": True, "notice": notice}, progress)
     claimed = workflow.assignment_next(campaign=campaign, annotator=request.user)
     if claimed is None:
-        reason = selectors.NO_TASK_MESSAGES[
-            selectors.no_task_reason(campaign=campaign, user=request.user)
-        ]
+        reason = gettext(
+            selectors.NO_TASK_MESSAGES[
+                selectors.no_task_reason(campaign=campaign, user=request.user)
+            ]
+        )
         return _render(request, campaign, {"idle_reason": reason, "notice": notice})
     assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_id=claimed.pk)
     return _card(request, assignment, notice=notice)
@@ -187,13 +203,14 @@ def _card(
     assert not isinstance(submission, PreferenceSubmission)
     values = submission.values if submission else {}
     rationales = submission.rationales if submission else {}
+    texts = campaign_texts(campaign=assignment.campaign, language=translation.get_language())
     rows = [
         {
             "skill": skill,
             "value": values.get(skill.skill_id, ""),
             "rationale": rationales.get(skill.skill_id, ""),
         }
-        for skill in workflow.task_skills(assignment=assignment)
+        for skill in skills_translated(workflow.task_skills(assignment=assignment), texts)
     ]
     context = {
         "assignment": assignment,
@@ -209,10 +226,10 @@ def _card(
 
 #: The choices of a pair card by side: (label, key).
 PAIR_LABELS = {
-    "left": ("A is better", "a"),
-    "right": ("B is better", "b"),
-    "tie": ("Tie", "t"),
-    "both_bad": ("Both bad", "x"),
+    "left": (_("A is better"), "a"),
+    "right": (_("B is better"), "b"),
+    "tie": (_("Tie"), "t"),
+    "both_bad": (_("Both bad"), "x"),
 }
 
 
@@ -232,7 +249,13 @@ def _pair_card(
     rationales = submission.rationales if submission else {}
     asked = [(str(s.skill_id), s.name, s.criterion) for s in card.pair.questions.skills]
     if card.pair.questions.overall:
-        asked.append(("overall", "Overall", "All things considered, which response is better?"))
+        asked.append(
+            (
+                "overall",
+                gettext("Overall"),
+                gettext("All things considered, which response is better?"),
+            )
+        )
     questions = [
         {
             "key": key,
@@ -275,6 +298,7 @@ def _render(
         progress = selectors.annotator_progress(campaign=campaign, user=request.user)
     context = {
         "campaign": campaign,
+        "texts": campaign_texts(campaign=campaign, language=translation.get_language()),
         "max_rationale": workflow.MAX_RATIONALE,
         "progress": progress,
         "break_now": pace and progress.break_due,

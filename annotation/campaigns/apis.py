@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
@@ -189,6 +190,13 @@ class CampaignSerializer(serializers.Serializer):
         help_text="all: every response gets a task; sampled: only those drawn for people "
         "(active selection, /api/v1/campaigns/{id}/active-selection)",
     )
+    language = serializers.CharField(
+        help_text="the language of the campaign's own texts (a code of the site's languages); "
+        "empty: the site's default, and pages follow the browser (docs/LANGUAGES.md)"
+    )
+    completion_message = serializers.CharField(
+        help_text="shown on the study's finish page above the completion code"
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     progress = serializers.SerializerMethodField()
@@ -300,6 +308,19 @@ class CampaignInputSerializer(serializers.Serializer):
         required=False,
         help_text="sampled (pointwise only): only the responses drawn for people get tasks; "
         "set while a draft",
+    )
+    language = serializers.ChoiceField(
+        choices=[("", "follow the browser"), *settings.LANGUAGES],
+        required=False,
+        help_text="the language of the campaign's own texts; empty: the site's default, and "
+        "pages follow the browser among the campaign's translations (docs/LANGUAGES.md)",
+    )
+    completion_message = serializers.CharField(
+        max_length=MAX_INSTRUCTIONS,
+        allow_blank=True,
+        trim_whitespace=False,
+        required=False,
+        help_text="shown on the study's finish page above the completion code",
     )
 
     class Meta:
@@ -525,6 +546,9 @@ class AssignmentSerializer(serializers.Serializer):
     skip_reason = serializers.CharField()
     flagged = serializers.BooleanField()
     flag_reason = serializers.CharField()
+    language = serializers.CharField(
+        help_text="the language the task was shown in when submitted (empty: unknown)"
+    )
     scores = _ScoresField()
 
     class Meta:

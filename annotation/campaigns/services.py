@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.campaigns.selectors import KNOWN_KINDS
+from annotation.languages.services import campaign_own_texts_record, language_check
 from annotation.models import (
     KNOWN_SCORE_KINDS,
     AnnotatorExpertise,
@@ -92,6 +93,8 @@ def campaign_create(
     pair_strength: bool = False,
     pair_rationale: bool = False,
     selection: str = CampaignSelection.ALL,
+    language: str = "",
+    completion_message: str = "",
     created_by=None,
 ) -> Campaign:
     """Create a campaign in draft. Nothing is assigned until `campaign_activate`.
@@ -128,6 +131,8 @@ def campaign_create(
         pair_strength=pair_strength,
         pair_rationale=pair_rationale,
         selection=selection,
+        language=language_check(language, blank=True),
+        completion_message=completion_message.strip(),
         created_by=created_by,
     )
     pair_settings_check(campaign=campaign)
@@ -269,6 +274,9 @@ CAMPAIGN_SETTINGS = (
     "gold_feedback",
     "pair_strength",
     "pair_rationale",
+    # what annotators read: a running campaign's may be corrected, each change recorded
+    "language",
+    "completion_message",
 )
 CAMPAIGN_POOL = ("annotators", "groups")
 
@@ -300,6 +308,12 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
         changes["pair_choices"] = list(changes["pair_choices"] or [])
     if "pair_anchor" in changes:
         changes["pair_anchor"] = (changes["pair_anchor"] or "").strip()
+    if "language" in changes:
+        language_check(changes["language"], blank=True)
+    if "completion_message" in changes:
+        changes["completion_message"] = (changes["completion_message"] or "").strip()
+    own_texts = ("language", "completion_message")
+    texts_before = {name: getattr(campaign, name) for name in own_texts}
     fixed = changes.pop("fixed_skills", None)
     fixed_ids = None if fixed is None else {s.pk for s in fixed}
     if CampaignSample.objects.filter(campaign=campaign).exists():
@@ -344,6 +358,11 @@ def campaign_update(*, campaign: Campaign, **changes: Any) -> Campaign:
     selection_check(campaign=campaign)
     campaign.full_clean()
     campaign.save()
+    campaign_own_texts_record(
+        campaign=campaign,
+        before=texts_before,
+        after={name: getattr(campaign, name) for name in own_texts},
+    )
     if fixed is not None:
         campaign.fixed_skills.set(fixed)
     for name, value in pool.items():

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Count, Q
+from django.utils.translation import gettext
 
 from annotation.models import (
     Assignment,
@@ -78,7 +79,7 @@ def screening_progress(*, campaign: Campaign, user) -> dict | None:
     position = min(total, counts["answered"] + counts["held"])
     return {
         "phase": phase,
-        "label": "Training" if kind == TaskKind.TRAINING else "Qualification",
+        "label": gettext("Training") if kind == TaskKind.TRAINING else gettext("Qualification"),
         "position": max(position, 1) if total else 0,
         "total": total,
     }

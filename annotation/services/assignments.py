@@ -12,9 +12,11 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation import locks
 from annotation.cadence import REPEAT_MIN_GAP, every
@@ -318,8 +320,11 @@ def human_score_submit(
     annotator,
     scores: list[ScoreInput],
     active_ms: int | None = None,
+    language: str = "",
 ) -> SubmitResult:
     """Record an annotator's scores for one assignment; exactly one score per asked skill.
+    `language`: the language the page was shown in, recorded on the assignment (a code of
+    LANGUAGES; "" = unknown).
 
     Idempotent: a second submission of the same assignment changes nothing and returns
     created=False. A late submission on an expired lease is accepted only while the task
@@ -331,14 +336,15 @@ def human_score_submit(
     BEGIN/COMMIT); the write does nothing if a concurrent expiry, skip or duplicate moved
     the lease on since the read, and the next round reads again.
     """
+    language = submission_language(language)
     for _ in range(_SUBMIT_ROUNDS):
-        result = _submit_round(assignment_id, annotator, scores, active_ms)
+        result = _submit_round(assignment_id, annotator, scores, active_ms, language)
         if result is not None:
             return result
     raise RuntimeError(f"assignment {assignment_id} kept changing during its submission")
 
 
-def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult | None:
+def _submit_round(assignment_id, annotator, scores, active_ms, language) -> SubmitResult | None:
     """The submission as the assignment stands now; None when it changed before the write."""
     read = submit_read(assignment_id, annotator, pair=False)
     if isinstance(read, SubmitResult):
@@ -357,6 +363,7 @@ def _submit_round(assignment_id, annotator, scores, active_ms) -> SubmitResult |
     return submission_write(
         read,
         active_ms=active_ms,
+        language=language,
         score_rows=[
             (
                 assignment_id,
@@ -422,6 +429,15 @@ class SubmitRead:
         }
 
 
+def submission_language(language: str) -> str:
+    """The language a submission records: a code of LANGUAGES, or "" (unknown); anything
+    else is refused (AssignmentError "invalid")."""
+    if language and all(language != code for code, _ in settings.LANGUAGES):
+        known = ", ".join(code for code, _ in settings.LANGUAGES)
+        raise AssignmentError(f"unknown language {language!r}: one of {known}", code="invalid")
+    return language
+
+
 def submit_read(assignment_id: int, annotator, *, pair: bool) -> SubmitRead | SubmitResult:
     """The read step of a submission round: the assignment, its task and campaign; the
     earlier result when it was already submitted (idempotent). Raises AssignmentError when
@@ -429,7 +445,7 @@ def submit_read(assignment_id: int, annotator, *, pair: bool) -> SubmitRead | Su
     other way round)."""
     row = fetch_one(submit_read_sql(), [assignment_id])
     if row is None or row[0] != annotator.pk:
-        raise AssignmentError("no such task", code="not_found")
+        raise AssignmentError(gettext("no such task"), code="not_found")
     _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row[:8]
     task_kind, response_id, item_id, item_skills, response_b_id = row[8:13]
     if pair and response_b_id is None:
@@ -459,7 +475,9 @@ def submit_read(assignment_id: int, annotator, *, pair: bool) -> SubmitRead | Su
     if status == AssignmentStatus.SUBMITTED:
         return SubmitResult(_assignment(read.fields()), created=False, task_kind=task_kind)
     if status == AssignmentStatus.SKIPPED:
-        raise AssignmentError("this task was skipped; it cannot be submitted", code="skipped")
+        raise AssignmentError(
+            gettext("this task was skipped; it cannot be submitted"), code="skipped"
+        )
     return read
 
 
@@ -469,6 +487,7 @@ def submission_write(
     active_ms: int | None,
     score_rows: list[tuple] | None = None,
     preference_rows: list[tuple] | None = None,
+    language: str = "",
 ) -> SubmitResult | None:
     """The gated write of a checked submission (scores or a pair's preferences) and what
     follows it; None when the lease moved on since the read (the caller reads again)."""
@@ -486,6 +505,7 @@ def submission_write(
         now=now,
         score_rows=score_rows or [],
         preference_rows=preference_rows or [],
+        language=language,
     )
     # The write is durable: refused inside a caller's transaction, whose later failure would
     # undo scores the annotator was told are saved. Outside one, a live lease is recorded by
@@ -504,7 +524,11 @@ def submission_write(
         screening_advance(campaign_id=read.campaign_id, annotator_id=read.annotator_id)
     fields = read.fields()
     fields.update(
-        status=AssignmentStatus.SUBMITTED, submitted_at=now, active_ms=active_ms, updated_at=now
+        status=AssignmentStatus.SUBMITTED,
+        submitted_at=now,
+        active_ms=active_ms,
+        updated_at=now,
+        language=language,
     )
     return SubmitResult(_assignment(fields), created=True, late=late, task_kind=read.task_kind)
 
@@ -518,10 +542,14 @@ def _lease_lost_message(task_id: int) -> str:
     now, who may not have submitted yet."""
     row = fetch_one(_TASK_FILLED, [task_id])
     if row is not None and row[0] >= row[1]:
-        what = "the task has since been completed by other annotators"
-    else:
-        what = "its place was given to another annotator"
-    return f"your time on this task ran out and {what}; this submission was not recorded"
+        return gettext(
+            "your time on this task ran out and the task has since been completed by other "
+            "annotators; this submission was not recorded"
+        )
+    return gettext(
+        "your time on this task ran out and its place was given to another annotator; this "
+        "submission was not recorded"
+    )
 
 
 def _assignment(fields: dict) -> Assignment:
@@ -542,7 +570,9 @@ def _validate_scores(asked: list[TaskSkill], scores: list[ScoreInput]):
         )
     missing = [s.name for s in asked if s.skill_id not in by_skill]
     if missing:
-        raise AssignmentError(f"please score: {', '.join(missing)}", code="incomplete")
+        raise AssignmentError(
+            gettext("please score: %(skills)s") % {"skills": ", ".join(missing)}, code="incomplete"
+        )
     rows = []
     for skill in asked:
         value = by_skill[skill.skill_id]
@@ -552,11 +582,12 @@ def _validate_scores(asked: list[TaskSkill], scores: list[ScoreInput]):
             raise AssignmentError(f"{skill.name}: {exc}", code="invalid") from None
         if len(value.rationale) > MAX_RATIONALE:
             raise AssignmentError(
-                f"{skill.name}: the rationale is longer than {MAX_RATIONALE} characters",
+                gettext("%(skill)s: the rationale is longer than %(max)d characters")
+                % {"skill": skill.name, "max": MAX_RATIONALE},
                 code="invalid",
             )
         if value.time_ms is not None and not 0 <= value.time_ms <= 24 * 3600 * 1000:
-            raise AssignmentError("time on task is out of range", code="invalid")
+            raise AssignmentError(gettext("time on task is out of range"), code="invalid")
         rows.append((skill, value))
     return rows
 
@@ -572,13 +603,13 @@ def assignment_skip(
     the annotator is not offered the same task again."""
     reason = reason.strip()[:300]
     if not reason:
-        raise AssignmentError("please say why you skip this task", code="invalid")
+        raise AssignmentError(gettext("please say why you skip this task"), code="invalid")
     try:
         assignment = locks.assignment_lock(assignment_id=assignment_id)
     except Assignment.DoesNotExist:
-        raise AssignmentError("no such task", code="not_found") from None
+        raise AssignmentError(gettext("no such task"), code="not_found") from None
     if assignment.annotator_id != annotator.pk:
-        raise AssignmentError("no such task", code="not_found")
+        raise AssignmentError(gettext("no such task"), code="not_found")
     if assignment.status == AssignmentStatus.SKIPPED:
         return assignment
     if assignment.status != AssignmentStatus.ACTIVE:

@@ -212,6 +212,8 @@ class Submission:
     # a pair task's preferences, one per asked skill and/or overall, in PREFERENCE_COLUMNS
     # order (written through the same gate as scores)
     preference_rows: list[tuple] = field(default_factory=list)
+    # the language the page was shown in (Assignment.language; "" = unknown)
+    language: str = ""
 
 
 class HotPath(Protocol):

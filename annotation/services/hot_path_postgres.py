@@ -123,11 +123,12 @@ def _claim_run(sql: str, params: list) -> tuple[ClaimState | None, int | None, N
 # (only if it still has the status the caller read and, for a live lease, has not lapsed),
 # and only then does it count the task and insert the scores: a concurrent expiry, skip or
 # duplicate makes it write nothing. Lock order as everywhere (annotation/locks.py):
-# assignment, then task. Params: now, active_ms, now, assignment, user, status, late, now,
+# assignment, then task. Params: now, active_ms, now, language, assignment, user, status, late, now,
 # retake, task, counts, retake, then the score rows.
 _RECORD = f"""
 WITH taken AS (
-  UPDATE {A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s
+  UPDATE {A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s,
+                 language = %s
   WHERE id = %s AND annotator_id = %s AND status = %s AND (%s OR expires_at > %s)
   RETURNING id
 ), counted AS (
@@ -169,6 +170,7 @@ def submission_record(submission: Submission) -> tuple[bool, bool]:
         s.now,
         s.active_ms,
         s.now,
+        s.language,
         s.assignment_id,
         s.annotator_id,
         s.status_seen,

@@ -70,7 +70,8 @@ def claim(
 
 
 _TAKE = f"""
-UPDATE {A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s
+UPDATE {A} SET status = 'submitted', submitted_at = %s, active_ms = %s, updated_at = %s,
+  language = %s
 WHERE id = %s AND annotator_id = %s AND status = %s AND (%s OR expires_at > %s)
 """
 _COUNT = f"""
@@ -94,7 +95,17 @@ def _record(s: Submission) -> tuple[bool, bool]:
     stamp = db_datetime(s.now)
     taken = execute(
         _TAKE,
-        [stamp, s.active_ms, stamp, s.assignment_id, s.annotator_id, s.status_seen, s.late, stamp],
+        [
+            stamp,
+            s.active_ms,
+            stamp,
+            s.language,
+            s.assignment_id,
+            s.annotator_id,
+            s.status_seen,
+            s.late,
+            stamp,
+        ],
     )
     if not taken:
         return False, False

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from django.utils.translation import gettext
+
 from annotation.models import (
     Campaign,
     PairChoice,
@@ -23,6 +25,7 @@ from annotation.services.assignments import (
     MAX_RATIONALE,
     AssignmentError,
     SubmitResult,
+    submission_language,
     submission_write,
     submit_read,
 )
@@ -71,6 +74,7 @@ def human_preference_submit(
     preferences: list[PreferenceInput],
     active_ms: int | None = None,
     shown: bool = False,
+    language: str = "",
 ) -> SubmitResult:
     """Record an annotator's preferences for one pair task: exactly one per asked skill and
     one for the overall question when it is asked, each a choice the campaign offers.
@@ -82,15 +86,19 @@ def human_preference_submit(
 
     With `shown`, the choices are by side as the annotator saw them ("left", "right",
     "tie", "both_bad"; SHOWN_CHOICES) and are turned into A/B with the task's stored order.
+    `language` is recorded on the assignment, as by `human_score_submit`.
     """
+    language = submission_language(language)
     for _ in range(_SUBMIT_ROUNDS):
-        result = _submit_round(assignment_id, annotator, preferences, active_ms, shown)
+        result = _submit_round(assignment_id, annotator, preferences, active_ms, shown, language)
         if result is not None:
             return result
     raise RuntimeError(f"assignment {assignment_id} kept changing during its submission")
 
 
-def _submit_round(assignment_id, annotator, preferences, active_ms, shown) -> SubmitResult | None:
+def _submit_round(
+    assignment_id, annotator, preferences, active_ms, shown, language
+) -> SubmitResult | None:
     read = submit_read(assignment_id, annotator, pair=True)
     if isinstance(read, SubmitResult):
         return read
@@ -120,6 +128,7 @@ def _submit_round(assignment_id, annotator, preferences, active_ms, shown) -> Su
     return submission_write(
         read,
         active_ms=active_ms,
+        language=language,
         preference_rows=[
             (
                 assignment_id,
@@ -160,21 +169,28 @@ def preferences_validate(
             "an answer was given to a question this task does not ask", code="invalid"
         )
     missing = [
-        "overall" if s is None else s.name
+        gettext("overall") if s is None else s.name
         for s in asked
         if (None if s is None else s.skill_id) not in by_skill
     ]
     if missing:
-        raise AssignmentError(f"please choose for: {', '.join(missing)}", code="incomplete")
+        raise AssignmentError(
+            gettext("please choose for: %(questions)s") % {"questions": ", ".join(missing)},
+            code="incomplete",
+        )
     answers = []
     for skill in asked:
         value = by_skill[None if skill is None else skill.skill_id]
-        name = "overall" if skill is None else skill.name
+        name = gettext("overall") if skill is None else skill.name
         if value.choice not in questions.choices:
             offered = ", ".join(
                 choice_to_shown(c, b_left=False) if shown else c for c in questions.choices
             )
-            raise AssignmentError(f"{name}: choose one of {offered}", code="invalid")
+            raise AssignmentError(
+                gettext("%(question)s: choose one of %(offered)s")
+                % {"question": name, "offered": offered},
+                code="invalid",
+            )
         if value.strength is not None:
             if not questions.strength:
                 raise AssignmentError(
@@ -182,20 +198,26 @@ def preferences_validate(
                 )
             if value.strength not in (1, 2):
                 raise AssignmentError(
-                    f"{name}: strength is 1 (slightly) or 2 (much)", code="invalid"
+                    gettext("%(question)s: strength is 1 (slightly) or 2 (much)")
+                    % {"question": name},
+                    code="invalid",
                 )
             if value.choice not in DIRECTED:
                 raise AssignmentError(
-                    f"{name}: only a choice of A or B has a strength", code="invalid"
+                    gettext("%(question)s: only a choice of A or B has a strength")
+                    % {"question": name},
+                    code="invalid",
                 )
         if value.rationale and not questions.rationale:
             raise AssignmentError(f"{name}: this campaign asks no rationale", code="invalid")
         if len(value.rationale) > MAX_RATIONALE:
             raise AssignmentError(
-                f"{name}: the rationale is longer than {MAX_RATIONALE} characters", code="invalid"
+                gettext("%(skill)s: the rationale is longer than %(max)d characters")
+                % {"skill": name, "max": MAX_RATIONALE},
+                code="invalid",
             )
         if value.time_ms is not None and not 0 <= value.time_ms <= 24 * 3600 * 1000:
-            raise AssignmentError("time on task is out of range", code="invalid")
+            raise AssignmentError(gettext("time on task is out of range"), code="invalid")
         answers.append((skill, value))
     return answers
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from annotation.models import Platform
 from annotation.study import platforms
@@ -72,8 +73,8 @@ class FinishForm(forms.Form):
 class ResumeForm(forms.Form):
     code = forms.CharField(
         max_length=40,
-        label="Resume code",
-        help_text="The code you were shown when you started, e.g. ABCD-EFGH-JKMN.",
+        label=_("Resume code"),
+        help_text=_("The code you were shown when you started, e.g. ABCD-EFGH-JKMN."),
         widget=forms.TextInput(
             attrs={"autocomplete": "off", "autocapitalize": "characters", "spellcheck": "false"}
         ),

@@ -13,7 +13,9 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.urls import Resolver404, resolve
 
-SESSION_PARTICIPANT = "study_participant"
+# re-exported: the study feature's own name for its session key
+from annotation.session_keys import SESSION_PARTICIPANT as SESSION_PARTICIPANT
+
 SESSION_CAMPAIGN = "study_campaign"
 #: a visit of a known worker id waiting for the resume code (the link and its parameters)
 SESSION_PENDING = "study_pending"
@@ -25,6 +27,7 @@ ALLOWED = {
     "annotation:annotate-submit",
     "annotation:annotate-skip",
     "annotation:my-campaigns",
+    "annotation:language-pick",
     "logout",
     "favicon",
 }

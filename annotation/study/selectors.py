@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Count, Exists, F, Q, QuerySet
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from annotation.models import (
     Assignment,
@@ -179,24 +180,48 @@ class WorkStatus:
 
     @property
     def message(self) -> str:
-        return WORK_MESSAGES[self.reason].format(
-            done=_tasks(self.done), quota=_tasks(self.quota or 0)
-        )
+        """The status in words, in the active language (plural forms by the number each
+        sentence counts)."""
+        done, quota = self.done, self.quota or 0
+        counts = {"done": done, "quota": quota}
+        if self.reason == "quota":
+            text = ngettext(
+                "You have done the %(quota)d task this study asks for.",
+                "You have done the %(quota)d tasks this study asks for.",
+                quota,
+            )
+        elif self.reason == "no_task":
+            text = ngettext(
+                "There are no tasks left for you; you did %(done)d task.",
+                "There are no tasks left for you; you did %(done)d tasks.",
+                done,
+            )
+        elif self.reason == "working":
+            text = ngettext(
+                "You have done %(done)d of the %(quota)d task this study asks for.",
+                "You have done %(done)d of the %(quota)d tasks this study asks for.",
+                quota,
+            )
+        elif self.reason == "working_no_quota":
+            text = ngettext(
+                "There are still tasks for you. You have done %(done)d task so far.",
+                "There are still tasks for you. You have done %(done)d tasks so far.",
+                done,
+            )
+        else:
+            text = gettext(WORK_MESSAGES[self.reason])
+        return text % counts
 
 
-def _tasks(n: int) -> str:
-    return f"{n} task" if n == 1 else f"{n} tasks"
-
-
+#: The reasons whose words count nothing (the counting ones are in WorkStatus.message);
+#: marked for translation here, translated when shown.
 WORK_MESSAGES = {
-    "quota": "You have done the {quota} this study asks for.",
-    "no_task": "There are no tasks left for you; you did {done}.",
-    "screening": "Finish the training and the qualification test first.",
-    "screened_out": "Your qualification test did not reach the mark this study needs.",
-    "paused": "The study is paused for now; please come back to it later.",
-    "working": "You have done {done} of the {quota} this study asks for.",
-    "working_no_quota": "There are still tasks for you. You have done {done} so far.",
-    "nothing": "There were no tasks left for you in this study.",
+    "screening": gettext_noop("Finish the training and the qualification test first."),
+    "screened_out": gettext_noop(
+        "Your qualification test did not reach the mark this study needs."
+    ),
+    "paused": gettext_noop("The study is paused for now; please come back to it later."),
+    "nothing": gettext_noop("There were no tasks left for you in this study."),
 }
 
 

@@ -21,6 +21,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
+from django.utils.translation import gettext
 
 from annotation.models import (
     Campaign,
@@ -175,8 +176,10 @@ def study_entry_throttle(*, address: str, link: StudyLink | None = None) -> None
         window=settings.FLASKWEB_STUDY_ENTRY_WINDOW,
     ):
         raise StudyError(
-            "This study link is being opened very often right now. Please wait a minute "
-            "and open the link again.",
+            gettext(
+                "This study link is being opened very often right now. Please wait a minute "
+                "and open the link again."
+            ),
             code="rate_limited",
         )
 
@@ -189,14 +192,18 @@ def study_link_get_for_entry(*, token: str) -> StudyLink:
         .first()
     )
     if link is None:
-        raise StudyError("There is no study at this address. Check the link.", code="not_found")
+        raise StudyError(
+            gettext("There is no study at this address. Check the link."), code="not_found"
+        )
     return link
 
 
 def _check_open(link: StudyLink) -> None:
     if not link.is_open or link.campaign.status not in OPEN_CAMPAIGN:
         raise StudyError(
-            "This study is closed: it takes no more participants. Thank you for your interest.",
+            gettext(
+                "This study is closed: it takes no more participants. Thank you for your interest."
+            ),
             code="closed",
         )
 
@@ -305,8 +312,10 @@ def participant_enter(
                 return Admission(_resume(participant, entry))
             if participant.resume_code_hash:
                 raise StudyError(
-                    "This study was started in another browser. To continue here, enter "
-                    "the resume code you were shown when you started.",
+                    gettext(
+                        "This study was started in another browser. To continue here, enter "
+                        "the resume code you were shown when you started."
+                    ),
                     code="resume_needed",
                 )
             return Admission(participant)  # admitted before resume codes: ids unchanged
@@ -314,8 +323,10 @@ def participant_enter(
         full = link.max_participants is not None
         if full and link.participants.count() >= (link.max_participants or 0):
             raise StudyError(
-                "This study has all the participants it needs. Thank you for your "
-                "interest; please return it on your platform.",
+                gettext(
+                    "This study has all the participants it needs. Thank you for your "
+                    "interest; please return it on your platform."
+                ),
                 code="full",
             )
         user = _new_account(campaign, link.platform, entry.worker_id)
@@ -369,12 +380,14 @@ def participant_resume_with_code(
         keys.append(f"study-resume:participant:{participant.pk}")
     if any(rate_limit_exceeded(key, limit=limit, window=window) for key in keys):
         raise StudyError(
-            "Too many resume codes were tried. Please wait an hour and try again, or "
-            "contact the researcher through your platform.",
+            gettext(
+                "Too many resume codes were tried. Please wait an hour and try again, or "
+                "contact the researcher through your platform."
+            ),
             code="rate_limited",
         )
     if participant is None:
-        raise StudyError("There is no study in progress for this id.", code="not_found")
+        raise StudyError(gettext("There is no study in progress for this id."), code="not_found")
     given = _resume_hash(
         campaign_id=participant.campaign_id,
         platform=participant.platform,
@@ -385,7 +398,7 @@ def participant_resume_with_code(
         given, participant.resume_code_hash
     ):
         raise StudyError(
-            "That is not the resume code of this study. Check it and try again.",
+            gettext("That is not the resume code of this study. Check it and try again."),
             code="bad_code",
         )
     with transaction.atomic():
@@ -454,7 +467,7 @@ def participant_finish(*, participant: Participant, leave: bool = False) -> Part
     if participant.state in FINISHED:
         return participant
     if participant.state != ParticipantState.WORKING:
-        raise StudyError("There is nothing to finish: you have not started.", code="state")
+        raise StudyError(gettext("There is nothing to finish: you have not started."), code="state")
     status = ss.participant_work_status(participant=participant)
     if status.reason == "screened_out":
         state, reason = ParticipantState.SCREENED_OUT, "qualification"

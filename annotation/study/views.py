@@ -24,9 +24,13 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access
+from annotation.languages.middleware import language_activate_for_campaign, language_offer_store
+from annotation.languages.selectors import campaign_texts
 from annotation.models import Campaign, Participant, ParticipantState, Platform, StudyLink
 from annotation.study import platforms, services
 from annotation.study import selectors as ss
@@ -235,13 +239,16 @@ def _message(
 
 def _refusal(request: HtmxHttpRequest, exc: services.StudyError) -> HttpResponse:
     titles = {
-        "closed": "This study is closed",
-        "full": "This study is full",
-        "rate_limited": "Please wait a minute",
-        "not_found": "No such study",
+        "closed": gettext("This study is closed"),
+        "full": gettext("This study is full"),
+        "rate_limited": gettext("Please wait a minute"),
+        "not_found": gettext("No such study"),
     }
     return _message(
-        request, titles.get(exc.code, "This link cannot be used"), str(exc), status=exc.status
+        request,
+        titles.get(exc.code, gettext("This link cannot be used")),
+        str(exc),
+        status=exc.status,
     )
 
 
@@ -279,15 +286,17 @@ def study_entry(request: HtmxHttpRequest, token: str) -> HttpResponse:
     try:
         worker_id = platforms.entry_parse(link.platform, params).worker_id
     except platforms.Preview as exc:
-        return _message(request, "A preview of this study link", str(exc))
+        return _message(request, gettext("A preview of this study link"), str(exc))
     except platforms.BadEntry as exc:
-        return _message(request, "This link cannot be used", str(exc), status=400)
+        return _message(request, gettext("This link cannot be used"), str(exc), status=400)
     if request.user.is_authenticated and not _same_worker(request, link, worker_id):
         return _message(
             request,
-            "You are signed in as someone else",
-            "This browser is signed in to another account. Sign out first, then the study "
-            "starts for you; or open the link in a private window.",
+            gettext("You are signed in as someone else"),
+            gettext(
+                "This browser is signed in to another account. Sign out first, then the study "
+                "starts for you; or open the link in a private window."
+            ),
             status=409,
             signout_next=request.get_full_path(),
         )
@@ -322,7 +331,10 @@ def _admit(request: HtmxHttpRequest, participant: Participant, *, resume_code: s
     if not participant.user.is_active:
         request.session.flush()  # whatever study session this browser had ends here
         return _message(
-            request, "Thank you", "You can no longer take part in this study.", status=403
+            request,
+            gettext("Thank you"),
+            gettext("You can no longer take part in this study."),
+            status=403,
         )
     if not request.user.is_authenticated:
         login(request, participant.user, backend=BACKEND)
@@ -385,8 +397,8 @@ def study_continue(request: HtmxHttpRequest) -> HttpResponse:
     if link is None or not isinstance(pending, dict):
         return _message(
             request,
-            "Open the study link again",
-            "Please open the study link again from your recruiting platform.",
+            gettext("Open the study link again"),
+            gettext("Please open the study link again from your recruiting platform."),
             status=400,
         )
     form = ResumeForm(request.POST or None)
@@ -417,6 +429,7 @@ def _session_bind(request: HtmxHttpRequest, participant: Participant) -> None:
     """Mark the session as this participant's study session. Its campaign's annotate page
     opens only while they work: not before they consent, not after they finish."""
     request.session[SESSION_PARTICIPANT] = participant.pk
+    language_offer_store(request.session, participant.campaign)  # its pages' languages
     if participant.state == ParticipantState.WORKING:
         request.session[SESSION_CAMPAIGN] = participant.campaign_id
     else:
@@ -447,15 +460,21 @@ def _participant(request: HtmxHttpRequest) -> Participant | HttpResponse:
     if participant_id is not None and request.user.is_authenticated:
         participant = ss.participant_for_session(participant_id=participant_id, user=request.user)
     if participant is not None:
+        language_activate_for_campaign(request, participant.campaign)
         return participant
     if not request.user.is_authenticated:
         return _message(
             request,
-            "Your study session has ended",
-            "Please open the study link again from your recruiting platform to continue.",
+            gettext("Your study session has ended"),
+            gettext("Please open the study link again from your recruiting platform to continue."),
             status=403,
         )
-    return _message(request, "No study here", "You did not come through a study link.", status=404)
+    return _message(
+        request,
+        gettext("No study here"),
+        gettext("You did not come through a study link."),
+        status=404,
+    )
 
 
 @require_GET
@@ -479,9 +498,11 @@ def study_resume(request: HtmxHttpRequest) -> HttpResponse:
 def _declined(request: HtmxHttpRequest) -> HttpResponse:
     return _message(
         request,
-        "Thank you",
-        "You did not agree to take part, so the study ends here and nothing was recorded "
-        "about your work. Please return the study on your platform. You may close this page.",
+        gettext("Thank you"),
+        gettext(
+            "You did not agree to take part, so the study ends here and nothing was recorded "
+            "about your work. Please return the study on your platform. You may close this page."
+        ),
     )
 
 
@@ -499,8 +520,13 @@ def study_consent(request: HtmxHttpRequest) -> HttpResponse:
         )
         _session_bind(request, participant)
         return redirect("annotation:study-resume")
-    context = {"campaign": participant.campaign, "form": form}
+    context = {"campaign": participant.campaign, "form": form, "texts": _texts(participant)}
     return render(request, "annotation/study/consent.html", context)
+
+
+def _texts(participant: Participant):
+    """The campaign's texts in the page's language (annotation/languages/)."""
+    return campaign_texts(campaign=participant.campaign, language=translation.get_language())
 
 
 @require_GET
@@ -511,7 +537,7 @@ def study_instructions(request: HtmxHttpRequest) -> HttpResponse:
     if participant.state != ParticipantState.WORKING:
         return redirect("annotation:study-resume")
     request.session[SESSION_INSTRUCTIONS] = True
-    context = {"campaign": participant.campaign}
+    context = {"campaign": participant.campaign, "texts": _texts(participant)}
     return render(request, "annotation/study/instructions.html", context)
 
 
@@ -543,6 +569,7 @@ def study_finish(request: HtmxHttpRequest) -> HttpResponse:
         "participant": participant,
         "done": ss.participant_done_count(participant=participant),
         "resume_code": request.session.get(SESSION_RESUME_CODE, ""),
+        "texts": _texts(participant),
     }
     if participant.state == ParticipantState.WORKING:
         context["work"] = ss.participant_work_status(participant=participant)

@@ -16,6 +16,21 @@
 (function () {
   "use strict";
 
+  // The words said to the annotator, in the page's language: the page's JSON block
+  // (annotation/templatetags/annotator_words.py); English without it.
+  var WORDS = null;
+  function word(key, english, values) {
+    if (WORDS === null) {
+      var el = document.getElementById("annotate-strings");
+      try { WORDS = el ? JSON.parse(el.textContent) : {}; } catch (err) { WORDS = {}; }
+    }
+    var text = WORDS[key] || english;
+    Object.keys(values || {}).forEach(function (name) {
+      text = text.split("{" + name + "}").join(String(values[name]));
+    });
+    return text;
+  }
+
   var card = window.flaskwebTaskCard({
     form: "[data-annotate-form]",
     row: "[data-skill-row]",
@@ -23,9 +38,10 @@
     isAnswer: function (input) { return input.type === "radio"; },
     rowKey: function (row) { return row.dataset.skillId; },
     missing: function (row) {
-      return "Please score every skill first: " + row.dataset.skillName + " has no score yet.";
+      return word("scoreMissing", "Please score every skill first: {name} has no score yet.",
+        { name: row.dataset.skillName });
     },
-    done: "All skills scored. Press Enter to submit.",
+    done: word("scoreDone", "All skills scored. Press Enter to submit."),
     onKey: onKey,
     onAnswer: function (row, value) { showLevel(row, value); },
   });
@@ -35,7 +51,9 @@
   // --- one rubric level at a time --------------------------------------------------------------
 
   function anchorText(row, value) {
-    if (value === "na") return ["N/A", "this skill does not apply to the response"];
+    if (value === "na") {
+      return [word("na", "N/A"), word("naMeans", "this skill does not apply to the response")];
+    }
     var li = row.querySelector('.anchors li[data-level="' + value + '"]');
     return li ? [value, li.querySelector("span") ? li.querySelector("span").textContent : ""] : null;
   }

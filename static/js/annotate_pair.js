@@ -16,6 +16,21 @@
 (function () {
   "use strict";
 
+  // The words said to the annotator, in the page's language: the page's JSON block
+  // (annotation/templatetags/annotator_words.py); English without it.
+  var WORDS = null;
+  function word(key, english, values) {
+    if (WORDS === null) {
+      var el = document.getElementById("annotate-strings");
+      try { WORDS = el ? JSON.parse(el.textContent) : {}; } catch (err) { WORDS = {}; }
+    }
+    var text = WORDS[key] || english;
+    Object.keys(values || {}).forEach(function (name) {
+      text = text.split("{" + name + "}").join(String(values[name]));
+    });
+    return text;
+  }
+
   var KEYS = { a: "left", b: "right", t: "tie", x: "both_bad" };
 
   var card = window.flaskwebTaskCard({
@@ -25,9 +40,10 @@
     isAnswer: function (input) { return !!input.name && input.name.indexOf("pref-") === 0; },
     rowKey: function (row) { return row.dataset.key; },
     missing: function (row) {
-      return "Please answer every question first: " + row.dataset.name + " has no answer yet.";
+      return word("answerMissing", "Please answer every question first: {name} has no answer yet.",
+        { name: row.dataset.name });
     },
-    done: "All questions answered. Press Enter to submit.",
+    done: word("answerDone", "All questions answered. Press Enter to submit."),
     moveKeys: { j: true, k: false },
     onKey: onKey,
   });
@@ -47,7 +63,7 @@
     check(input);
     var directed = value === "left" || value === "right";
     if (directed && asksStrength(row)) {
-      card.say("How much better? Press 1 (slightly) or 2 (much), or move on.");
+      card.say(word("askStrength", "How much better? Press 1 (slightly) or 2 (much), or move on."));
       card.focusRow(row);
       return true;
     }
@@ -60,7 +76,7 @@
     if (!input) return;
     var chosen = card.valueOf(row);
     if (chosen !== "left" && chosen !== "right") {
-      card.say("Say which response is better (A or B) before how much.");
+      card.say(word("strengthFirst", "Say which response is better (A or B) before how much."));
       return;
     }
     check(input);

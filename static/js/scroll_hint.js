@@ -10,11 +10,28 @@
 (function () {
   "use strict";
 
+  // The words said to the annotator, in the page's language: the page's JSON block
+  // (annotation/templatetags/annotator_words.py); English without it.
+  var WORDS = null;
+  function word(key, english, values) {
+    if (WORDS === null) {
+      var el = document.getElementById("annotate-strings");
+      try { WORDS = el ? JSON.parse(el.textContent) : {}; } catch (err) { WORDS = {}; }
+    }
+    var text = WORDS[key] || english;
+    Object.keys(values || {}).forEach(function (name) {
+      text = text.split("{" + name + "}").join(String(values[name]));
+    });
+    return text;
+  }
+
   var BOX = "[data-scroll-box]";
   var SLACK = 2; // px: rounding leaves a box scrolled to its end a pixel short of it
 
   function update(box) {
     var more = box.scrollHeight - box.clientHeight - box.scrollTop > SLACK;
+    // the label the fade draws (annotate.css: content: attr(data-more-label)), in the page's language
+    if (more && !box.dataset.moreLabel) box.dataset.moreLabel = word("moreBelow", "More below");
     box.classList.toggle("more-below", more);
   }
 

@@ -18,6 +18,21 @@
 (function () {
   "use strict";
 
+  // The words said to the annotator, in the page's language: the page's JSON block
+  // (annotation/templatetags/annotator_words.py); English without it.
+  var WORDS = null;
+  function word(key, english, values) {
+    if (WORDS === null) {
+      var el = document.getElementById("annotate-strings");
+      try { WORDS = el ? JSON.parse(el.textContent) : {}; } catch (err) { WORDS = {}; }
+    }
+    var text = WORDS[key] || english;
+    Object.keys(values || {}).forEach(function (name) {
+      text = text.split("{" + name + "}").join(String(values[name]));
+    });
+    return text;
+  }
+
   var RETRYABLE = { 0: true, 502: true, 503: true, 504: true };
   var FIRST_WAIT = 3;
   var LONGEST_WAIT = 30;
@@ -94,7 +109,8 @@
 
   function schedule(seconds) {
     window.clearTimeout(pending.timer);
-    say("Connection lost — trying again in " + seconds + " s… Your answers are kept.");
+    say(word("retryIn", "Connection lost — trying again in {seconds} s… Your answers are kept.",
+      { seconds: seconds }));
     // a little jitter, so that every page that lost the server does not come back at once
     pending.timer = window.setTimeout(send, seconds * 1000 + Math.random() * 400);
   }
@@ -109,7 +125,7 @@
     }
     pending.inFlight = true;
     var attempt = (pending.attempt += 1);
-    say("Trying again…");
+    say(word("retrying", "Trying again…"));
     // A request that was not sent at all (refused before it left) gets no answer event:
     // wait and send it again, as after a failure.
     var unanswered = function () {
@@ -132,8 +148,9 @@
         pending = null;
       }
       var verb = (e.detail.requestConfig || {}).verb;
-      say("The server could not answer (error " + status + "). " + (verb === "get" ? "" :
-        "Your answers are still here. ") + "Press Enter to try again, or reload the page.");
+      say(word("serverError", "The server could not answer (error {status}).", { status: status }) +
+        " " + (verb === "get" ? "" : word("answersKept", "Your answers are still here.") + " ") +
+        word("pressEnter", "Press Enter to try again, or reload the page."));
       return;
     }
     if (!pending || pending.elt !== elt) {
@@ -173,7 +190,8 @@
     window.setTimeout(function () {
       var root = target && target.id ? document.getElementById(target.id) : null;
       var notice = root ? root.querySelector(".notice[role=status]") : null;
-      say(notice ? notice.textContent.trim() : verb === "get" ? "Connected again." : "Saved.", true);
+      say(notice ? notice.textContent.trim() : verb === "get" ? word("connected", "Connected again.") :
+        word("saved", "Saved."), true);
     }, 0);
   });
 
@@ -199,7 +217,8 @@
     if (!inside || e.key === " ") return;
     e.preventDefault();
     e.stopPropagation();
-    say("Your answers are kept as they are while they are sent again. Press Enter to try now.");
+    say(word("frozen",
+      "Your answers are kept as they are while they are sent again. Press Enter to try now."));
   }, true);
 
   // Back online: no need to wait out the timer.

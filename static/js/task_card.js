@@ -50,10 +50,26 @@
       if (status) status.textContent = text;
     }
 
-    function focusRow(row) {
+    // Spoken, not shown (a visually hidden live region outside the card): where the focus
+    // went ("Skill 2 of 3: Comprehension", the row's data-position, in the page's language),
+    // after the answer just given when there is one.
+    function announce(text) {
+      var region = document.querySelector("[data-annotate-position]");
+      if (region) region.textContent = text;
+    }
+
+    function focusRow(row, said) {
       if (!row) return;
       row.focus({ preventScroll: true });
       row.scrollIntoView({ block: "nearest", behavior: "auto" });
+      announce((said || "") + (row.dataset.position || ""));
+    }
+
+    // What the row's answer is called (its radio's accessible name), as a sentence to say.
+    function answered(row) {
+      var input = row ? row.querySelector(spec.answer) : null;
+      var name = input ? input.getAttribute("aria-label") : "";
+      return name ? name + ". " : "";
     }
 
     function submitButton(form) {
@@ -73,8 +89,9 @@
       var rows = rowsOf(form);
       var after = rows[rows.indexOf(row) + 1];
       if (after) {
-        focusRow(after);
+        focusRow(after, answered(row));
       } else if (!askForEmpty(form)) {
+        announce(answered(row));
         say(spec.done);
         submitButton(form).focus();
       }

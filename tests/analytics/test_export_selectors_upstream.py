@@ -31,7 +31,9 @@ def test_human_score_export_rows_stream_plain_tuples_in_export_order(scored):  #
     stream = human_score_export_rows(project=scored.project)
     assert isinstance(stream, Iterator) and not isinstance(stream, list)
     rows = list(stream)
-    assert len(rows) == 12 and plain(rows) and {len(row) for row in rows} == {17}
+    assert len(rows) == 12 and plain(rows) and {len(row) for row in rows} == {18}
+    # the language each task was shown in, last: alice's Spanish pages, zoe's unknown
+    assert {(row[6], row[17]) for row in rows} == {("alice", "es"), ("zoe", "")}
     assert [row[:2] + (row[6],) for row in rows] == sorted(row[:2] + (row[6],) for row in rows)
     assert {row[13] for row in rows} == {"C"}  # the campaign's name
     assert {row[16] for row in rows} == {None}  # the built-in rubrics (no project)

@@ -112,7 +112,11 @@ def scored(project, tmp_path, annotator, django_user_model) -> Scored:
                 for s in task_skills(assignment=a)
             ]
             human_score_submit(
-                assignment_id=a.pk, annotator=person, scores=scores, active_ms=[7000, 9000][n]
+                assignment_id=a.pk,
+                annotator=person,
+                scores=scores,
+                active_ms=[7000, 9000][n],
+                language=["es", ""][n],  # alice's pages were in Spanish; zoe's unknown (API)
             )
     with FakeOpenAIServer(style="json") as server:
         judge = llm_judge(project, server, name="gpt")
@@ -269,6 +273,14 @@ def test_the_long_csv_has_one_row_per_score_from_every_source(scored):
     expected = [expected[0], *(row + ["", ""] for row in expected[1:])]
     # then the adjudicated columns: empty, as no reviewer settled a score
     expected = [expected[0], *(row + ["", "", ""] for row in expected[1:])]
+    # and the language each person's task was shown in: alice's Spanish, unknown otherwise
+    expected = [
+        expected[0],
+        *(
+            row + ["es" if row[5] == "alice" and row[13] == "campaign:C" else ""]
+            for row in expected[1:]
+        ),
+    ]
     assert list(csv.reader(io.StringIO(text))) == expected
     assert "\r" not in text and text.endswith("\n")
     assert '"\'=HYPERLINK(""http://x"")"' in text  # the guard, then CSV quoting
@@ -306,6 +318,7 @@ def test_the_long_jsonl_keeps_types_and_writes_na_as_the_importers_na(scored):
             adjudicated_score=None,
             adjudicated_note=None,
             adjudicated_by=None,
+            language=None,
         )
         return base | extra
 

@@ -441,7 +441,10 @@ def test_consent_agree_then_finish_shows_the_code_and_redirects(link, campaign):
     page = client.get(reverse("annotation:study-finish"))
     content = page.content.decode()
     assert "C0DE" in content
-    assert 'http-equiv="refresh"' in content
+    # followed after a few seconds by study_submit.js, which the worker can stop (no meta
+    # refresh: nobody can stop one, WCAG 2.2.1)
+    assert "data-auto-follow" in content and "data-auto-stop" in content
+    assert 'http-equiv="refresh"' not in content
     assert "https://app.prolific.com/submissions/complete?cc=C0DE" in content
 
 

@@ -145,9 +145,9 @@ def test_a_prolific_worker_goes_from_the_link_to_the_completion_url(
     page.click("[data-study-finish-button]")
     page.wait_for_selector("[data-completion-code]")
     assert page.inner_text("[data-completion-code]") == "CODE-42"
-    # and is sent to the completion URL (the meta refresh after five seconds)
+    # and is sent to the completion URL (study_submit.js, after five seconds)
     page.wait_for_url(f"http://127.0.0.1:{port}/back?cc=CODE-42", timeout=15_000)
-    assert ("GET", "/back?cc=CODE-42", {}) in recorder.seen  # once, by the meta refresh
+    assert ("GET", "/back?cc=CODE-42", {}) in recorder.seen  # once, by study_submit.js
     participant = Participant.objects.get()
     assert participant.state == ParticipantState.COMPLETED
     assert participant.consented_at is not None
