@@ -63,8 +63,21 @@ PARAMS: dict[str, PlatformParams] = {
 }
 
 
+def gettext_noop(message: str) -> str:
+    """Marks a worker-facing message for the translation catalogues (makemessages finds the
+    call by its name) and returns it untranslated: this module is pure, the page that shows
+    the message translates it (BadEntry.template, BadEntry.params)."""
+    return message
+
+
 class BadEntry(ValueError):
-    """A study link opened with parameters that cannot be used; the message says why."""
+    """A study link opened with parameters that cannot be used; the message says why.
+    `template` is the English message with %(name)s placeholders, `params` their values:
+    a page shows `gettext(template) % params`; str() is the English message."""
+
+    def __init__(self, template: str, **params: str) -> None:
+        self.template, self.params = template, params
+        super().__init__(template % params if params else template)
 
 
 class Preview(BadEntry):
@@ -108,36 +121,48 @@ def entry_parse(platform: str, params: Mapping[str, str]) -> Entry:
     """The validated ids of a visit; raises BadEntry with a message for the worker."""
     spec = PARAMS.get(platform)
     if spec is None:
-        raise BadEntry("This study link is of an unknown kind.")
+        raise BadEntry(gettext_noop("This study link is of an unknown kind."))
     worker = _one(params, spec.worker).strip()
     if PLACEHOLDER.fullmatch(worker):
         raise Preview(
-            f"This is a preview of the study link: the “{spec.worker}” parameter still holds "
-            f"the platform's placeholder {worker}. A participant who opens the study from "
-            "the platform gets their own id there and starts the study here. No account was "
-            "made."
+            gettext_noop(
+                "This is a preview of the study link: the “%(name)s” parameter still holds "
+                "the platform's placeholder %(placeholder)s. A participant who opens the study "
+                "from the platform gets their own id there and starts the study here. No "
+                "account was made."
+            ),
+            name=spec.worker,
+            placeholder=worker,
         )
     if not worker:
         raise BadEntry(
-            f"The link was opened without the “{spec.worker}” parameter that identifies you. "
-            "Please open it again from the page of the study on your recruiting platform."
+            gettext_noop(
+                "The link was opened without the “%(name)s” parameter that identifies you. "
+                "Please open it again from the page of the study on your recruiting platform."
+            ),
+            name=spec.worker,
         )
     if not ID_PATTERN.fullmatch(worker):
         raise BadEntry(
-            f"The “{spec.worker}” parameter is not a valid id (letters, digits, - and _ only, "
-            "at most 100). Please open the link again from your recruiting platform."
+            gettext_noop(
+                "The “%(name)s” parameter is not a valid id (letters, digits, - and _ only, "
+                "at most 100). Please open the link again from your recruiting platform."
+            ),
+            name=spec.worker,
         )
     ids = {}
     for field, name in (("study_id", spec.study), ("session_id", spec.session)):
         value = _one(params, name).strip() if name else ""
         if value and not ID_PATTERN.fullmatch(value):
-            raise BadEntry(f"The “{name}” parameter is not a valid id.")
+            raise BadEntry(gettext_noop("The “%(name)s” parameter is not a valid id."), name=name)
         ids[field] = value
     if platform == MTURK and not ids["session_id"]:
-        raise BadEntry("The link was opened without an MTurk assignment (assignmentId).")
+        raise BadEntry(
+            gettext_noop("The link was opened without an MTurk assignment (assignmentId).")
+        )
     submit_to = _one(params, spec.submit_to).strip() if spec.submit_to else ""
     if len(submit_to) > MAX_SUBMIT_TO:
-        raise BadEntry("The “turkSubmitTo” parameter is too long.")
+        raise BadEntry(gettext_noop("The “turkSubmitTo” parameter is too long."))
     return Entry(worker_id=worker, submit_to=submit_to, **ids)
 
 

@@ -43,6 +43,12 @@ MAX_CODE = 100
 MAX_CONSENT = 20_000
 
 
+def entry_message(exc: platforms.BadEntry) -> str:
+    """A refused entry's message in the page's language (platforms marks the English)."""
+    text = gettext(exc.template)
+    return text % exc.params if exc.params else text
+
+
 class StudyError(Exception):
     """A study link that cannot be used now. `code` names the case (bad_params, closed,
     full, not_found, rate_limited, conflict, state, resume_needed, bad_code, not_due);
@@ -295,7 +301,7 @@ def participant_enter(
     try:
         entry = platforms.entry_parse(link.platform, params)
     except platforms.BadEntry as exc:
-        raise StudyError(str(exc), code="bad_params") from None
+        raise StudyError(entry_message(exc), code="bad_params") from None
     campaign = link.campaign
     with transaction.atomic():
         # The link's row lock serialises new participants: the maximum holds, and two
@@ -367,7 +373,7 @@ def participant_resume_with_code(
     try:
         entry = platforms.entry_parse(link.platform, params)
     except platforms.BadEntry as exc:
-        raise StudyError(str(exc), code="bad_params") from None
+        raise StudyError(entry_message(exc), code="bad_params") from None
     participant = (
         Participant.objects.select_related("user", "campaign")
         .filter(campaign_id=link.campaign_id, platform=link.platform, worker_id=entry.worker_id)

@@ -49,6 +49,7 @@ from annotation.study.middleware import (
     SESSION_PENDING,
     SESSION_RESUME_CODE,
 )
+from annotation.study.services import entry_message
 from flaskweb.htmx import HtmxHttpRequest
 from flaskweb.security import CONTENT_SECURITY_POLICY
 
@@ -286,9 +287,11 @@ def study_entry(request: HtmxHttpRequest, token: str) -> HttpResponse:
     try:
         worker_id = platforms.entry_parse(link.platform, params).worker_id
     except platforms.Preview as exc:
-        return _message(request, gettext("A preview of this study link"), str(exc))
+        return _message(request, gettext("A preview of this study link"), entry_message(exc))
     except platforms.BadEntry as exc:
-        return _message(request, gettext("This link cannot be used"), str(exc), status=400)
+        return _message(
+            request, gettext("This link cannot be used"), entry_message(exc), status=400
+        )
     if request.user.is_authenticated and not _same_worker(request, link, worker_id):
         return _message(
             request,

@@ -738,3 +738,50 @@ def test_the_tasks_open_only_between_consent_and_finish(link, campaign):
     # coming back through the link does not reopen them
     client.get(entry_url(link, **PROLIFIC))
     assert client.get(annotate).status_code == 302
+
+
+def test_a_spanish_browser_gets_the_studys_spanish_consent_and_completion_message(link, campaign):
+    from annotation.languages import services as languages
+
+    services.study_settings_update(
+        campaign=campaign,
+        consent_text="Do you **agree**?",
+        completion_code="C0DE",
+        screenout_code="",
+    )
+    languages.campaign_language_set(
+        campaign=campaign, language="", completion_message="Thank you, well done."
+    )
+    languages.campaign_translation_set(
+        campaign=campaign,
+        language="es",
+        consent_text="¿Estás **de acuerdo**?",
+        completion_message="Gracias, buen trabajo.",
+    )
+    client = Client(HTTP_ACCEPT_LANGUAGE="es-ES,es;q=0.9")
+    client.get(entry_url(link, **PROLIFIC))
+    page = client.get(reverse("annotation:study-consent")).content.decode()
+    assert "<strong>de acuerdo</strong>" in page and "agree</strong>" not in page
+    assert 'lang="es"' in page and "Acepto" in page  # the page's own words too
+    client.post(reverse("annotation:study-consent"), {"answer": "agree"})
+    work_done(Participant.objects.get())
+    client.post(reverse("annotation:study-finish"))
+    page = client.get(reverse("annotation:study-finish")).content.decode()
+    assert "Gracias, buen trabajo." in page and "Thank you, well done." not in page
+    assert "C0DE" in page
+    # an English browser gets the campaign's own texts
+    english = Client(HTTP_ACCEPT_LANGUAGE="en")
+    english.get(
+        entry_url(link, PROLIFIC_PID="6f1a2b3c4d5e6f708192a3b4", STUDY_ID="s", SESSION_ID="t")
+    )
+    assert b"<strong>agree</strong>" in english.get(reverse("annotation:study-consent")).content
+
+
+def test_a_refused_link_says_why_in_the_browsers_language(link):
+    response = Client(HTTP_ACCEPT_LANGUAGE="es").get(
+        reverse("annotation:study-entry", args=[link.token]) + "?PROLIFIC_PID=a%20b"
+    )
+    assert response.status_code == 400
+    content = response.content.decode()
+    assert "El parámetro «PROLIFIC_PID» no es un identificador válido" in content
+    assert "is not a valid id" not in content

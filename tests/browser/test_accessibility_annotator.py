@@ -33,6 +33,7 @@ from django.core.cache import cache
 from django.urls import resolve
 
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
+from annotation.languages.services import campaign_translation_set
 from annotation.models import CampaignMode, Participant, UploadSource
 from annotation.pace.services import campaign_pace_update
 from annotation.services.assignments import (
@@ -397,6 +398,10 @@ def test_every_annotator_page_in_every_state_meets_wcag_22_aa(
         completion_code="CODE-42",
         screenout_code="OUT-1",
     )
+    # offered in Spanish too: the header's language picker is on every study page
+    campaign_translation_set(
+        campaign=campaign, language="es", instructions="Puntúa **cada** habilidad de 1 a 5."
+    )
     link = study.study_link_create(campaign=campaign, platform="prolific")
     pairs = build_campaign(
         project,
@@ -418,7 +423,8 @@ def test_every_annotator_page_in_every_state_meets_wcag_22_aa(
     audit.check(page, "entry link refused")
     page.goto(f"{entry}?PROLIFIC_PID={PID}&STUDY_ID=st1&SESSION_ID=se1")
     page.wait_for_selector("[data-study-consent]")
-    audit.check(page, "consent")
+    assert page.locator("[data-language-picker] select").count() == 1
+    audit.check(page, "consent, with the language picker")
     page.click("button[value=agree]")
     page.wait_for_selector("[data-study-instructions]")
     audit.check(page, "instructions")
