@@ -4,6 +4,8 @@ scripts, event handlers, style and non-http(s)/mailto links)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import nh3
 from markdown_it import MarkdownIt
 
@@ -63,3 +65,23 @@ def markdown_to_safe_html(text: str) -> str:
         url_schemes={"http", "https", "mailto"},
         link_rel="nofollow noopener noreferrer",
     )
+
+
+#: Texts up to this length are remembered rendered (markdown_to_safe_html_cached).
+CACHE_MAX_CHARS = 20_000
+
+
+@lru_cache(maxsize=256)
+def _rendered(text: str) -> str:
+    return markdown_to_safe_html(text)
+
+
+def markdown_to_safe_html_cached(text: str) -> str:
+    """markdown_to_safe_html, remembered per process for the last 256 texts (at most about
+    10 MB): the scoring card shows an item's instruction and reference once per response
+    and per annotator, and a response once per annotator (K), each time the same text. A
+    pure function of the text, so nothing can go stale."""
+    text = str(text or "")
+    if len(text) > CACHE_MAX_CHARS:
+        return markdown_to_safe_html(text)
+    return _rendered(text)

@@ -6,6 +6,7 @@ from datetime import UTC
 import psycopg
 from django.conf import settings
 from django.db import connection, models
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.utils.dateparse import parse_datetime
 
 
@@ -46,8 +47,18 @@ def _cursor():
         raw = psycopg.Cursor(connection.connection)
         connection.validate_thread_sharing()
         if connection.queries_logged:
-            return connection.make_debug_cursor(raw)
+            return _DebugCursor(raw, connection)
         return connection.make_cursor(raw)
+
+
+class _DebugCursor(CursorDebugWrapper):
+    """Django's query log (DEBUG, CaptureQueriesContext) for the fixed SQL: psycopg keeps no
+    query text for the run of a prepared statement (Django would log None), so the statement
+    is logged as written, with its %s placeholders."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)
 
 
 def fetch_one(sql: str, params=()) -> tuple | None:

@@ -45,6 +45,7 @@ from analytics.bootstrap import (
     _codes,
     _coincidences,
     _stats_from_tables,
+    tau_b_from,
     tau_b_tables,
 )
 
@@ -428,17 +429,33 @@ def instance_register(
     _, per_item = np.unique(np.asarray(items), return_counts=True)
     scaled, exponent = _scaled_differences(vx, vy, int(per_item.size * per_item.max(initial=0)))
     with_tau = nx * ny <= MAX_TAU_CELLS
+    cells = nx * ny
+    features = _onehot(cx * ny + cy, cells)
+    rows = np.asarray(items)
+    q = 0
+    by_items = with_tau and _tau_by_items(cells, rows)
+    if by_items:
+        keys, pair_features = _concordance_features(cx, cy, rows)
+        q = keys.size
+        features = _stack_rows(features, pair_features, cells)
+        rows = np.concatenate([rows, keys])
 
     def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
-        t = sums.reshape(-1, nx, ny)
-        n = t.sum(axis=(1, 2))
-        pearson, spearman = _stats_from_tables(t, vx, vy)
+        t = sums[:, :cells].reshape(-1, nx, ny)
+        # the margins once for every figure (counts: whole numbers, any order sums them)
+        margins = t.sum(axis=2), t.sum(axis=1)
+        n = margins[0].sum(axis=1)
+        pearson, spearman = _stats_from_tables(t, vx, vy, margins=margins)
         few = n < 2
         pearson[few] = np.nan
         spearman[few] = np.nan
         out = {"pearson": pearson, "spearman": spearman}
-        if with_tau:
-            out["kendall"] = tau_b_tables(t)
+        if by_items:
+            # S = w' G w / 2 (`_concordance_features`): whole numbers, exact in any order
+            drawn, concordance = sums[:, cells : cells + q], sums[:, cells + q :]
+            out["kendall"] = tau_b_from((drawn * concordance).sum(axis=1) / 2, *margins)
+        elif with_tau:
+            out["kendall"] = tau_b_tables(t, margins)
         if agreement:
             with np.errstate(over="ignore"):
                 out["mae"] = np.ldexp(_safe_div((t * scaled).sum(axis=(1, 2)), n), exponent)
@@ -446,7 +463,62 @@ def instance_register(
             out["within_one"] = _safe_div((t * (diff <= 1)).sum(axis=(1, 2)), n)
         return out
 
-    rs.add(items, _onehot(cx * ny + cy, nx * ny), fn, sink=sink, key=key)
+    rs.add(rows, features, fn, sink=sink, key=key)
+
+
+#: `_concordance_features` compares every two responses: up to this many pairs.
+MAX_CONCORDANCE_PAIRS = 4_000_000
+
+
+def _tau_by_items(cells: int, items: npt.NDArray[np.generic]) -> bool:
+    """Whether Kendall's S of the instance intervals is counted from the items
+    (`_concordance_features`: 2 features per item, every two responses compared once)
+    rather than from each resample's table (a few passes over its cells): when the table
+    is larger than four times the items and the responses are few enough to compare."""
+    return items.size**2 <= MAX_CONCORDANCE_PAIRS and cells > 4 * np.unique(items).size
+
+
+def _concordance_features(
+    cx: npt.NDArray[np.intp], cy: npt.NDArray[np.intp], items: npt.NDArray[np.generic]
+) -> tuple[npt.NDArray[np.generic], npt.NDArray[np.float64]]:
+    """Kendall's S of a resample as a quadratic form in its item counts w: two responses a
+    and b of items k and l drawn w_k and w_l times make w_k * w_l pairs of observations,
+    each concordant (+1), discordant (-1) or tied (0) as a and b are, so
+    S = w' G w / 2 with G[k, l] = sum over a in k, b in l of sign(x_a - x_b) sign(y_a - y_b).
+    Returns the distinct items and, per item k, the features [e_k, G[k]]: a resample's
+    sums are then [w, G w] and S = (w * G w).sum() / 2, a whole number (the same as
+    counting the concordant and discordant pairs of its joint table, to the bit) at the
+    cost of the items, not of the table's cells. The table's way spent most of a metric
+    table's intervals (hundreds of distinct raw values with ties) on this count."""
+    keys, code = np.unique(items, return_inverse=True)
+    order = np.argsort(code, kind="stable")  # the responses item by item
+    starts = np.flatnonzero(np.r_[True, np.diff(code[order]) != 0])
+    x, y = cx[order].astype(np.int32), cy[order].astype(np.int32)
+    signs = np.sign(x[:, None] - x[None, :]).astype(np.int8)
+    signs *= np.sign(y[:, None] - y[None, :]).astype(np.int8)
+    per_item = np.add.reduceat(signs, starts, axis=0, dtype=np.int32)
+    g = np.add.reduceat(per_item, starts, axis=1)
+    return keys, np.hstack([np.eye(keys.size), g.astype(np.float64)])
+
+
+def _stack_rows(
+    cells: sparse.coo_matrix, per_item: npt.NDArray[np.float64], offset: int
+) -> sparse.coo_matrix:
+    """`cells` (one row per response) above `per_item` (one row per item) placed at
+    column `offset`: one statistic's features."""
+    from scipy import sparse
+
+    extra = sparse.coo_matrix(per_item)
+    return sparse.coo_matrix(
+        (
+            np.concatenate([cells.data, extra.data]),
+            (
+                np.concatenate([cells.row, extra.row + cells.shape[0]]),
+                np.concatenate([cells.col, extra.col + offset]),
+            ),
+        ),
+        shape=(cells.shape[0] + extra.shape[0], offset + extra.shape[1]),
+    )
 
 
 def _scaled_differences(

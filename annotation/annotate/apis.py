@@ -317,6 +317,78 @@ def _training_feedback(assignment) -> dict | None:
     }
 
 
+_SUBMIT_KEYS = frozenset({"scores", "active_ms", "next", "language"})
+_SCORE_KEYS = frozenset({"skill_id", "score", "rationale", "time_ms"})
+_LANGUAGES = frozenset(code for code, _ in settings.LANGUAGES)
+
+
+def _plain_int(value, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _plain_ms(row: dict, key: str) -> bool:
+    value = row.get(key)
+    return value is None or _plain_int(value, 0, MAX_TIME_MS)
+
+
+def _plain_text(value) -> bool:
+    """A rationale CharField keeps as it is: no surrounding space, NUL or lone surrogate."""
+    if type(value) is not str:
+        return False
+    if value != value.strip() or len(value) > MAX_RATIONALE or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def submit_body_plain(body) -> dict | None:
+    """The submit body's validated data when it is in the plain form clients send (JSON
+    scores with int skill ids and scores, no extra keys), exactly as InputSerializer would
+    return it; None for anything else, which the serializer then validates (and explains).
+
+    The submit is the hot path: building InputSerializer (DRF deep-copies its declared
+    fields, nested ones included, per instance) and running its fields cost about a tenth
+    of the web process's CPU per next + submit cycle (bench/README.md "Hot-path CPU").
+    tests/annotation/test_submit_body_plain.py checks that both give the same result."""
+    if type(body) is not dict or not body.keys() <= _SUBMIT_KEYS:
+        return None
+    scores = body.get("scores")
+    if type(scores) is not list or not scores:
+        return None
+    rows = []
+    for row in scores:
+        if type(row) is not dict or not row.keys() <= _SCORE_KEYS:
+            return None
+        score = row.get("score", ...)
+        if not _plain_int(row.get("skill_id"), 1, MAX_ID) or not (
+            score is None or _plain_int(score, 1, 5)
+        ):
+            return None
+        if not _plain_ms(row, "time_ms"):
+            return None
+        rationale = row.get("rationale", "")
+        if not _plain_text(rationale):
+            return None
+        rows.append(
+            {
+                "skill_id": row["skill_id"],
+                "score": score,
+                "rationale": rationale,
+                "time_ms": row.get("time_ms"),
+            }
+        )
+    nxt = body.get("next", False)
+    language = body.get("language", "")  # absent: ""; sent, a code ("" is refused)
+    if type(nxt) is not bool or not _plain_ms(body, "active_ms"):
+        return None
+    if "language" in body and (type(language) is not str or language not in _LANGUAGES):
+        return None
+    return {"scores": rows, "active_ms": body.get("active_ms"), "next": nxt, "language": language}
+
+
 class AssignmentSubmitApi(APIView):
     """Record the scores of a task: one per asked skill, 1-5 or null for N/A; or, for a
     pair task, the preferences: one per question, by side (left, right, tie, both_bad)."""
@@ -428,10 +500,12 @@ class AssignmentSubmitApi(APIView):
         },
     )
     def post(self, request, assignment_id: int):
-        serializer = self.InputSerializer(data=request.data)
-        if not serializer.is_valid():
-            return _invalid(serializer.errors)
-        data = serializer.validated_data
+        data = submit_body_plain(request.data)
+        if data is None:  # anything but the plain form: the serializer decides, and explains
+            serializer = self.InputSerializer(data=request.data)
+            if not serializer.is_valid():
+                return _invalid(serializer.errors)
+            data = serializer.validated_data
         field = "scores" if "scores" in data else "preferences"
         try:
             if field == "scores":

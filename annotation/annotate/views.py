@@ -184,8 +184,27 @@ def _next_card(
             ]
         )
         return _render(request, campaign, {"idle_reason": reason, "notice": notice})
-    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_id=claimed.pk)
-    return _card(request, assignment, notice=notice)
+    # the claimed task as the JSON API's card reads it: one fixed statement (texts and the
+    # pinned skills), not the ORM's join plus the skills' own statement
+    card = selectors.task_card_for_annotator(user=request.user, assignment_id=claimed.pk)
+    assert card is not None  # just claimed by this user
+    if card.pair is not None:
+        return _pair_card(request, claimed, notice, "", "", None, campaign=campaign, card=card)
+    texts = campaign_texts(campaign=campaign, language=translation.get_language())
+    rows = [
+        {"skill": skill, "value": "", "rationale": ""}
+        for skill in skills_translated(card.skills, texts)
+    ]
+    context = {
+        "assignment": claimed,
+        "item": {"instruction": card.instruction, "reference_answer": card.reference or ""},
+        "response_text": card.response,
+        "rows": rows,
+        "notice": notice,
+        "error": "",
+        "skip_error": "",
+    }
+    return _render(request, campaign, context)
 
 
 def _card(
@@ -240,10 +259,17 @@ def _pair_card(
     error: str,
     skip_error: str,
     submission: PreferenceSubmission | None,
+    *,
+    campaign: Campaign | None = None,
+    card: selectors.TaskCard | None = None,
 ) -> HttpResponse:
-    """A pair task's card: both responses in the stored shown order, no model names."""
-    card = selectors.task_card_for_annotator(user=request.user, assignment_id=assignment.pk)
+    """A pair task's card: both responses in the stored shown order, no model names.
+    `card` (with `campaign`): the card already read, for a task just claimed."""
+    if card is None:
+        card = selectors.task_card_for_annotator(user=request.user, assignment_id=assignment.pk)
+        campaign = assignment.campaign
     assert card is not None and card.pair is not None  # the user's own pair assignment
+    assert campaign is not None
     values = submission.values if submission else {}
     strengths = submission.strengths if submission else {}
     rationales = submission.rationales if submission else {}
@@ -273,7 +299,7 @@ def _pair_card(
     ]
     context = {
         "assignment": assignment,
-        "item": assignment.task.response.item,
+        "item": {"instruction": card.instruction, "reference_answer": card.reference or ""},
         "pair": card.pair,
         "questions": questions,
         "choices": choices,
@@ -281,7 +307,7 @@ def _pair_card(
         "error": error,
         "skip_error": skip_error,
     }
-    return _render(request, assignment.campaign, context)
+    return _render(request, campaign, context)
 
 
 def _render(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
-from django.urls import Resolver404, resolve
 
 # re-exported: the study feature's own name for its session key
 from annotation.session_keys import SESSION_PARTICIPANT as SESSION_PARTICIPANT
@@ -47,15 +46,17 @@ class StudySessionMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        """Checked once the URL is resolved (the request's own match: no second resolve);
+        a path that resolves to nothing is answered 404 before any view, as before."""
         session = getattr(request, "session", None)
         if session is None or session.get(SESSION_PARTICIPANT) is None:
-            return self.get_response(request)
-        try:
-            match = resolve(request.path_info)
-        except Resolver404:
-            return self.get_response(request)
+            return None
+        match = request.resolver_match
         if study_session_allows(match.view_name, match.kwargs, session.get(SESSION_CAMPAIGN)):
-            return self.get_response(request)
+            return None
         if request.method in ("GET", "HEAD"):
             return redirect("annotation:study-resume")
         raise PermissionDenied("a study session may only use its own study's pages")

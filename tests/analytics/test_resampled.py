@@ -324,3 +324,63 @@ def test_a_feature_row_outside_the_items_is_refused():
     rs = bootstrap.Resampler([1, 2, 3], resamples=1)
     with pytest.raises(ValueError, match="outside"):
         rs.add([1, 4], np.ones((2, 1)), lambda s: {"x": s[:, 0]}, sink={}, key="k")
+
+
+def _tau_b_counted(table):
+    """Kendall's tau-b of one joint table, its concordant and discordant pairs counted one
+    cell against every cell below it (the definition, no running sums)."""
+    nx, ny = table.shape
+    s = 0.0
+    for i in range(nx):
+        for j in range(ny):
+            below = table[i + 1 :]
+            s += table[i, j] * (below[:, j + 1 :].sum() - below[:, :j].sum())
+    rows, cols = table.sum(axis=1)[None], table.sum(axis=0)[None]
+    return bootstrap.tau_b_from(np.array([s]), rows, cols)[0]
+
+
+def test_tau_b_tables_counts_the_pairs_of_the_definition():
+    rng = np.random.default_rng(5)
+    tables = np.zeros((20, 4, 30))
+    for t in tables:
+        np.add.at(t, (rng.integers(0, 4, 60), rng.integers(0, 30, 60)), 1.0)
+    tables[0] = 0.0  # empty: undefined
+    tables[1, 1:] = 0.0  # one x value: undefined
+    found = bootstrap.tau_b_tables(tables)
+    expected = np.array([_tau_b_counted(t) for t in tables])
+    assert np.array_equal(found, expected, equal_nan=True)
+    assert np.isnan(found[:2]).all() and np.isfinite(found[2:]).all()
+
+
+def test_kendall_from_the_items_is_the_tables_kendall_to_the_bit():
+    # a metric table's shape: raw values with many ties (zeros, a few hundred distinct
+    # values) against human means, few systems per item, so that the joint table is much
+    # larger than the items and Kendall's S is counted from the items' concordances
+    rng = np.random.default_rng(6)
+    n_items = 40
+    items = np.repeat(np.arange(n_items) * 3, rng.integers(2, 6, n_items))
+    h = rng.integers(3, 16, items.size) / 3
+    j = np.where(rng.random(items.size) < 0.4, 0.0, np.round(h / 5 + rng.random(items.size), 2))
+    cells = np.unique(h).size * np.unique(j).size
+    assert resampled._tau_by_items(cells, items)
+    rs = bootstrap.Resampler(items, resamples=200, keep=True)
+    sink: dict = {}
+    resampled.instance_register(rs, h, j, items, sink=sink, key="ci", agreement=False)
+    rs.run()
+    kept = rs.values["ci"]["kendall"]
+    # the same resamples, each table written out and counted by tau_b_tables
+    vx, cx = np.unique(h, return_inverse=True)
+    vy, cy = np.unique(j, return_inverse=True)
+    keys, code = np.unique(items, return_inverse=True)
+    rng_again = np.random.default_rng(rs.seed)
+    counts = next(bootstrap._chunks(keys.size, 0, 200, rng_again, size=200))
+    tables = np.zeros((200, vx.size, vy.size))
+    for r in range(200):
+        np.add.at(tables[r], (cx, cy), counts[r, code])
+    assert np.array_equal(kept, bootstrap.tau_b_tables(tables), equal_nan=True)
+    whole = np.zeros((1, vx.size, vy.size))
+    np.add.at(whole[0], (cx, cy), 1.0)
+    assert sink["ci"]["kendall"]["estimate"] == bootstrap.tau_b_tables(whole)[0]
+    assert sink["ci"]["kendall"]["estimate"] == pytest.approx(
+        stats.kendalltau(h, j, variant="b").statistic, abs=1e-12
+    )

@@ -638,3 +638,29 @@ def test_submit_refuses_a_score_that_only_looks_like_a_whole_number(campaign, al
     assert message.startswith(("score ", "a score must be a whole number")), message
     assert any(why in message for why in WHY_REFUSED), message
     assert not HumanScore.objects.exists()
+
+
+def test_a_plain_submit_is_validated_without_building_the_serializer(
+    campaign, alice_api, monkeypatch
+):
+    # the hot path (annotation.annotate.apis.submit_body_plain): a plain JSON body is read
+    # without DRF's InputSerializer; any other body still goes through it
+    from annotation.annotate.apis import AssignmentSubmitApi
+
+    built: list[int] = []
+    original = AssignmentSubmitApi.InputSerializer.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(AssignmentSubmitApi.InputSerializer, "__init__", counting)
+    task = claim(alice_api, campaign)
+    response = alice_api.post(submit_url(task["assignment_id"]), scores_for(task), format="json")
+    assert response.status_code == 201, response.content
+    assert built == []
+    task = claim(alice_api, campaign)
+    body = {"scores": [{"skill_id": s["skill_id"], "score": "4"} for s in task["skills"]]}
+    response = alice_api.post(submit_url(task["assignment_id"]), body, format="json")
+    assert response.status_code == 201, response.content
+    assert built == [1]

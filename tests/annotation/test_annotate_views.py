@@ -318,6 +318,41 @@ def test_the_scoring_page_query_count_is_bounded(
         assert annotator_client.get(annotate_url(campaign), headers=HX).status_code == 200
 
 
+def test_a_page_submission_and_its_next_card_run_a_fixed_number_of_statements(
+    annotator_client, annotator, campaign
+):
+    """The participants' hot path (issue 33): the submit and the next card in one request.
+    The next card is read as the JSON API's card is (one statement with its pinned skills),
+    not through the ORM plus the skills' own statement."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    annotator_client.get(annotate_url(campaign))  # the first card (warm caches)
+    annotator_client.post(
+        submit_url(current(campaign, annotator)),
+        score_post(current(campaign, annotator)),
+        headers=HX,
+    )
+    task = current(campaign, annotator)
+    data = score_post(task)
+    with CaptureQueriesContext(connection) as counted:
+        response = annotator_client.post(submit_url(task), data, headers=HX)
+    assert b"Saved." in response.content and card_assignment_id(response) is not None
+    sqls = [q["sql"] for q in counted.captured_queries]
+    # no ORM read of the claimed assignment and no separate read of its pinned skills
+    assert connection.vendor != "postgresql" or not any(
+        "campaignitempin" in q.lower() and q.lstrip().upper().startswith("SELECT SKILLS")
+        for q in sqls
+    ), sqls
+    limit = PAGE_SUBMIT_STATEMENTS[connection.vendor]
+    assert len(sqls) <= limit, sqls
+
+
+#: session, user, the assignment, the submission's read and write (savepoints in a test), the claim,
+#: the card, the progress (PostgreSQL: 14 before); SQLite runs its steps as separate statements
+PAGE_SUBMIT_STATEMENTS = {"postgresql": 13, "sqlite": 20}
+
+
 def test_a_campaign_with_nothing_left_shows_the_all_done_card(
     annotator_client, project, tmp_path, annotator
 ):
