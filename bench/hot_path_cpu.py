@@ -14,9 +14,10 @@ production settings (DEBUG off, the whole middleware stack), one annotator, no c
 
 - `--cprofile N`: the top N functions by own time over the cycles (cProfile).
 
-`--path api` is the JSON API (POST …/next/ then …/submit/ with a token); `--path page` the
-participants' pages (a study session posting the htmx form, answered by the next card).
-Each path is one function taking (client, campaign, cycles) below; `PATHS` maps the name.
+`--path api` is the JSON API (POST …/next/ then …/submit/ with a token). Each path is one
+function taking (client, campaign, cycles) below; `PATHS` maps the name. The participants'
+page path (a study session posting the htmx form, answered by the next card) is measured by
+bench/_page_path.py, side by side with the API.
 
 The database (`--db`, default `flaskweb_hotpath` on 127.0.0.1:5432, user root) is dropped,
 migrated and loaded with a small generated dataset (`--items` × 2 responses) unless
@@ -267,18 +268,10 @@ def api_cycles(client, campaign, cycles: int) -> None:
         assert status == 201, (status, content[:300])
 
 
-def page_client(user, token: str):
-    raise SystemExit("--path page is not implemented yet")
-
-
-def page_cycles(client, campaign, cycles: int) -> None:
-    raise SystemExit("--path page is not implemented yet")
-
-
 #: path name -> (make a client for the annotator, run N cycles with it)
 PATHS: dict[str, tuple[Callable, Callable[..., None]]] = {
     "api": (api_client, api_cycles),
-    "page": (page_client, page_cycles),
+    # the participants' page path is measured by bench/_page_path.py (--path page)
 }
 
 
