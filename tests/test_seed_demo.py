@@ -44,6 +44,12 @@ def test_seed_demo_makes_a_crowd_study_a_worker_can_enter(client):
     assert ProjectMembership.objects.get(user__username="reviewer").role == ProjectRole.REVIEWER
     study = Campaign.objects.get(name="Demo crowd study")
     assert study.screening and study.consent_text and study.completion_code
+    # offered in Spanish and Arabic too, with their own consent, instructions and message
+    translated = study.translations.values_list("language", "consent_text", "completion_message")
+    assert {language for language, consent, message in translated if consent and message} == {
+        "es",
+        "ar",
+    }
     kinds = Task.objects.filter(campaign=study).values_list("kind", flat=True)
     assert list(kinds).count(TaskKind.TRAINING) == 2
     assert list(kinds).count(TaskKind.QUALIFICATION) == 2

@@ -19,6 +19,7 @@ from annotation.campaigns.services import (
 )
 from annotation.catalogue.services import catalogue_sync_builtins
 from annotation.datasets.services import FileSpec, dataset_import, dataset_upload_create
+from annotation.languages.services import campaign_language_set, campaign_translation_set
 from annotation.models import (
     Campaign,
     CampaignMode,
@@ -154,7 +155,8 @@ class Command(BaseCommand):
         base = options["base_url"].rstrip("/")
         self.stdout.write(
             f"Demo crowd study (no login; any worker id, in a private window):\n"
-            f"  {base}/study/{link.token}/?worker=demo-worker-1"
+            f"  {base}/study/{link.token}/?worker=demo-worker-1\n"
+            f"  (in Spanish or Arabic too: a browser asking for either, or the Language menu)"
         )
 
     def _crowd_study(self, project):
@@ -211,12 +213,54 @@ class Command(BaseCommand):
                 explanation=explanation,
             )
         screening_settings_update(campaign=campaign, screening=True, pass_mark=0.8, rule="within1")
+        self._study_languages(campaign)
         campaign_activate(campaign=campaign)
         link = study_link_create(
             campaign=campaign, platform=Platform.GENERIC, created_by=researcher
         )
         self.stdout.write(f"demo crowd study: {campaign.tasks.count()} tasks, screening on")
         return link
+
+    def _study_languages(self, campaign):
+        """The study in Spanish and Arabic too (docs/LANGUAGES.md): a browser asking for either
+        gets the interface and these texts in it, and the pages' Language menu switches; the
+        rubric anchors stay the catalogue's English (the per-skill fallback)."""
+        campaign_language_set(
+            campaign=campaign,
+            language="",
+            completion_message="Thank you for taking part. Your code is below.",
+        )
+        campaign_translation_set(
+            campaign=campaign,
+            language="es",
+            consent_text=(
+                "Este es un estudio de demostración de flaskweb. Leerás instrucciones y "
+                "respuestas escritas por sistemas de IA y las valorarás; lleva unos diez "
+                "minutos. Guardamos tu identificador, tus valoraciones y el tiempo de cada una, "
+                "y nada más. Puedes dejarlo cuando quieras."
+            ),
+            instructions=(
+                "Valorarás respuestas que dieron sistemas de IA a peticiones cotidianas. En "
+                "cada habilidad, elige el nivel cuya descripción encaja mejor (1-5), o N/A si "
+                "la habilidad no se aplica. Teclado: 1-5, n, flechas, Intro."
+            ),
+            completion_message="Gracias por participar. Tu código está abajo.",
+        )
+        campaign_translation_set(
+            campaign=campaign,
+            language="ar",
+            consent_text=(
+                "هذه دراسة تجريبية لـ flaskweb. ستقرأ تعليمات وإجابات كتبتها أنظمة ذكاء "
+                "اصطناعي وتقيّمها؛ تستغرق نحو عشر دقائق. نحفظ معرّفك وتقييماتك والوقت الذي "
+                "استغرقه كل منها، ولا شيء غير ذلك. يمكنك التوقف في أي وقت."
+            ),
+            instructions=(
+                "ستقيّم إجابات قدّمتها أنظمة ذكاء اصطناعي لطلبات يومية. لكل مهارة، اختر "
+                "المستوى الذي يناسب وصفه أكثر (1-5)، أو «لا ينطبق» إذا لم تنطبق المهارة. "
+                "لوحة المفاتيح: 1-5، n، الأسهم، Enter."
+            ),
+            completion_message="شكرًا لمشاركتك. رمزك أدناه.",
+        )
 
     def _campaign(self, project):
         """A running campaign over the demo set: 3 annotators per response, one gold task."""
