@@ -16,20 +16,8 @@
 (function () {
   "use strict";
 
-  // The words said to the annotator, in the page's language: the page's JSON block
-  // (annotation/templatetags/annotator_words.py); English without it.
-  var WORDS = null;
-  function word(key, english, values) {
-    if (WORDS === null) {
-      var el = document.getElementById("annotate-strings");
-      try { WORDS = el ? JSON.parse(el.textContent) : {}; } catch (err) { WORDS = {}; }
-    }
-    var text = WORDS[key] || english;
-    Object.keys(values || {}).forEach(function (name) {
-      text = text.split("{" + name + "}").join(String(values[name]));
-    });
-    return text;
-  }
+  // the words said to the annotator, in the page's language (annotator_words.js)
+  var word = window.flaskwebWord;
 
   var KEYS = { a: "left", b: "right", t: "tie", x: "both_bad" };
 
