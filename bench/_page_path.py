@@ -249,10 +249,22 @@ def main() -> int:
         for q in ctx.captured_queries[-len(ctx) // args.cycles :]:
             print("  ", q["sql"][:160].replace("\n", " "))
         return 0
+    sys.path.insert(0, str(ROOT / "bench"))
+    from hot_path_cpu import callgrind, callgrind_total, under_callgrind
+
+    if under_callgrind():  # valgrind --tool=callgrind --instr-atstart=no: count the cycles only
+        callgrind("-i", "on")
+        callgrind("-z")
+        for _ in range(args.cycles):
+            runner.cycle()
+        total = callgrind_total()
+        callgrind("-i", "off")
+        print(f"{args.path}: {total / args.cycles / 1e6:.3f} M instructions per cycle")
+        return 0
     if args.cprofile:
         import cProfile
 
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.process_time)
         profiler.enable()
     t0 = time.process_time()
     for _ in range(args.cycles):

@@ -2,10 +2,11 @@
 
 import json
 from datetime import UTC
+from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.utils.dateparse import parse_datetime
 
@@ -112,3 +113,54 @@ def instance_from(model, fields: dict):
         unknown = set(fields) - set(names)
         raise ValueError(f"{model.__name__} has no field {sorted(unknown)}")
     return model.from_db("default", names, [fields[name] for name in names])
+
+
+class ModelRow:
+    """A model's whole row read by fixed SQL, made into an instance as the ORM makes it.
+
+    `columns` lists every concrete column under the statement's alias for the model
+    (`c.id, c.created_at, …`); `instance(values)` takes those values, in that order, through
+    the converters the ORM's compiler would apply (the backend's and each field's
+    `from_db_value`: SQLite's text datetimes and integer booleans, JSON text, decimals) and
+    returns `Model.from_db`'s instance, nothing deferred. For a hot path that needs a full
+    model instance joined to others, where building the ORM query costs more than running
+    it (bench/README.md "The participants' page path in process")."""
+
+    def __init__(self, model: type[models.Model], alias: str) -> None:
+        self.model = model
+        self.alias = alias
+        self.fields = list(model._meta.concrete_fields)
+        self.attnames = [f.attname for f in self.fields]
+        self._converters: list[tuple[int, list, Any]] | None = None
+
+    @property
+    def columns(self) -> str:
+        quote = connection.ops.quote_name
+        return ", ".join(f"{self.alias}.{quote(f.column)}" for f in self.fields)
+
+    def _converters_get(self) -> list[tuple[int, list, Any]]:
+        if self._converters is None:
+            conn = connections[DEFAULT_DB_ALIAS]
+            found = []
+            for slot, field in enumerate(self.fields):
+                col = field.get_col(self.alias)
+                funcs = conn.ops.get_db_converters(col) + col.get_db_converters(conn)
+                if funcs:
+                    found.append((slot, funcs, col))
+            self._converters = found
+        return self._converters
+
+    def instance(self, values) -> models.Model:
+        row = list(values)
+        if len(row) != len(self.fields):
+            raise ValueError(f"{self.model.__name__}: {len(row)} values for {len(self.fields)}")
+        conn = connections[DEFAULT_DB_ALIAS]
+        for slot, funcs, col in self._converters_get():
+            value = row[slot]
+            for convert in funcs:
+                value = convert(value, col, conn)
+            row[slot] = value
+        return self.model.from_db(DEFAULT_DB_ALIAS, self.attnames, row)
+
+    def __len__(self) -> int:
+        return len(self.fields)

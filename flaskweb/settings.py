@@ -291,6 +291,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# Django's database sessions, read with one fixed statement (flaskweb/sessions.py)
+SESSION_ENGINE = "flaskweb.sessions"
+# Django's ModelBackend, the signed-in user read with one fixed statement
+AUTHENTICATION_BACKENDS = ["flaskweb.auth_backend.ModelBackend"]
 LOGIN_REDIRECT_URL = "annotation:home"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -58,7 +58,7 @@ MESSAGE = "annotation/study/message.html"
 SESSION_INSTRUCTIONS = "study_instructions_seen"
 #: Who may frame the MTurk entry pages (an external question is shown in an iframe there).
 MTURK_FRAMERS = "https://www.mturk.com https://worker.mturk.com https://workersandbox.mturk.com"
-BACKEND = "django.contrib.auth.backends.ModelBackend"
+BACKEND = "flaskweb.auth_backend.ModelBackend"
 
 
 # --- researchers -----------------------------------------------------------------------------
