@@ -360,6 +360,21 @@ class Response(models.Model):
 UploadStatus = JobStatus
 
 
+class RenderedText(models.Model):
+    """A text's Markdown as sanitised HTML (annotation/rendering.py), stored once and read
+    by every card that shows it (annotation/rendered_texts.py): rendering a long response
+    costs milliseconds of Python, reading it back a fraction of one. Keyed by a digest of
+    the renderer's version and the text, so an item or response whose text is the same
+    shares the row, and a new renderer never reads an old rendering."""
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    html = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.digest[:12]
+
+
 class UploadSource(models.TextChoices):
     WEB = "web", "Web"
     API = "api", "API"

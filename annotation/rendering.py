@@ -4,7 +4,8 @@ scripts, event handlers, style and non-http(s)/mailto links)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
+from collections import OrderedDict
 
 import nh3
 from markdown_it import MarkdownIt
@@ -67,21 +68,59 @@ def markdown_to_safe_html(text: str) -> str:
     )
 
 
+#: Bump when the rendering changes (markdown-it's options, the allow-lists above): stored
+#: renderings (annotation/rendered_texts.py) are keyed by it, so the old ones are not read.
+RENDER_VERSION = 1
+
 #: Texts up to this length are remembered rendered (markdown_to_safe_html_cached).
 CACHE_MAX_CHARS = 20_000
+#: Texts remembered per process: at most about 10 MB.
+CACHE_TEXTS = 256
 
 
-@lru_cache(maxsize=256)
-def _rendered(text: str) -> str:
-    return markdown_to_safe_html(text)
+class _Remembered:
+    """A bounded, thread-safe map text -> rendered HTML, least recently used out first
+    (functools.lru_cache cannot be given a value rendered elsewhere: the stored renderings
+    are put here)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._map: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> str | None:
+        with self._lock:
+            html = self._map.get(text)
+            if html is not None:
+                self._map.move_to_end(text)
+            return html
+
+    def put(self, text: str, html: str) -> None:
+        with self._lock:
+            self._map[text] = html
+            self._map.move_to_end(text)
+            while len(self._map) > self.size:
+                self._map.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._map.clear()
+
+
+remembered = _Remembered(CACHE_TEXTS)
 
 
 def markdown_to_safe_html_cached(text: str) -> str:
-    """markdown_to_safe_html, remembered per process for the last 256 texts (at most about
-    10 MB): the scoring card shows an item's instruction and reference once per response
-    and per annotator, and a response once per annotator (K), each time the same text. A
-    pure function of the text, so nothing can go stale."""
+    """markdown_to_safe_html, remembered per process for the last 256 texts: the scoring
+    card shows an item's instruction and reference once per response and per annotator,
+    and a response once per annotator (K), each time the same text. A pure function of the
+    text, so nothing can go stale. The scoring card puts its texts here first, read from
+    the stored renderings (annotation/rendered_texts.py)."""
     text = str(text or "")
     if len(text) > CACHE_MAX_CHARS:
         return markdown_to_safe_html(text)
-    return _rendered(text)
+    html = remembered.get(text)
+    if html is None:
+        html = markdown_to_safe_html(text)
+        remembered.put(text, html)
+    return html

@@ -77,3 +77,17 @@ def adaptive_overlap_task() -> int:
         what="adaptive overlap",
         seconds=BEAT_RETRY_SECONDS,
     )
+
+
+@shared_task(soft_time_limit=3300, time_limit=3500)
+def campaign_texts_render_task(campaign_id: int) -> int:
+    """Render and store the texts a campaign's cards show, ahead of its annotators
+    (annotation/services/rendered_texts.py). Idempotent (each text is stored once, keyed by
+    its digest), so a redelivered message re-reads and renders nothing new; retries
+    infrastructure errors (flaskweb.infra)."""
+    from annotation.services.rendered_texts import campaign_texts_render
+
+    return reconnecting(
+        lambda: campaign_texts_render(campaign_id=campaign_id),
+        what=f"campaign {campaign_id} texts",
+    )

@@ -34,7 +34,11 @@ SUBMIT_FORM = re.compile(r'hx-post="/assignments/(\d+)/submit/"')
 SCORE_FIELD = re.compile(r'name="score-(\d+)"')
 CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 ITEMS, MODELS = 400, 4
-PROJECT, DATASET = "pagepath", "pagepath"
+PROJECT, DATASET, LONG_DATASET = "pagepath", "pagepath", "pagepath-long"
+#: --cold: the campaign's texts are not rendered ahead (no worker ran), each card renders
+COLD = False
+#: --long: the dataset whose answers are about 2,000 characters
+LONG = False
 
 
 def environment(root: Path) -> None:
@@ -83,41 +87,46 @@ def setup_database(root: Path) -> None:
         "test",
         "value",
     ]
-    path = Path(os.environ["FLASKWEB_VAR_DIR"]) / "pagepath.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as out:
-        for i in range(ITEMS):
-            text = " ".join(words[(i + j) % len(words)] for j in range(60))
-            row = {
-                "id": f"pp-{i:05d}",
-                "instruction": f"Question **{i}**: {text}",
-                "reference": f"Reference {i}: {text}",
-                "skills": ["Factuality", "Comprehension", "Conciseness"],
-                "domains": ["History"],
-                "difficulty": 2,
-                "responses": [
-                    {"model": f"model-{m}", "text": f"Answer {m} *to* {i}. {text}\n\n- a\n- b"}
-                    for m in range(MODELS)
-                ],
-            }
-            out.write(json.dumps(row) + "\n")
-    call_command(
-        "import_dataset",
-        str(path),
-        "--project",
-        PROJECT,
-        "--create-project",
-        "--dataset",
-        DATASET,
-        "--quiet-problems",
-    )
+    for dataset, paragraphs in ((DATASET, 0), (LONG_DATASET, 4)):
+        path = Path(os.environ["FLASKWEB_VAR_DIR"]) / f"{dataset}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as out:
+            for i in range(ITEMS):
+                text = " ".join(words[(i + j) % len(words)] for j in range(60))
+                # --long: answers of about 2,000 characters, as FLASK's often are
+                more = "".join(
+                    f"\n\n{k + 1}. Point **{k}** with `code {i}` and [a link](https://x.org/{k}). "
+                    + text
+                    for k in range(paragraphs)
+                )
+                row = {
+                    "id": f"pp-{i:05d}",
+                    "instruction": f"Question **{i}**: {text}",
+                    "reference": f"Reference {i}: {text}",
+                    "skills": ["Factuality", "Comprehension", "Conciseness"],
+                    "domains": ["History"],
+                    "difficulty": 2,
+                    "responses": [
+                        {
+                            "model": f"model-{m}",
+                            "text": f"Answer {m} *to* {i}. {text}{more}\n\n- a\n- b",
+                        }
+                        for m in range(MODELS)
+                    ],
+                }
+                out.write(json.dumps(row) + "\n")
+        options = ["--project", PROJECT, "--dataset", dataset, "--quiet-problems"]
+        if dataset == DATASET:
+            options.append("--create-project")
+        call_command("import_dataset", str(path), *options)
 
 
 def campaign_new(*, pool=()):
     from annotation.campaigns.services import campaign_activate, campaign_create
     from annotation.models import Campaign, CampaignStatus, Dataset
 
-    dataset = Dataset.objects.select_related("project").get(project__slug=PROJECT, name=DATASET)
+    name = LONG_DATASET if LONG else DATASET
+    dataset = Dataset.objects.select_related("project").get(project__slug=PROJECT, name=name)
     Campaign.objects.filter(project=dataset.project, status=CampaignStatus.ACTIVE).update(
         status=CampaignStatus.FINISHED
     )
@@ -130,6 +139,15 @@ def campaign_new(*, pool=()):
     )
     campaign_activate(campaign=campaign)
     campaign.refresh_from_db()
+    try:  # a build that stores no renderings renders on every card
+        from annotation.models import RenderedText
+        from annotation.services.rendered_texts import campaign_texts_render
+    except ImportError:
+        return campaign
+    if COLD:  # nothing rendered yet: each first card renders and stores its texts
+        RenderedText.objects.all().delete()
+    else:  # what the worker does after an activation
+        campaign_texts_render(campaign_id=campaign.pk)
     return campaign
 
 
@@ -219,7 +237,11 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=10)
     parser.add_argument("--queries", action="store_true", help="print SQL per cycle")
     parser.add_argument("--cprofile", default="", help="write a cProfile of the cycles here")
+    parser.add_argument("--cold", action="store_true", help="no texts rendered ahead")
+    parser.add_argument("--long", action="store_true", help="answers of ~2,000 characters")
     args = parser.parse_args()
+    global COLD, LONG
+    COLD, LONG = args.cold, args.long
     root = Path(args.root).resolve()
     environment(root)
     if args.setup:

@@ -217,6 +217,8 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.tasks.dataset_import_task": {"queue": "imports"},
+    # bulk rendering of a new campaign's texts: background work beside the imports
+    "annotation.tasks.campaign_texts_render_task": {"queue": "imports"},
     "analytics.tasks.export_run_task": {"queue": "imports"},
     "analytics.tasks.score_import_task": {"queue": "imports"},
     "analytics.tasks.preference_import_task": {"queue": "imports"},

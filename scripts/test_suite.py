@@ -47,6 +47,7 @@ SQLITE_TESTS = [
     "tests/annotation/test_pairwise_submit.py",
     "tests/annotation/test_pairwise_pages.py",
     "tests/annotation/test_page_path_reads.py",
+    "tests/annotation/test_rendered_texts.py",
 ]
 #: Fewer passing SQLite tests than this means the group lost its tests (a bad selection).
 SQLITE_MINIMUM = 100

@@ -33,6 +33,7 @@ from annotation.languages.selectors import campaign_texts, skills_translated
 from annotation.models import Assignment, Campaign, TaskKind
 from annotation.services import assignments as workflow
 from annotation.services.preferences import human_preference_submit
+from annotation.services.rendered_texts import texts_prefetch
 from flaskweb.htmx import HtmxHttpRequest, template_for
 
 PAGE = "annotation/annotate.html"
@@ -195,6 +196,7 @@ def _next_card(
         {"skill": skill, "value": "", "rationale": ""}
         for skill in skills_translated(card.skills, texts)
     ]
+    texts_prefetch([card.instruction, card.reference, card.response])
     context = {
         "assignment": claimed,
         "item": {"instruction": card.instruction, "reference_answer": card.reference or ""},
@@ -231,9 +233,12 @@ def _card(
         }
         for skill in skills_translated(workflow.task_skills(assignment=assignment), texts)
     ]
+    item = assignment.task.response.item
+    shown_reference = item.reference_answer if assignment.campaign.show_reference else None
+    texts_prefetch([item.instruction, shown_reference, assignment.task.response.text])
     context = {
         "assignment": assignment,
-        "item": assignment.task.response.item,
+        "item": item,
         "response_text": assignment.task.response.text,
         "rows": rows,
         "notice": notice,
@@ -297,6 +302,7 @@ def _pair_card(
         {"value": c, "label": PAIR_LABELS[c][0], "key": PAIR_LABELS[c][1]}
         for c in card.pair.choices
     ]
+    texts_prefetch([card.instruction, card.reference, card.pair.left, card.pair.right])
     context = {
         "assignment": assignment,
         "item": {"instruction": card.instruction, "reference_answer": card.reference or ""},

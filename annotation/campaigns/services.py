@@ -411,7 +411,18 @@ def campaign_activate(*, campaign: Campaign) -> int:
     Campaign.objects.filter(pk=campaign.pk).update(
         status=CampaignStatus.ACTIVE, updated_at=timezone.now()
     )
+    _texts_render_later(campaign.pk)
     return created
+
+
+def _texts_render_later(campaign_id: int) -> None:
+    """After the commit, ask a worker to render the campaign's texts ahead of its first
+    annotators (annotation/services/rendered_texts.py). Best effort: a card renders a text
+    it finds unrendered itself, so a broker that cannot take the message now is logged
+    (robust on_commit), never an error of the activation."""
+    from annotation.tasks import campaign_texts_render_task  # the Celery adapters' module
+
+    transaction.on_commit(lambda: campaign_texts_render_task.delay(campaign_id), robust=True)
 
 
 def _campaign_skill_ids(campaign: Campaign) -> list[int]:
