@@ -262,27 +262,55 @@ def _pearson_table(
 #: sample holds (`CellTable`) instead of the whole, mostly empty, table. Not below
 #: report.resampled.MAX_TAU_CELLS: Kendall's tau-b needs the whole table.
 WIDE_TABLE_CELLS = 10_000
+#: `tau_by_items` compares every two responses: up to this many pairs.
+MAX_CONCORDANCE_PAIRS = 4_000_000
+
+
+def tau_by_items(cells: int, items: npt.NDArray[np.generic]) -> bool:
+    """Whether Kendall's S of the instance intervals is counted from the items
+    (report.resampled._concordance_features: 2 features per item, every two responses
+    compared once) rather than from each resample's table (a few passes over its cells):
+    when the table is larger than four times the items and the responses are few enough
+    to compare."""
+    return items.size**2 <= MAX_CONCORDANCE_PAIRS and cells > 4 * np.unique(items).size
+
+
+def over_cells(cells: int, items: npt.NDArray[np.generic]) -> bool:
+    """Whether a joint table of `cells` cells (distinct x values times distinct y values;
+    `items`: each pair's item) is resampled over the cells its sample holds (`CellTable`)
+    rather than whole: when it is wide, or when Kendall's S comes from the items
+    (`tau_by_items`), so that no figure needs the whole table. The instance intervals
+    (report.resampled.instance_register) and `paired_difference` decide alike, so that a
+    pair's difference is the difference of the two judges' own resampled Pearsons."""
+    return cells > WIDE_TABLE_CELLS or tau_by_items(cells, items)
 
 
 class CellTable(NamedTuple):
     """A joint table given by the cells the sample holds, sorted by (x, y): each cell's x
     and y codes, where each x code's cells start, and the cells in y order with where
-    each y code's start. Every code of x and y has a cell (codes come from the sample)."""
+    each y code's start. Every code of x and y has a cell (codes come from the sample).
+    `x_sum` and `y_sum`: (distinct values x cells) one-hot matrices, each value's cells
+    in cell order: times (cells x resamples) counts, the sums per x or y value."""
 
     x: npt.NDArray[np.intp]
     y: npt.NDArray[np.intp]
     x_starts: npt.NDArray[np.intp]
     y_order: npt.NDArray[np.intp]
     y_starts: npt.NDArray[np.intp]
+    x_sum: sparse.csr_matrix
+    y_sum: sparse.csr_matrix
 
 
 def cell_table(
     cx: npt.NDArray[np.intp], cy: npt.NDArray[np.intp], ny: int
 ) -> tuple[CellTable, npt.NDArray[np.intp]]:
     """The cells of the pairs with codes (cx, cy), and each pair's cell."""
+    from scipy import sparse
+
     present, cell = np.unique(cx * ny + cy, return_inverse=True)
     x, y = present // ny, present % ny
     y_order = np.argsort(y, kind="stable")
+    ones, columns = np.ones(present.size), np.arange(present.size)
     return (
         CellTable(
             x,
@@ -290,8 +318,23 @@ def cell_table(
             np.flatnonzero(np.r_[True, x[1:] != x[:-1]]),
             y_order,
             np.flatnonzero(np.r_[True, y[y_order][1:] != y[y_order][:-1]]),
+            sparse.csr_matrix((ones, (x, columns)), shape=(int(x.max(initial=-1)) + 1, x.size)),
+            sparse.csr_matrix((ones, (y, columns)), shape=(int(y.max(initial=-1)) + 1, y.size)),
         ),
         cell.reshape(-1),
+    )
+
+
+def cell_margins(
+    cells: npt.NDArray[np.float64], table: CellTable
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The margins of tables given by their cells (rows x cells of counts): (rows x
+    distinct x values, rows x distinct y values). Counts: whole numbers, exact in any
+    order."""
+    by_cell = np.ascontiguousarray(cells.T)  # no copy of a transposed product
+    return (
+        np.ascontiguousarray((table.x_sum @ by_cell).T),
+        np.ascontiguousarray((table.y_sum @ by_cell).T),
     )
 
 
@@ -300,12 +343,16 @@ def _stats_from_cells(
     table: CellTable,
     vx: npt.NDArray[np.float64],
     vy: npt.NDArray[np.float64],
+    *,
+    margins: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """`_stats_from_tables` of tables given by their cells (rows x cells of counts): the
-    same margins, midranks and centred values; only the cross products are summed over
-    the cells instead of the whole table (so they may differ in the last place)."""
-    tx = np.add.reduceat(cells, table.x_starts, axis=1)
-    ty = np.add.reduceat(cells[:, table.y_order], table.y_starts, axis=1)
+    """`_stats_from_tables` of tables given by their cells (rows x cells of counts; a
+    transposed product, cells x rows in memory, is read as it is): the same margins,
+    midranks and centred values; only the cross products are summed over the cells
+    instead of the whole table (so they may differ in the last place). `margins`:
+    `cell_margins(cells, table)`, when known."""
+    by_cell = np.ascontiguousarray(cells.T)
+    tx, ty = cell_margins(cells, table) if margins is None else margins
     n = tx.sum(axis=1)
     inverse = 1.0 / np.where(n > 0, n, 1.0)  # empty tables are marked undefined below
     hx, hy = tx > 0, ty > 0
@@ -313,14 +360,14 @@ def _stats_from_cells(
     rank_y = np.cumsum(ty, axis=1) - (ty - 1) / 2
     sides = (tx, ty, inverse)
     pearson = _pearson_cells(
-        cells,
+        by_cell,
         table,
         sides,
         _cell_scale(vx, tx.shape, hx),
         _cell_scale(vy, ty.shape, hy),
     )
     # midranks lie in [1/2, n]: never scaled
-    spearman = _pearson_cells(cells, table, sides, rank_x, rank_y)
+    spearman = _pearson_cells(by_cell, table, sides, rank_x, rank_y)
     undefined = (hx.sum(axis=1) < 2) | (hy.sum(axis=1) < 2)
     pearson[undefined] = np.nan
     spearman[undefined] = np.nan
@@ -328,21 +375,24 @@ def _stats_from_cells(
 
 
 def _pearson_cells(
-    cells: npt.NDArray[np.float64],
+    by_cell: npt.NDArray[np.float64],
     table: CellTable,
     sides: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]],
     x_values: npt.NDArray[np.float64],
     y_values: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
-    """metrics.table_pearson over the cells: the same centring (its helpers), the cross
-    sum over the cells the sample holds, grouped by x value (so it may differ from the
-    table's in the last place). `sides`: the two margins and 1 / n.
+    """metrics.table_pearson over the cells (`by_cell`: cells x rows of counts): the same
+    centring (its helpers), the cross sum over the cells the sample holds, grouped by x
+    value, each group summed in cell order (so it may differ from the table's in the last
+    place). `sides`: the two margins and 1 / n.
     Values absent from a table weigh 0 in every sum, as the table's zeros do."""
     tx, ty, inverse = sides
     dx = metrics._centred(x_values, tx, inverse)
     dy = metrics._centred(y_values, ty, inverse)
     # per x value, the cells' counts times their y deviations; then times the x deviation
-    sxy = (dx * np.add.reduceat(cells * dy[:, table.y], table.x_starts, axis=1)).sum(axis=1)
+    weighted = np.take(np.ascontiguousarray(dy.T), table.y, axis=0)
+    weighted *= by_cell
+    sxy = (dx * (table.x_sum @ weighted).T).sum(axis=1)
     return metrics._pearson_of_deviations(dx, dy, sxy, tx, ty)
 
 
@@ -493,7 +543,7 @@ def alpha_intervals(
 
 class _PearsonSide:
     """One judge's side of `paired_difference`: Pearson(human, judge) per row of item
-    counts, from the joint table (or its cells when wide, as the instance intervals do)."""
+    counts, from the joint table or its cells (`over_cells`, as the instance intervals)."""
 
     def __init__(
         self,
@@ -508,7 +558,7 @@ class _PearsonSide:
 
         self.vh, self.vj = vh, vj
         self.cells: CellTable | None = None
-        if vh.size * vj.size > WIDE_TABLE_CELLS:
+        if over_cells(vh.size * vj.size, cluster):
             self.cells, cell = cell_table(ch, cj, vj.size)
             self.width = self.cells.x.size
             joint = sparse.csr_matrix(
@@ -522,7 +572,7 @@ class _PearsonSide:
     def pearson(self, counts: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         sums = (self.joint_t @ counts.T).T
         if self.cells is not None:
-            return _stats_from_cells(np.ascontiguousarray(sums), self.cells, self.vh, self.vj)[0]
+            return _stats_from_cells(sums, self.cells, self.vh, self.vj)[0]
         return _stats_from_tables(sums.reshape(-1, self.vh.size, self.vj.size), self.vh, self.vj)[0]
 
 

@@ -16,8 +16,9 @@ explicitly expanded resample.
   unit totals and (complete design) each rater's total.
 - Mean pairwise Spearman and the leave-one-out ceiling: one joint table per rater pair or
   per annotator, ranks from its margins.
-- Instance level: the joint table of (human value, judge value): Pearson, Spearman,
-  Kendall's tau-b, MAE, exact and within-one agreement.
+- Instance level: the joint table of (human value, judge value), or the cells of it the
+  sample holds when no figure needs it whole: Pearson, Spearman, Kendall's tau-b, MAE,
+  exact and within-one agreement.
 - Item level: each item's correlations (fixed per item) and whether they are defined.
 - System level: per system the integer numerators of the human means over one common
   denominator and the judge's sum, so that equal means in a resample stay equal floats.
@@ -44,9 +45,14 @@ from analytics.bootstrap import (
     _alpha_from,
     _codes,
     _coincidences,
+    _stats_from_cells,
     _stats_from_tables,
+    cell_margins,
+    cell_table,
+    over_cells,
     tau_b_from,
     tau_b_tables,
+    tau_by_items,
 )
 
 # scipy is imported where used: at module top it added ~0.5 s of CPU to every process start
@@ -420,28 +426,27 @@ def instance_register(
     key: str = "ci",
     agreement: bool = True,
 ) -> None:
-    """`agreement`: MAE, exact and within-one too (only for a judge on the skill's scale)."""
+    """`agreement`: MAE, exact and within-one too (only for a judge on the skill's scale).
+    A table that no figure needs whole (`bootstrap.over_cells`: Kendall's S counted from
+    the items, or no Kendall) is resampled over the cells its sample holds
+    (`_instance_cells_register`)."""
     vx, cx = _codes(h)
     vy, cy = _codes(j)
     nx, ny = vx.size, vy.size
+    rows = np.asarray(items)
+    with_tau = nx * ny <= MAX_TAU_CELLS
+    if over_cells(nx * ny, rows) or not with_tau:
+        _instance_cells_register(
+            rs, (vx, cx), (vy, cy), rows, sink=sink, key=key, agreement=agreement
+        )
+        return
     with np.errstate(over="ignore"):  # a difference past the largest float is inf: not <= 1
         diff = np.abs(vx[:, None] - vy[None, :])
-    _, per_item = np.unique(np.asarray(items), return_counts=True)
-    scaled, exponent = _scaled_differences(vx, vy, int(per_item.size * per_item.max(initial=0)))
-    with_tau = nx * ny <= MAX_TAU_CELLS
+    scaled, exponent = _scaled_differences(vx, vy, _most_drawn(rows))
     cells = nx * ny
-    features = _onehot(cx * ny + cy, cells)
-    rows = np.asarray(items)
-    q = 0
-    by_items = with_tau and _tau_by_items(cells, rows)
-    if by_items:
-        keys, pair_features = _concordance_features(cx, cy, rows)
-        q = keys.size
-        features = _stack_rows(features, pair_features, cells)
-        rows = np.concatenate([rows, keys])
 
     def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
-        t = sums[:, :cells].reshape(-1, nx, ny)
+        t = sums.reshape(-1, nx, ny)
         # the margins once for every figure (counts: whole numbers, any order sums them)
         margins = t.sum(axis=2), t.sum(axis=1)
         n = margins[0].sum(axis=1)
@@ -449,13 +454,7 @@ def instance_register(
         few = n < 2
         pearson[few] = np.nan
         spearman[few] = np.nan
-        out = {"pearson": pearson, "spearman": spearman}
-        if by_items:
-            # S = w' G w / 2 (`_concordance_features`): whole numbers, exact in any order
-            drawn, concordance = sums[:, cells : cells + q], sums[:, cells + q :]
-            out["kendall"] = tau_b_from((drawn * concordance).sum(axis=1) / 2, *margins)
-        elif with_tau:
-            out["kendall"] = tau_b_tables(t, margins)
+        out = {"pearson": pearson, "spearman": spearman, "kendall": tau_b_tables(t, margins)}
         if agreement:
             with np.errstate(over="ignore"):
                 out["mae"] = np.ldexp(_safe_div((t * scaled).sum(axis=(1, 2)), n), exponent)
@@ -463,19 +462,71 @@ def instance_register(
             out["within_one"] = _safe_div((t * (diff <= 1)).sum(axis=(1, 2)), n)
         return out
 
+    rs.add(rows, _onehot(cx * ny + cy, cells), fn, sink=sink, key=key)
+
+
+def _most_drawn(items: npt.NDArray[np.generic]) -> int:
+    """The most responses a resample can hold: every draw the item with the most."""
+    _, per_item = np.unique(items, return_counts=True)
+    return int(per_item.size * per_item.max(initial=0))
+
+
+def _instance_cells_register(
+    rs: Resampler,
+    x: tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]],
+    y: tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]],
+    items: npt.NDArray[np.generic],
+    *,
+    sink: Sink,
+    key: str,
+    agreement: bool,
+) -> None:
+    """`instance_register` over the cells the sample holds (bootstrap.CellTable): a
+    resample's sums are its cells' counts, Pearson and Spearman come from them
+    (`_stats_from_cells`: the table's figures up to the last place of the cross sums),
+    Kendall's S from the items (`_concordance_features`) when the table is within
+    MAX_TAU_CELLS, and every count (n, the margins, S, exact and within-one) is the
+    same whole number as the table's. A metric's tied raw values against 13 human means
+    fill a few hundred of up to 10,000 cells: the table's way spent a resample on each."""
+    (vx, cx), (vy, cy) = x, y
+    table, cell = cell_table(cx, cy, vy.size)
+    width = table.x.size
+    features = _onehot(cell, width)
+    rows = items
+    q = 0
+    by_items = vx.size * vy.size <= MAX_TAU_CELLS and tau_by_items(vx.size * vy.size, items)
+    if by_items:
+        keys, pair_features = _concordance_features(cx, cy, items)
+        q = keys.size
+        features = _stack_rows(features, pair_features, width)
+        rows = np.concatenate([items, keys])
+    if agreement:
+        with np.errstate(over="ignore"):  # a difference past the largest float is inf
+            diff = np.abs(vx[table.x] - vy[table.y])
+        scaled, exponent = _scaled_differences(vx, vy, _most_drawn(items))
+        scaled = scaled[table.x, table.y]
+
+    def fn(sums: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
+        counts = sums[:, :width]
+        margins = cell_margins(counts, table)
+        n = margins[0].sum(axis=1)
+        pearson, spearman = _stats_from_cells(counts, table, vx, vy, margins=margins)
+        few = n < 2
+        pearson[few] = np.nan
+        spearman[few] = np.nan
+        out = {"pearson": pearson, "spearman": spearman}
+        if by_items:
+            # S = w' G w / 2 (`_concordance_features`): whole numbers, exact in any order
+            drawn, concordance = sums[:, width : width + q], sums[:, width + q :]
+            out["kendall"] = tau_b_from((drawn * concordance).sum(axis=1) / 2, *margins)
+        if agreement:
+            with np.errstate(over="ignore"):
+                out["mae"] = np.ldexp(_safe_div((counts * scaled).sum(axis=1), n), exponent)
+            out["exact"] = _safe_div((counts * (diff < 0.5)).sum(axis=1), n)
+            out["within_one"] = _safe_div((counts * (diff <= 1)).sum(axis=1), n)
+        return out
+
     rs.add(rows, features, fn, sink=sink, key=key)
-
-
-#: `_concordance_features` compares every two responses: up to this many pairs.
-MAX_CONCORDANCE_PAIRS = 4_000_000
-
-
-def _tau_by_items(cells: int, items: npt.NDArray[np.generic]) -> bool:
-    """Whether Kendall's S of the instance intervals is counted from the items
-    (`_concordance_features`: 2 features per item, every two responses compared once)
-    rather than from each resample's table (a few passes over its cells): when the table
-    is larger than four times the items and the responses are few enough to compare."""
-    return items.size**2 <= MAX_CONCORDANCE_PAIRS and cells > 4 * np.unique(items).size
 
 
 def _concordance_features(

@@ -362,7 +362,7 @@ def test_kendall_from_the_items_is_the_tables_kendall_to_the_bit():
     h = rng.integers(3, 16, items.size) / 3
     j = np.where(rng.random(items.size) < 0.4, 0.0, np.round(h / 5 + rng.random(items.size), 2))
     cells = np.unique(h).size * np.unique(j).size
-    assert resampled._tau_by_items(cells, items)
+    assert bootstrap.tau_by_items(cells, items)
     rs = bootstrap.Resampler(items, resamples=200, keep=True)
     sink: dict = {}
     resampled.instance_register(rs, h, j, items, sink=sink, key="ci", agreement=False)
@@ -384,3 +384,74 @@ def test_kendall_from_the_items_is_the_tables_kendall_to_the_bit():
     assert sink["ci"]["kendall"]["estimate"] == pytest.approx(
         stats.kendalltau(h, j, variant="b").statistic, abs=1e-12
     )
+
+
+def test_a_table_resampled_over_its_cells_gives_the_written_out_tables_figures():
+    # the metric table's shape of the test above: the instance intervals are resampled over
+    # the cells the sample holds (a few hundred of the table's thousands), not the whole table
+    rng = np.random.default_rng(8)
+    n_items = 40
+    items = np.repeat(np.arange(n_items) * 3, rng.integers(2, 6, n_items))
+    h = rng.integers(3, 16, items.size) / 3
+    j = np.where(rng.random(items.size) < 0.4, 0.0, np.round(h / 5 + rng.random(items.size), 2))
+    vx, cx = np.unique(h, return_inverse=True)
+    vy, cy = np.unique(j, return_inverse=True)
+    assert bootstrap.over_cells(vx.size * vy.size, items)
+    assert np.unique(cx * vy.size + cy).size < vx.size * vy.size / 4
+    rs = bootstrap.Resampler(items, resamples=300, keep=True)
+    sink: dict = {}
+    resampled.instance_register(rs, h, j, items, sink=sink, key="ci", agreement=True)
+    rs.run()
+    kept = rs.values["ci"]
+    # the same resamples written out as whole tables, with the whole table's figures
+    keys, code = np.unique(items, return_inverse=True)
+    counts = next(bootstrap._chunks(keys.size, 0, 300, np.random.default_rng(rs.seed), size=300))
+    tables = np.zeros((300, vx.size, vy.size))
+    for r in range(300):
+        np.add.at(tables[r], (cx, cy), counts[r, code])
+    pearson, spearman = bootstrap._stats_from_tables(tables, vx, vy)
+    n = tables.sum(axis=(1, 2))
+    diff = np.abs(vx[:, None] - vy[None, :])
+    # Pearson and Spearman: the cross sums in another order, so the last places may move
+    np.testing.assert_allclose(kept["pearson"], pearson, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(kept["spearman"], spearman, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(kept["mae"], (tables * diff).sum(axis=(1, 2)) / n, rtol=1e-12)
+    # counts are whole numbers: Kendall and the agreement shares to the bit
+    assert np.array_equal(kept["kendall"], bootstrap.tau_b_tables(tables), equal_nan=True)
+    assert np.array_equal(kept["exact"], (tables * (diff < 0.5)).sum(axis=(1, 2)) / n)
+    assert np.array_equal(kept["within_one"], (tables * (diff <= 1)).sum(axis=(1, 2)) / n)
+    # and each is the coefficient of the expanded resample (scipy)
+    for r in range(5):
+        weights = counts[r, code].astype(int)
+        x, y = np.repeat(h, weights), np.repeat(j, weights)
+        assert kept["pearson"][r] == pytest.approx(stats.pearsonr(x, y).statistic, rel=1e-12)
+        assert kept["spearman"][r] == pytest.approx(stats.spearmanr(x, y).statistic, rel=1e-12)
+    ci = sink["ci"]
+    assert ci["pearson"]["estimate"] == pytest.approx(stats.pearsonr(h, j).statistic, rel=1e-12)
+    assert ci["spearman"]["estimate"] == pytest.approx(stats.spearmanr(h, j).statistic, rel=1e-12)
+    assert ci["pearson"]["low"] < ci["pearson"]["estimate"] < ci["pearson"]["high"]
+
+
+def test_paired_difference_reads_the_tables_the_instance_intervals_read():
+    # a tied metric against human means: its table is resampled over the cells, on both
+    # ways to a pair's difference (the report's kept Pearsons and paired_difference)
+    rng = np.random.default_rng(9)
+    items = np.repeat(np.arange(30), 4)
+    h = rng.integers(3, 16, items.size) / 3
+    a = np.round(h / 5 + rng.random(items.size), 2)
+    b = np.round(h / 3 + rng.random(items.size), 2)
+    assert bootstrap.over_cells(np.unique(h).size * np.unique(a).size, items)
+    rs = bootstrap.Resampler(items, resamples=200)
+    sinks: list[dict] = [{}, {}]
+    for sink, judge in zip(sinks, (a, b), strict=True):
+        resampled.instance_register(rs, h, judge, items, sink=sink, key="ci", agreement=False)
+        rs.keep_values(sink, "pearson")
+    rs.run()
+    kept = bootstrap.paired_difference_of(
+        sinks[0]["ci"]["pearson"]["estimate"],
+        sinks[1]["ci"]["pearson"]["estimate"],
+        rs.kept_values(sinks[0], "pearson"),
+        rs.kept_values(sinks[1], "pearson"),
+        sinks[0]["ci"]["pearson"]["items"],
+    )
+    assert kept == bootstrap.paired_difference(h, a, b, items, resamples=200)
