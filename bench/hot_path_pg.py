@@ -1,7 +1,8 @@
 """What PostgreSQL does per next + submit cycle, in one process (bench/README.md
 "PostgreSQL per submission").
 
-usage: bench/hot_path_pg.py TREE DBNAME setup|api|page CYCLES   (env PG_PORT, default 55433)
+usage: bench/hot_path_pg.py TREE DBNAME setup|api|api-quota|page CYCLES
+       (env PG_PORT, default 55433)
 
 TREE is the checkout to measure (this one, or a worktree of an earlier build). Against a
 private PostgreSQL cluster started with pg_stat_statements preloaded (the README gives the
@@ -11,7 +12,8 @@ page path), warm up 20 cycles, then run CYCLES cycles round robin through the Dj
 client with DEBUG off, each request between close_old_connections() calls as a WSGI server
 makes them. Prints per cycle: the backend's CPU (/proc/PID/stat), every statement the server
 ran (pg_stat_statements, nested foreign-key checks included) with its execution and planning
-time.
+time. `api-quota` is `api` on a campaign with a quota per annotator (too large to be met), so
+every claim goes through the claim policy's quota check.
 """
 
 import importlib.util
@@ -91,6 +93,9 @@ al.log = lambda m: None
 API = "/api/v1/annotation"
 N = 4
 campaign, tokens, users = al.campaign_setup(N, 3, links=(mode == "page"))
+if mode == "api-quota":
+    type(campaign).objects.filter(pk=campaign.pk).update(quota_per_annotator=10**6)
+    mode = "api"
 
 
 def cpu(pid):
@@ -174,7 +179,7 @@ rows = admin(
     [dbid],
 )
 print(
-    f"{mode} {dbname} cycles={cycles} backend_cpu_ms/cycle={(c1 - c0) * 1000 / cycles:.3f} "
+    f"{sys.argv[3]} {dbname} cycles={cycles} backend_cpu_ms/cycle={(c1 - c0) * 1000 / cycles:.3f} "
     f"wall_ms/cycle={(t1 - t0) * 1000 / cycles:.2f}"
 )
 total_calls = sum(r[1] for r in rows)

@@ -20,7 +20,7 @@ class TimestampedModel(models.Model):
 
 
 def is_postgres(conn=None) -> bool:
-    return (conn or connection).vendor == "postgresql"
+    return (conn or connections[DEFAULT_DB_ALIAS]).vendor == "postgresql"
 
 
 # --- raw SQL on hot paths --------------------------------------------------------------------
@@ -39,17 +39,19 @@ def _cursor():
     and planning it (measured with pgbench: claim state 0.36 -> 0.13 ms, slot + lease 0.41 ->
     0.24 ms); with it off, the same statements run with Django's client-side binding, as the
     ORM's always do. Wrapped like Django's own cursors: errors, query logging and the health
-    check behave the same."""
-    if not (is_postgres() and settings.DATABASE_PREPARED_STATEMENTS):
-        return connection.cursor()
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        raw = psycopg.Cursor(connection.connection)
-        connection.validate_thread_sharing()
-        if connection.queries_logged:
-            return _DebugCursor(raw, connection)
-        return connection.make_cursor(raw)
+    check behave the same. (The helpers below run the common case on a bare cursor:
+    `_bare_connection`.)"""
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
+        return conn.cursor()
+    conn.close_if_health_check_failed()
+    conn.ensure_connection()
+    with conn.wrap_database_errors:
+        raw = psycopg.Cursor(conn.connection)
+        conn.validate_thread_sharing()
+        if conn.queries_logged:
+            return _DebugCursor(raw, conn)
+        return conn.make_cursor(raw)
 
 
 class _DebugCursor(CursorDebugWrapper):
@@ -62,23 +64,75 @@ class _DebugCursor(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
+def _bare_connection():
+    """The thread's connection, checked as Django checks it before a statement, when the
+    statement may run on a bare psycopg cursor (server-side binding, errors wrapped as
+    Django's): PostgreSQL with DATABASE_PREPARED_STATEMENTS, no query log (DEBUG,
+    CaptureQueriesContext) and no execute wrapper (`connection.execute_wrapper`). None
+    otherwise: then `_cursor` gives Django's own cursor wrapper, which serves those.
+
+    Through Django's cursor wrapper a statement cost about 166,000 instructions (callgrind),
+    psycopg's own cursor, execute and fetch about 98,000; this way, with the connection's
+    reused cursor, about 106,000. The hot path runs six statements per next + submit cycle
+    (bench/README.md "Hot-path CPU"). The thread's connection is looked up once: each
+    attribute read through Django's `connection` proxy looks it up again."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    if (
+        conn.vendor != "postgresql"
+        or not settings.DATABASE_PREPARED_STATEMENTS
+        or conn.queries_logged
+        or conn.execute_wrappers
+    ):
+        return None
+    conn.close_if_health_check_failed()
+    conn.ensure_connection()
+    conn.validate_thread_sharing()
+    conn.validate_no_broken_transaction()
+    return conn
+
+
+def _statement_cursor(conn) -> psycopg.Cursor:
+    """The connection's reusable cursor (flaskweb/postgresql/base.py), or a new one on
+    Django's own PostgreSQL backend."""
+    reuse = getattr(conn, "statement_cursor", None)
+    return reuse() if reuse is not None else psycopg.Cursor(conn.connection)
+
+
 def fetch_one(sql: str, params=()) -> tuple | None:
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone()
+    conn = _bare_connection()
+    if conn is None:
+        with _cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+    with conn.wrap_database_errors:
+        raw = _statement_cursor(conn)
+        raw.execute(sql, params)
+        return raw.fetchone()
 
 
 def fetch_all(sql: str, params=()) -> list[tuple]:
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    conn = _bare_connection()
+    if conn is None:
+        with _cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    with conn.wrap_database_errors:
+        raw = _statement_cursor(conn)
+        raw.execute(sql, params)
+        return raw.fetchall()
 
 
 def execute(sql: str, params=()) -> int:
     """Run one statement; returns the number of rows it changed."""
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    conn = _bare_connection()
+    if conn is None:
+        with _cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
+    with conn.wrap_database_errors:
+        raw = _statement_cursor(conn)
+        raw.execute(sql, params)
+        return raw.rowcount
 
 
 def db_datetime(value):
@@ -107,12 +161,30 @@ def json_value(value):
 def instance_from(model, fields: dict):
     """A model instance from values a raw statement read, keyed by attname (`task_id`);
     fields not given are deferred and load on first access. (Model.from_db expects the
-    values in the model's field order; this puts them there.)"""
-    names = [f.attname for f in model._meta.concrete_fields if f.attname in fields]
-    if len(names) != len(fields):
-        unknown = set(fields) - set(names)
+    values in the model's field order; this puts them there, every concrete field's slot
+    filled, the missing ones with DEFERRED as from_db would fill them.)"""
+    key = (model, *fields)
+    layout = _layouts.get(key)
+    if layout is None:
+        layout = _layouts[key] = _layout(model, fields)
+    attnames, slots = layout
+    values = [models.DEFERRED] * len(attnames)
+    for slot, value in zip(slots, fields.values(), strict=True):
+        values[slot] = value
+    return model.from_db("default", attnames, values)
+
+
+#: (model, the attnames given, in order) -> (every concrete field's attname, the slot of
+#: each given one). A hot path builds the same few shapes (bench/README.md "Hot-path CPU").
+_layouts: dict[tuple, tuple[list[str], list[int]]] = {}
+
+
+def _layout(model, fields: dict) -> tuple[list[str], list[int]]:
+    attnames = [f.attname for f in model._meta.concrete_fields]
+    unknown = set(fields) - set(attnames)
+    if unknown:
         raise ValueError(f"{model.__name__} has no field {sorted(unknown)}")
-    return model.from_db("default", names, [fields[name] for name in names])
+    return attnames, [attnames.index(name) for name in fields]
 
 
 class ModelRow:

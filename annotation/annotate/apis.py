@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
@@ -62,6 +63,29 @@ class ScoreField(serializers.IntegerField):
 
 def _invalid(errors: dict) -> ApiResponse:
     return ApiResponse(invalid_body(errors), status=400)
+
+
+class JsonFirstNegotiation(DefaultContentNegotiation):
+    """DRF's content negotiation with its common answer given without parsing: a request
+    that asks for nothing in particular (no Accept header, `*/*` or `application/json`; no
+    `?format=` or format suffix) gets the first renderer, JSON, with the media type DRF
+    would pick. Anything else is DRF's own negotiation. On next and submit, DRF's parsing
+    of the Accept header cost about a twentieth of the web process's CPU (bench/README.md
+    "Hot-path CPU"); tests/annotation/test_api_negotiation.py holds the two equal."""
+
+    PLAIN_ACCEPT = frozenset({None, "*/*", "application/json"})
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        meta = request.META
+        if (
+            not format_suffix
+            and not meta.get("QUERY_STRING")
+            and meta.get("HTTP_ACCEPT") in self.PLAIN_ACCEPT
+            and renderers
+            and renderers[0].media_type == "application/json"
+        ):
+            return renderers[0], renderers[0].media_type
+        return super().select_renderer(request, renderers, format_suffix)
 
 
 # --- campaigns ------------------------------------------------------------------------------
@@ -150,6 +174,8 @@ class AnnotatorProgressApi(APIView):
 
 class AssignmentNextApi(APIView):
     """Claim the caller's current or next task in a campaign (a lease)."""
+
+    content_negotiation_class = JsonFirstNegotiation
 
     class OutputSerializer(serializers.Serializer):
         class SkillSerializer(serializers.Serializer):
@@ -248,11 +274,16 @@ def _next_for(user, campaign_id: int) -> dict:
     return {"next": _task_payload(card)}
 
 
+#: How the payload writes `expires_at` (one field for every payload: its output depends
+#: only on the settings and the active time zone, not on any state of its own).
+_EXPIRES_AT = serializers.DateTimeField()
+
+
 def _task_payload(card: selectors.TaskCard) -> dict:
     """The card as OutputSerializer describes it (and tests check it field by field)."""
     payload = {
         "assignment_id": card.assignment_id,
-        "expires_at": serializers.DateTimeField().to_representation(card.expires_at),
+        "expires_at": _EXPIRES_AT.to_representation(card.expires_at),
         "instruction": card.instruction,
         "response": card.response,
         "skills": [
@@ -392,6 +423,8 @@ def submit_body_plain(body) -> dict | None:
 class AssignmentSubmitApi(APIView):
     """Record the scores of a task: one per asked skill, 1-5 or null for N/A; or, for a
     pair task, the preferences: one per question, by side (left, right, tie, both_bad)."""
+
+    content_negotiation_class = JsonFirstNegotiation
 
     class InputSerializer(serializers.Serializer):
         class ScoreSerializer(serializers.Serializer):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -67,7 +67,7 @@ _HOT_PATHS: dict[str, HotPath] = {"postgresql": hot_path_postgres, "sqlite": hot
 
 
 def _hot_path() -> HotPath:
-    return _HOT_PATHS[connection.vendor]
+    return _HOT_PATHS[connections[DEFAULT_DB_ALIAS].vendor]
 
 
 # --- claim ----------------------------------------------------------------------------------------
@@ -75,12 +75,6 @@ def _hot_path() -> HotPath:
 
 _ASSIGNMENT_FIELDS = ("id", "task_id", "kind", "status", "expires_at")
 _ASSIGNMENT_GET = f"SELECT {', '.join(_ASSIGNMENT_FIELDS)} FROM {A} WHERE id = %s"
-_SUBMITTED_NORMAL = f"""
-SELECT COUNT(*) FROM {A} a JOIN {T} t ON t.id = a.task_id
-WHERE a.campaign_id = %s AND a.annotator_id = %s AND a.status = 'submitted'
-  AND a.kind = 'normal' AND t.kind = 'normal'
-"""
-_SERVED = f"SELECT COUNT(*) FROM {A} WHERE campaign_id = %s AND annotator_id = %s"
 
 
 def assignment_claim_next(*, campaign: Campaign, annotator) -> Assignment | None:
@@ -147,10 +141,8 @@ def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> A
         if not passed:
             return screening_lease  # a training or qualification task; None once screened out
     if state.quota is not None:
-        counted = fetch_one(_SUBMITTED_NORMAL, [campaign.pk, annotator.pk])
-        assert counted is not None  # COUNT(*) answers one row
-        (done,) = counted
-        if done >= state.quota:
+        assert state.submitted_normal is not None  # the claim state counts them for a quota
+        if state.submitted_normal >= state.quota:
             return None
     if state.gold_rate > 0 or state.repeat_rate > 0:  # most campaigns have neither
         special = _claim_gold_or_repeat(campaign, annotator, state, now)
@@ -170,10 +162,10 @@ def _claim_by_policy(campaign: Campaign, annotator, state: ClaimState, now) -> A
 def _claim_gold_or_repeat(
     campaign: Campaign, annotator, state: ClaimState, now
 ) -> Assignment | None:
-    """A gold or attention task, or a hidden repeat, when this claim is the one due for it."""
-    counted = fetch_one(_SERVED, [campaign.pk, annotator.pk])
-    assert counted is not None  # COUNT(*) answers one row
-    (served,) = counted
+    """A gold or attention task, or a hidden repeat, when this claim is the one due for it
+    (by the count of tasks served, which the claim state read)."""
+    served = state.served
+    assert served is not None  # the claim state counts them when a rate is set
     expires_at = now + timedelta(seconds=state.lease_seconds)
     if every(state.gold_rate, served):
         gold = _claim_gold(campaign, annotator, expires_at)

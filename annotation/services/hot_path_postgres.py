@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from annotation.services.hot_path import (
-    CLAIM_STATE,
     LEASE_COLUMNS,
     PICK_NORMAL,
     PREFERENCE_COLUMNS,
@@ -25,6 +24,8 @@ from annotation.services.hot_path import (
     NewLease,
     Submission,
     T,
+    claim_state_params,
+    claim_state_sql,
     on_its_own,
 )
 from flaskweb.db import aware, fetch_one
@@ -34,7 +35,7 @@ from flaskweb.db import aware, fetch_one
 # rechecked on the row as it is when the UPDATE holds it) and the lease are written together.
 # Params: CLAIM_STATE's, campaign, user[, user, user], campaign, user, now, now, now.
 _CLAIM = f"""
-WITH st AS ({CLAIM_STATE}
+WITH st AS ({{state}}
 ), claiming AS (
   SELECT overlap, lease_seconds FROM st WHERE may_claim
 ), candidate AS ({{pick}}
@@ -66,14 +67,16 @@ FROM st LEFT JOIN lease ON true
 # waiting for the next, and two such claims deadlocked in the concurrency tests.
 _SKIPPING = " FOR UPDATE OF t SKIP LOCKED"
 _CLAIMS = {
-    (routing, skipping): _CLAIM.format(
+    (decided, routing, skipping): _CLAIM.format(
+        state=claim_state_sql(decided=decided, fence=" OFFSET 0"),
         pick=PICK_NORMAL.format(
             k="(SELECT overlap FROM claiming)",
             fence=" OFFSET 0",
             routing=ROUTING if routing else "",
             lock=_SKIPPING if skipping else "",
-        )
+        ),
     )
+    for decided in (False, True)
     for routing in (False, True)
     for skipping in (True, False)
 }
@@ -84,11 +87,7 @@ def claim(
 ) -> tuple[ClaimState | None, NewLease | None]:
     pick = [campaign_id, annotator_id] + ([annotator_id, annotator_id] if routing else [])
     params = [
-        decided,
-        annotator_id,
-        annotator_id,
-        annotator_id,
-        campaign_id,
+        *claim_state_params(campaign_id=campaign_id, annotator_id=annotator_id),
         *pick,
         campaign_id,
         annotator_id,
@@ -96,11 +95,11 @@ def claim(
         now,
         now,
     ]
-    state, _, lease = _claim_run(_CLAIMS[routing, True], params)
+    state, _, lease = _claim_run(_CLAIMS[decided, routing, True], params)
     # Each round that writes no lease saw a candidate fill up while it waited for it: another
     # request took that slot. Only a snapshot with no candidate at all ends it empty.
     while state is not None and state.may_claim and lease is None:
-        state, candidate, lease = _claim_run(_CLAIMS[routing, False], params)
+        state, candidate, lease = _claim_run(_CLAIMS[decided, routing, False], params)
         if candidate is None:
             break
     return state, lease

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from annotation.services.hot_path import (
-    CLAIM_STATE,
     LEASE_COLUMNS,
     PICK_NORMAL,
     PREFERENCE_COLUMNS,
@@ -27,6 +26,8 @@ from annotation.services.hot_path import (
     NewLease,
     Submission,
     T,
+    claim_state_params,
+    claim_state_sql,
 )
 from flaskweb.db import db_datetime, execute, fetch_one
 
@@ -34,6 +35,7 @@ _PICKS = {
     routing: PICK_NORMAL.format(k="%s", fence="", routing=ROUTING if routing else "", lock="")
     for routing in (False, True)
 }
+_CLAIM_STATES = {decided: claim_state_sql(decided=decided, fence="") for decided in (False, True)}
 _TAKE_SLOT = f"UPDATE {T} SET assigned = assigned + 1 WHERE id = ({{pick}}) RETURNING id"
 _INSERT_LEASE = f"""
 INSERT INTO {A} ({LEASE_COLUMNS})
@@ -46,7 +48,10 @@ RETURNING id
 def claim(
     *, campaign_id: int, annotator_id: int, now: datetime, decided: bool, routing: bool
 ) -> tuple[ClaimState | None, NewLease | None]:
-    row = fetch_one(CLAIM_STATE, [decided, annotator_id, annotator_id, annotator_id, campaign_id])
+    row = fetch_one(
+        _CLAIM_STATES[decided],
+        claim_state_params(campaign_id=campaign_id, annotator_id=annotator_id),
+    )
     if row is None:
         return None, None
     state = ClaimState.from_row(row)
