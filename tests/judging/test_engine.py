@@ -87,7 +87,9 @@ def test_one_process_keeps_hundreds_of_calls_on_the_wire(engine):
 def test_batches_from_many_threads_share_one_engine(engine):
     import threading
 
-    with FakeOpenAIServer(style="json", latency=0.3) as srv:
+    # each call waits 1.5 s at the server: long enough that the five threads' 100 calls all
+    # start while the first are still out, even on a loaded host (0.3 s saw 36 at once)
+    with FakeOpenAIServer(style="json", latency=1.5) as srv:
         results: list[int] = []
 
         def worker() -> None:
