@@ -1,6 +1,8 @@
 """Leaf helpers shared by every app (imports no app)."""
 
 import json
+import operator
+from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
@@ -98,41 +100,36 @@ def _statement_cursor(conn) -> psycopg.Cursor:
     return reuse() if reuse is not None else psycopg.Cursor(conn.connection)
 
 
-def fetch_one(sql: str, params=()) -> tuple | None:
+def _run(sql: str, params, read: Callable[[Any], Any]) -> Any:
+    """Run one fixed statement and `read` its cursor: on a bare psycopg cursor when nothing
+    needs Django's wrapper (_bare_connection), else on Django's."""
     conn = _bare_connection()
     if conn is None:
         with _cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchone()
+            return read(cursor)
     with conn.wrap_database_errors:
         raw = _statement_cursor(conn)
         raw.execute(sql, params)
-        return raw.fetchone()
+        return read(raw)
+
+
+_ONE = operator.methodcaller("fetchone")
+_ALL = operator.methodcaller("fetchall")
+_ROWCOUNT = operator.attrgetter("rowcount")
+
+
+def fetch_one(sql: str, params=()) -> tuple | None:
+    return _run(sql, params, _ONE)
 
 
 def fetch_all(sql: str, params=()) -> list[tuple]:
-    conn = _bare_connection()
-    if conn is None:
-        with _cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-    with conn.wrap_database_errors:
-        raw = _statement_cursor(conn)
-        raw.execute(sql, params)
-        return raw.fetchall()
+    return _run(sql, params, _ALL)
 
 
 def execute(sql: str, params=()) -> int:
     """Run one statement; returns the number of rows it changed."""
-    conn = _bare_connection()
-    if conn is None:
-        with _cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount
-    with conn.wrap_database_errors:
-        raw = _statement_cursor(conn)
-        raw.execute(sql, params)
-        return raw.rowcount
+    return _run(sql, params, _ROWCOUNT)
 
 
 def db_datetime(value):
