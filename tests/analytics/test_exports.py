@@ -50,7 +50,7 @@ from devtools.openai_server import FakeOpenAIServer
 from flaskweb.jobs import JobStatus
 from judging.models import JudgeRun, JudgeScore, Judgment, RunStatus
 from judging.output_imports.services import JudgeOutputImportRejected, judge_outputs_import
-from judging.services import judge_response, judge_run_create
+from judging.services import judge_batch, judge_run_create
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
 from tests.conftest import wait_for
@@ -121,8 +121,8 @@ def scored(project, tmp_path, annotator, django_user_model) -> Scored:
     with FakeOpenAIServer(style="json") as server:
         judge = llm_judge(project, server, name="gpt")
         run = running(judge_run_create(judge=judge, dataset=dataset))
-        for rid in response_ids(run):
-            judge_response(run_id=run.pk, response_id=rid)
+        # every response in one batch, as a worker's task judges them: one engine round trip
+        judge_batch(run_id=run.pk, response_ids=response_ids(run))
     run.refresh_from_db()
     assert run.status == RunStatus.DONE
     batch = scores_import(

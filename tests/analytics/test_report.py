@@ -26,7 +26,7 @@ from annotation.services.assignments import (
     task_skills,
 )
 from devtools.openai_server import FakeOpenAIServer
-from judging.services import judge_response, judge_run_create
+from judging.services import judge_batch, judge_run_create
 from tests.analytics.snapshot_worker import report_via_api
 from tests.annotation.test_assignments import make_dataset
 from tests.clients import token_client
@@ -142,8 +142,8 @@ def scored_project(project, tmp_path, django_user_model):
     with FakeOpenAIServer(style="json") as server:
         judge = llm_judge(project, server, name="rouge")
         run = running(judge_run_create(judge=judge, dataset=dataset))
-        for rid in response_ids(run):
-            judge_response(run_id=run.pk, response_id=rid)
+        # every response in one batch, as a worker's task judges them: one engine round trip
+        judge_batch(run_id=run.pk, response_ids=response_ids(run))
     return project
 
 

@@ -29,7 +29,7 @@ from annotation.services.assignments import (
 from devtools.openai_server import FakeOpenAIServer
 from judging.models import JudgeConfig, JudgeKind, JudgeRun, JudgeScore, RunStatus
 from judging.selectors import judge_sample_rows, judge_score_rows
-from judging.services import judge_response, judge_run_create
+from judging.services import judge_batch, judge_run_create
 from judging.services.calibrated import (
     CalibrationRefused,
     judge_run_calibrated_copy,
@@ -100,8 +100,8 @@ def sampled_project(project, tmp_path, django_user_model):
     with FakeOpenAIServer(style="json") as server:
         judge = llm_judge(project, server, name="sampled", samples=2)
         run = running(judge_run_create(judge=judge, dataset=dataset))
-        for rid in response_ids(run):
-            judge_response(run_id=run.pk, response_id=rid)
+        # every response in one batch, as a worker's task judges them: one engine round trip
+        judge_batch(run_id=run.pk, response_ids=response_ids(run))
     return project
 
 
