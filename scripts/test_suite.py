@@ -7,7 +7,8 @@ The groups, in order (tests/README.md says why each exists):
             when the postgres group runs too they run beside it (on the core mypy leaves
             idle) and print when that group is done;
 - postgres  every test not marked `alone`, on PostgreSQL and Redis, one pytest-xdist worker
-            per core (`-n <cores> --dist worksteal`): a test database, cache/broker key prefix,
+            per core and one more (`-n <cores + 1> --dist worksteal`: many tests wait on a
+            browser, a server or a worker process): a test database, cache/broker key prefix,
             Chromium and free ports per worker;
 - sqlite    the annotation workflow's tests again on SQLite (the embedded default of
             `make demo`), in parallel too; none may be skipped;
@@ -157,7 +158,10 @@ def main() -> int:
         help=f"comma-separated groups to run, of {', '.join(GROUPS)} (default: all)",
     )
     parser.add_argument(
-        "--workers", type=int, default=cores(), help="pytest-xdist workers (default: cores)"
+        "--workers",
+        type=int,
+        default=cores() + 1,
+        help="pytest-xdist workers (default: cores + 1)",
     )
     options, pytest_args = parser.parse_known_args()
     asked = [g for g in options.groups.split(",") if g]

@@ -5,8 +5,10 @@ annotator pages rendered in Spanish show no English sentence left behind."""
 from __future__ import annotations
 
 import gettext
+import os
 import re
 import shutil
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -102,18 +104,35 @@ def test_placeholders_are_the_same_in_every_translation(language):
     assert wrong == []
 
 
-def test_the_catalogue_holds_every_message_of_the_code(tmp_path, monkeypatch):
-    """makemessages, run into a copy of locale/, finds no msgid the committed .po lacks."""
+def test_the_catalogue_holds_every_message_of_the_code(monkeypatch):
+    """makemessages, run into a copy of locale/, finds no msgid the committed .po lacks.
+
+    makemessages writes each source file's messages into the first locale path whose parent
+    directory holds the file, and puts any directory named locale/ it walks past first: so
+    the copy sits beside locale/ in the checkout and locale/ is not walked. Otherwise every
+    message goes to the real catalogue (rewritten by the test) and the copy is left as it
+    was, so that the test could not fail."""
     if shutil.which("xgettext") is None:
         pytest.skip("xgettext (GNU gettext) is not installed")
-    copy = tmp_path / "locale"
+    copy = Path(settings.BASE_DIR) / f".locale-check-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     shutil.copytree(LOCALE, copy)
+    committed = (LOCALE / "es" / "LC_MESSAGES" / "django.po").read_bytes()
     monkeypatch.chdir(settings.BASE_DIR)
-    with override_settings(LOCALE_PATHS=[copy]):
-        call_command(
-            "makemessages", locale=["es"], ignore_patterns=IGNORE, no_obsolete=True, verbosity=0
-        )
-    found = polib.pofile(str(copy / "es" / "LC_MESSAGES" / "django.po"))
+    try:
+        with override_settings(LOCALE_PATHS=[copy]):
+            call_command(
+                "makemessages",
+                locale=["es"],
+                ignore_patterns=[*IGNORE, copy.name, "locale"],
+                no_obsolete=True,
+                verbosity=0,
+            )
+        found = polib.pofile(str(copy / "es" / "LC_MESSAGES" / "django.po"))
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    assert (LOCALE / "es" / "LC_MESSAGES" / "django.po").read_bytes() == committed
+    # the copy is the catalogue makemessages rewrote (its header dated now, not at commit)
+    assert found.metadata["POT-Creation-Date"] != _po("es").metadata["POT-Creation-Date"]
     known = {(e.msgctxt, e.msgid) for e in _po("es")}
     missing = sorted(_label(e) for e in found if (e.msgctxt, e.msgid) not in known)
     assert missing == [], "run manage.py makemessages and translate (docs/LANGUAGES.md)"
