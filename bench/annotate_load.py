@@ -49,6 +49,7 @@ import re
 import resource
 import runpy
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -461,11 +462,27 @@ def server_command(args) -> tuple[list[str], dict[str, str]]:
     command = [GUNICORN, "flaskweb.wsgi:application", "--log-level", "warning"]
     if args.worker_class:
         command += ["--worker-class", args.worker_class]
-    return command, {**server_env(args.settings_file), **recipe_env(args)}
+    env = {**server_env(args.settings_file), **recipe_env(args)}
+    if args.html:
+        # plain HTTP on 127.0.0.1: the session and CSRF cookies may not be secure-only, or the
+        # crowd (a browser would too) never sends them back and every page answers 403
+        env["FLASKWEB_LOCAL_TRIAL"] = "true"
+        # the pages name their static files by the manifest, as `serve` collects them
+        env["DJANGO_STATIC_ROOT"] = str(OUT / "static")
+        subprocess.run(
+            [PYTHON, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
+    return command, env
 
 
 def start_server(args) -> subprocess.Popen:
     port = args.port
+    with socket.socket() as probe:  # a server left over from an interrupted run would answer
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            sys.exit(f"port {port} is taken (a server from an earlier run?): stop it first")
     command, env = server_command(args)
     OUT.mkdir(parents=True, exist_ok=True)
     log_path = OUT / f"{args.server}.log"
@@ -958,10 +975,13 @@ def report_cpu(used: dict[str, float], submissions: int) -> dict:
         f"  CPU ({cores} cores, {busy:.0%} busy)   server {used['gunicorn']:.1f} s, "
         f"{pg_part}crowd {used['crowd']:.1f} s"
     )
-    log(
-        f"  CPU per submission  server {used['gunicorn'] * per:.1f} ms, {pg_per}"
-        f"crowd {used['crowd'] * per:.1f} ms"
-    )
+    if submissions:
+        log(
+            f"  CPU per submission  server {used['gunicorn'] * per:.1f} ms, {pg_per}"
+            f"crowd {used['crowd'] * per:.1f} ms"
+        )
+    else:  # a per-submission figure of nothing would read as a (huge) cost
+        log("  CPU per submission  none: no submission went through (see the errors above)")
     return {k: round(v, 2) for k, v in used.items()} | {"machine_busy_share": round(busy, 3)}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,49 @@ SHARED_FLASK = REPO.parent / "shared" / "data" / "flask"
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow tests first (a stable sort: the same order in every xdist worker, as xdist
-    requires). With `--dist worksteal` a worker starts on them at once and the others take
-    the many short tests, so no 30-second test is left to run alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The long tests (marked `slow` or `browser`) shared out to the start of every xdist
+    worker's first share of the list, so that all workers start on them at once and none is
+    left to run alone at the end (worksteal hands worker i the i-th of N equal consecutive
+    shares, and an idle worker takes the second half of the longest queue, from its end).
+    The same order in every worker, as xdist requires: it depends on the collection only."""
+    items[:] = _long_first_in_every_share(items, _xdist_workers())
+
+
+def _xdist_workers() -> int:
+    try:
+        return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        return 1
+
+
+def _is_long(item) -> bool:
+    return bool(item.get_closest_marker("slow") or item.get_closest_marker("browser"))
+
+
+def _long_first_in_every_share(items: list, workers: int) -> list:
+    """Items reordered into `workers` consecutive shares of worksteal's sizes, each opening
+    with its part of the long items: runs of one module's long items go, longest run
+    first, to the share holding the fewest; the short items follow in their own order."""
+    long_runs: list[list] = []
+    short: list = []
+    for item in items:
+        if not _is_long(item):
+            short.append(item)
+        elif long_runs and getattr(long_runs[-1][-1], "module", None) is getattr(item, "module", 0):
+            long_runs[-1].append(item)
+        else:
+            long_runs.append([item])
+    shares: list[list] = [[] for _ in range(workers)]
+    for run in sorted(long_runs, key=len, reverse=True):
+        min(shares, key=len).extend(run)
+    ordered, left, taken = [], len(items), 0
+    for i, share in enumerate(shares):
+        size = left // (workers - i)  # what worksteal sends worker i
+        fill = short[taken : taken + max(0, size - len(share))]
+        taken += len(fill)
+        ordered += share + fill
+        left -= len(share) + len(fill)
+    return ordered + short[taken:]
 
 
 @pytest.fixture
