@@ -14,7 +14,9 @@ text, and every later card reads it back:
   stored ahead of the first annotator, in batches. Idempotent.
 
 Short texts are not stored: below STORE_MIN_CHARS rendering costs about what reading
-it back does. Nothing can go stale: the key is the text itself (a digest of it).
+it back does. Nothing can go stale: the key is the text itself (a digest of it). What is
+no longer read (an earlier renderer's rows, deleted texts' rows) is deleted by
+`rendered_texts_prune` (`manage.py prune_rendered_texts`, docs/SERVING.md).
 """
 
 from __future__ import annotations
@@ -134,3 +136,30 @@ def campaign_texts_render(*, campaign_id: int) -> int:
             yield reference
 
     return texts_render(texts())
+
+
+def rendered_texts_prune(*, dry_run: bool = False) -> int:
+    """Delete the stored renderings no current text needs: those of an earlier renderer
+    (RENDER_VERSION is part of the key, so a new renderer leaves the old rows unread) and
+    those of texts whose responses and items were deleted. Returns how many rows go (or,
+    with `dry_run`, would go). Safe beside annotators: a rendering deleted while a new text
+    is being shown is rendered and stored again by the next card that shows it."""
+    kept: set[str] = set()
+    for text in Response.objects.values_list("text", flat=True).iterator(chunk_size=2000):
+        if _storable(text):
+            kept.add(text_digest(text))
+    for pair in Item.objects.values_list("instruction", "reference_answer").iterator(
+        chunk_size=2000
+    ):
+        kept.update(text_digest(text) for text in pair if _storable(text))
+    gone = [
+        digest
+        for digest in RenderedText.objects.values_list("digest", flat=True).iterator(
+            chunk_size=2000
+        )
+        if digest not in kept
+    ]
+    if not dry_run:
+        for start in range(0, len(gone), 1000):
+            RenderedText.objects.filter(digest__in=gone[start : start + 1000]).delete()
+    return len(gone)

@@ -105,3 +105,40 @@ def test_activating_a_campaign_asks_a_worker_to_render_its_texts(
         campaign = build_campaign(project, dataset, annotators=[annotator])
     assert asked == [campaign.pk]
     assert tasks.campaign_texts_render_task.run(campaign.pk) == 1
+
+
+def test_pruning_deletes_old_versions_and_deleted_texts_and_keeps_what_cards_show(
+    project, tmp_path, annotator, monkeypatch
+):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from annotation.models import Response
+
+    dataset = build_dataset(project, tmp_path, texts=[LONG + " one", LONG + " two"])
+    campaign = build_campaign(project, dataset, annotators=[annotator])
+    assert campaign_texts_render(campaign_id=campaign.pk) == 2
+    texts_render([LONG + " of a deleted response"])  # its response is gone
+    current = set(RenderedText.objects.values_list("digest", flat=True))
+    monkeypatch.setattr(rendered_texts, "RENDER_VERSION", rendering.RENDER_VERSION - 1)
+    texts_render([LONG + " one"])  # what an earlier renderer stored
+    monkeypatch.undo()
+    assert RenderedText.objects.count() == 4
+
+    out = StringIO()
+    call_command("prune_rendered_texts", "--dry-run", stdout=out)
+    assert out.getvalue().strip() == "2 stored rendering(s) would be deleted"
+    assert RenderedText.objects.count() == 4
+    call_command("prune_rendered_texts", stdout=out)
+    kept = set(RenderedText.objects.values_list("digest", flat=True))
+    assert kept == {text_digest(LONG + " one"), text_digest(LONG + " two")}
+    assert kept < current
+    assert rendered_texts.rendered_texts_prune() == 0  # idempotent
+
+    # a response deleted later: its rendering goes at the next prune
+    Response.objects.filter(text=LONG + " two").delete()
+    assert rendered_texts.rendered_texts_prune() == 1
+    assert set(RenderedText.objects.values_list("digest", flat=True)) == {
+        text_digest(LONG + " one")
+    }
