@@ -98,16 +98,100 @@ def on_exit(server):
 
 # The health probes (/healthz, /readyz) come every few seconds from each load balancer or
 # compose: their successful answers are left out of the access log, failures stay in it.
-from gunicorn.glogging import Logger  # noqa: E402
+#
+# The line itself is gunicorn's, for any access_log_format, but its fields are read only when
+# the format asks for them. gunicorn's Logger.atoms copies every request header, response
+# header and WSGI environ entry into a dict, and its SafeAtoms copies that again, escaping
+# each value, for the nine fields of the default format: about 5 % of a web worker's CPU on
+# the annotation API (bench/README.md, "Server CPU per submission after the upgrade").
+# Kept in this file, not in the flaskweb package: the master reads it, and a package imported
+# there would be inherited by the workers a reload starts (the old release's code).
+from gunicorn.glogging import Logger, SafeAtoms  # noqa: E402
 
 _PROBES = frozenset({"/healthz", "/readyz"})
 
 
+class _LazyAtoms(SafeAtoms):
+    """What SafeAtoms(Logger.atoms(...)) answers, key by key, computing only the keys the
+    format reads: the request's headers ({name}i), the response's ({name}o) and the WSGI
+    environ ({key}e) are looked up when asked for, '"' escaped as SafeAtoms does."""
+
+    def __init__(self, logger, resp, req, environ, request_time):
+        dict.__init__(self, _=None)  # never empty: logging takes an empty mapping as no args
+        self._args = (logger, resp, req, environ, request_time)
+        self._atoms = None
+
+    def _value(self, key):
+        logger, resp, req, environ, request_time = self._args
+        if key.startswith("{"):
+            name, kind = key[1:-2], key[-1:]
+            if key[-2:-1] != "}" or kind not in "ioe":
+                return "-"
+            if kind == "e":
+                pairs = environ.items()
+            elif kind == "o":
+                pairs = resp.headers.items() if hasattr(resp.headers, "items") else resp.headers
+            else:
+                pairs = getattr(req, "headers", req)
+                pairs = pairs.items() if hasattr(pairs, "items") else pairs
+            found = "-"
+            for k, v in pairs:  # the last of a repeated name wins, as in atoms()
+                if k.lower() == name:
+                    found = v
+            return found
+        if self._atoms is None:
+            self._atoms = _base_atoms(logger, resp, environ, request_time)
+        return self._atoms.get(key, "-")
+
+    def __getitem__(self, k):
+        key = k.lower() if k.startswith("{") else k
+        value = self._value(key)
+        return value.replace('"', '\\"') if isinstance(value, str) else value
+
+
+def _base_atoms(logger, resp, environ, request_time):
+    """Logger.atoms without the headers and the environ (gunicorn 27's fields)."""
+    status = resp.status
+    if isinstance(status, str):
+        status = status.split(None, 1)[0]
+    sent = getattr(resp, "sent", None)
+    seconds, micro = request_time.seconds, request_time.microseconds
+    return {
+        "h": environ.get("REMOTE_ADDR", "-"),
+        "l": "-",
+        "u": logger._get_user(environ) or "-",
+        "t": logger.now(),
+        "r": f"{environ['REQUEST_METHOD']} {environ['RAW_URI']} {environ['SERVER_PROTOCOL']}",
+        "s": status,
+        "m": environ.get("REQUEST_METHOD"),
+        "U": environ.get("PATH_INFO"),
+        "q": environ.get("QUERY_STRING"),
+        "H": environ.get("SERVER_PROTOCOL"),
+        "b": sent is not None and str(sent) or "-",
+        "B": sent,
+        "f": environ.get("HTTP_REFERER", "-"),
+        "a": environ.get("HTTP_USER_AGENT", "-"),
+        "T": seconds,
+        "D": seconds * 1000000 + micro,
+        "M": seconds * 1000 + int(micro / 1000),
+        "L": f"{seconds}.{micro:06d}",
+        "p": f"<{os.getpid()}>",
+    }
+
+
 class ProbeQuietLogger(Logger):
     def access(self, resp, req, wsgi_environ, request_time):
+        if not self.access_log_enabled:
+            return
         if wsgi_environ.get("PATH_INFO") in _PROBES and str(resp.status).startswith("2"):
             return
-        super().access(resp, req, wsgi_environ, request_time)
+        try:
+            atoms = _LazyAtoms(self, resp, req, wsgi_environ, request_time)
+            self.access_log.info(self.cfg.access_log_format, atoms)
+        except Exception:
+            import traceback
+
+            self.error(traceback.format_exc())
 
 
 logger_class = ProbeQuietLogger

@@ -790,8 +790,9 @@ class Budget:
 
 def cpu_snapshot(server_pid: int) -> dict:
     """CPU seconds used so far by the server's processes (gunicorn's master and workers;
-    serve's gunicorn and its worker process), by each PostgreSQL process, by this process
-    (the simulated crowd), and by the whole machine (busy, and total incl. idle)."""
+    serve's gunicorn and its worker process) and by each PostgreSQL process, each with the
+    children it has reaped; by this process (the simulated crowd), and by the whole machine
+    (busy, and total incl. idle)."""
     tick = os.sysconf("SC_CLK_TCK")
     used: dict = {"gunicorn": {}, "postgres": {}}
     procs = {}
@@ -802,7 +803,9 @@ def cpu_snapshot(server_pid: int) -> dict:
             continue  # exited meanwhile
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
-        procs[int(pid)] = (comm, int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+        # its own time and that of its children it has reaped: a gunicorn worker replaced
+        # mid-run (max_requests) moves its time to the master instead of dropping out
+        procs[int(pid)] = (comm, int(fields[1]), sum(map(int, fields[11:15])) / tick)
     server = {server_pid}
     for _ in range(4):  # serve -> gunicorn -> its workers
         server |= {pid for pid, (_c, ppid, _t) in procs.items() if ppid in server}
@@ -821,7 +824,8 @@ def cpu_snapshot(server_pid: int) -> dict:
 
 def cpu_used(before: dict, after: dict) -> dict[str, float]:
     """Per group, the CPU time spent between the snapshots by the processes alive at the
-    second one (a process that exited in between is left out, not counted negative)."""
+    second one (a process that exited in between is counted in its parent's reaped time, when
+    the parent is in the group, and is not counted negative)."""
     result = {}
     for key, value in after.items():
         if isinstance(value, dict):
