@@ -323,29 +323,52 @@ _TASK_ROW = ModelRow(Task, "t")
 _assignment_sql: str | None = None
 
 
-def assignment_get_for_annotator(*, user, assignment_id: int) -> Assignment:
-    """The user's own assignment with its campaign and task loaded; raises
-    Assignment.DoesNotExist for anyone else's. Every submit and skip of the scoring page
-    starts here: one fixed statement (the ORM's select_related built it in about three times
-    the time PostgreSQL took to run it). The response and item load on first use, which
-    only a card redrawn with an error does."""
+@dataclass(frozen=True)
+class AssignmentRead:
+    """An annotator's assignment with its campaign and task, and what a submission of it
+    reads besides: the item of its response and the skills the campaign asks of that item
+    (`item_skills_sql`'s value; None on SQLite)."""
+
+    assignment: Assignment
+    item_id: int
+    item_skills: object
+
+
+def assignment_read_for_annotator(*, user, assignment_id: int) -> AssignmentRead:
+    """The user's own assignment with its campaign and task loaded, and its item and asked
+    skills; raises Assignment.DoesNotExist for anyone else's. Every submit and skip of the
+    scoring page starts here: one fixed statement (the ORM's select_related built it in about
+    three times the time PostgreSQL took to run it), which also holds everything the
+    submission's first round reads (`submit_read_of_assignment`), so a scoring card's submit
+    reads the assignment once. The response and item load on first use, which only a card
+    redrawn with an error does."""
     global _assignment_sql
     if _assignment_sql is None:
         _assignment_sql = (
-            f"SELECT {_ASSIGNMENT_ROW.columns}, {_CAMPAIGN_ROW.columns}, {_TASK_ROW.columns} "
+            f"SELECT {_ASSIGNMENT_ROW.columns}, {_CAMPAIGN_ROW.columns}, {_TASK_ROW.columns}, "
+            f"r.item_id, {item_skills_sql('r.item_id', 'c.id')} "
             f"FROM {Assignment._meta.db_table} a "
             f"JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id "
             f"JOIN {Task._meta.db_table} t ON t.id = a.task_id "
+            f"JOIN {Response._meta.db_table} r ON r.id = t.response_id "
             "WHERE a.id = %s AND a.annotator_id = %s"
         )
     row = fetch_one(_assignment_sql, [assignment_id, user.pk])
     if row is None:
         raise Assignment.DoesNotExist("no such assignment of this annotator")
-    split, end = len(_ASSIGNMENT_ROW), len(_ASSIGNMENT_ROW) + len(_CAMPAIGN_ROW)
+    split = len(_ASSIGNMENT_ROW)
+    end = split + len(_CAMPAIGN_ROW)
+    last = end + len(_TASK_ROW)
     assignment = cast(Assignment, _ASSIGNMENT_ROW.instance(row[:split]))
     assignment.campaign = cast(Campaign, _CAMPAIGN_ROW.instance(row[split:end]))
-    assignment.task = cast(Task, _TASK_ROW.instance(row[end:]))
-    return assignment
+    assignment.task = cast(Task, _TASK_ROW.instance(row[end:last]))
+    return AssignmentRead(assignment=assignment, item_id=row[last], item_skills=row[last + 1])
+
+
+def assignment_get_for_annotator(*, user, assignment_id: int) -> Assignment:
+    """The user's own assignment with its campaign and task loaded (assignment_read_for_
+    annotator); raises Assignment.DoesNotExist for anyone else's."""
+    return assignment_read_for_annotator(user=user, assignment_id=assignment_id).assignment
 
 
 def assignment_done_count(*, campaign: Campaign, user) -> int:

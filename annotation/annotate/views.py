@@ -49,11 +49,15 @@ def _campaign_get_for_annotator(request: HtmxHttpRequest, pk: int) -> Campaign:
         raise Http404("no such campaign")
 
 
-def _assignment_get_for_annotator(request: HtmxHttpRequest, pk: int) -> Assignment:
+def _assignment_read_for_annotator(request: HtmxHttpRequest, pk: int) -> selectors.AssignmentRead:
     try:
-        return selectors.assignment_get_for_annotator(user=request.user, assignment_id=pk)
+        return selectors.assignment_read_for_annotator(user=request.user, assignment_id=pk)
     except Assignment.DoesNotExist:
         raise Http404("no such task")
+
+
+def _assignment_get_for_annotator(request: HtmxHttpRequest, pk: int) -> Assignment:
+    return _assignment_read_for_annotator(request, pk).assignment
 
 
 @require_GET
@@ -75,7 +79,8 @@ def annotate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @login_required
 def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    assignment = _assignment_get_for_annotator(request, pk)
+    read = _assignment_read_for_annotator(request, pk)
+    assignment = read.assignment
     language_activate_for_campaign(request, assignment.campaign)
     if assignment.task.response_b_id is not None:
         return _pair_submit(request, assignment)
@@ -89,6 +94,10 @@ def annotate_submit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             scores=submission.scores,
             active_ms=submission.active_ms,
             language=translation.get_language(),
+            # the assignment as it was read just now: the first round reads nothing more
+            first_read=workflow.submit_read_of_assignment(
+                assignment, request.user, item_id=read.item_id, item_skills=read.item_skills
+            ),
         )
     except workflow.AssignmentError as exc:
         if exc.code in REDRAW_CODES:

@@ -313,6 +313,7 @@ def human_score_submit(
     scores: list[ScoreInput],
     active_ms: int | None = None,
     language: str = "",
+    first_read: SubmitRead | SubmitResult | None = None,
 ) -> SubmitResult:
     """Record an annotator's scores for one assignment; exactly one score per asked skill.
     `language`: the language the page was shown in, recorded on the assignment (a code of
@@ -327,18 +328,26 @@ def human_score_submit(
     gated write by the backend (one statement on PostgreSQL: a live lease needs no
     BEGIN/COMMIT); the write does nothing if a concurrent expiry, skip or duplicate moved
     the lease on since the read, and the next round reads again.
+    `first_read`: the first round's read when the caller made it just now
+    (`submit_read_of_assignment`: the scoring page reads the assignment to check it is the
+    annotator's); a later round reads again.
     """
     language = submission_language(language)
+    read = first_read
     for _ in range(_SUBMIT_ROUNDS):
-        result = _submit_round(assignment_id, annotator, scores, active_ms, language)
+        if read is None:
+            read = submit_read(assignment_id, annotator, pair=False)
+        result = _submit_round(read, assignment_id, annotator, scores, active_ms, language)
         if result is not None:
             return result
+        read = None
     raise RuntimeError(f"assignment {assignment_id} kept changing during its submission")
 
 
-def _submit_round(assignment_id, annotator, scores, active_ms, language) -> SubmitResult | None:
-    """The submission as the assignment stands now; None when it changed before the write."""
-    read = submit_read(assignment_id, annotator, pair=False)
+def _submit_round(
+    read, assignment_id, annotator, scores, active_ms, language
+) -> SubmitResult | None:
+    """The submission as `read` found the assignment; None when it changed before the write."""
     if isinstance(read, SubmitResult):
         return read
     campaign = instance_from(
@@ -436,6 +445,42 @@ def submit_read(assignment_id: int, annotator, *, pair: bool) -> SubmitRead | Su
     it is not the annotator's, was skipped, or is a pair task submitted as scores (or the
     other way round)."""
     row = fetch_one(submit_read_sql(), [assignment_id])
+    return _submit_read_of_row(row, assignment_id, annotator, pair=pair)
+
+
+def submit_read_of_assignment(
+    assignment: Assignment, annotator, *, item_id: int, item_skills: object
+) -> SubmitRead | SubmitResult:
+    """submit_read of a score submission from an assignment the caller read just now with its
+    campaign and task, and its item and asked skills (the scoring page's
+    `assignment_read_for_annotator`): the same checks, and no statement."""
+    campaign, task = assignment.campaign, assignment.task
+    row = (
+        assignment.annotator_id,
+        assignment.status,
+        assignment.kind,
+        assignment.expires_at,
+        assignment.task_id,
+        assignment.campaign_id,
+        campaign.updated_at,
+        campaign.skill_mode,
+        task.kind,
+        task.response_id,
+        item_id,
+        item_skills,
+        task.response_b_id,
+        campaign.pair_ask,
+        campaign.pair_choices,
+        campaign.pair_strength,
+        campaign.pair_rationale,
+        task.b_left,
+    )
+    return _submit_read_of_row(row, assignment.pk, annotator, pair=False)
+
+
+def _submit_read_of_row(
+    row, assignment_id: int, annotator, *, pair: bool
+) -> SubmitRead | SubmitResult:
     if row is None or row[0] != annotator.pk:
         raise AssignmentError(gettext("no such task"), code="not_found")
     _, status, kind, expires_at, task_id, campaign_id, campaign_updated_at, skill_mode = row[:8]

@@ -171,6 +171,38 @@ def test_submit_records_scores_with_the_pinned_rubric_and_is_idempotent(campaign
     assert (task.assigned, task.submitted) == (1, 1)
 
 
+def test_a_read_taken_before_the_assignment_changed_is_read_again(campaign, annotator):
+    # the scoring page hands the submission the assignment as it read it; when the
+    # assignment is skipped (another tab) before the write, the gated write does nothing
+    # and the next round reads it again
+    from annotation.annotate.selectors import assignment_read_for_annotator
+    from annotation.services.assignments import submit_read_of_assignment
+
+    a = assignment_claim_next(campaign=campaign, annotator=annotator)
+    read = assignment_read_for_annotator(user=annotator, assignment_id=a.pk)
+    first_read = submit_read_of_assignment(
+        read.assignment, annotator, item_id=read.item_id, item_skills=read.item_skills
+    )
+    assignment_skip(assignment_id=a.pk, annotator=annotator, reason="other tab")
+    with pytest.raises(AssignmentError) as err:
+        human_score_submit(
+            assignment_id=a.pk, annotator=annotator, scores=full_scores(a), first_read=first_read
+        )
+    assert err.value.code == "skipped" and not HumanScore.objects.exists()
+    # and a read taken just now is the submission's own read
+    b = assignment_claim_next(campaign=campaign, annotator=annotator)
+    read = assignment_read_for_annotator(user=annotator, assignment_id=b.pk)
+    result = human_score_submit(
+        assignment_id=b.pk,
+        annotator=annotator,
+        scores=full_scores(b),
+        first_read=submit_read_of_assignment(
+            read.assignment, annotator, item_id=read.item_id, item_skills=read.item_skills
+        ),
+    )
+    assert result.created and HumanScore.objects.filter(assignment=b).count() == 3
+
+
 def test_an_incomplete_or_invalid_submission_changes_nothing(campaign, annotator):
     a = assignment_claim_next(campaign=campaign, annotator=annotator)
     scores = full_scores(a)
