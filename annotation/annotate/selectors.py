@@ -94,18 +94,22 @@ class TaskCard:
     response: str  # a pair task: "" (see `pair`)
     skills: list[TaskSkill]  # ranked; a pair task: the skills compared (pair.questions)
     pair: PairCard | None = None
+    #: the annotator's own assignments in the campaign, counted (annotator_progress's `mine`)
+    #: when the card was read with `progress_of`
+    mine: tuple | None = None
 
 
 _CARD = f"""
 SELECT a.expires_at, c.id, c.updated_at, c.skill_mode, c.show_reference,
        r.item_id, r.text, i.instruction, i.reference_answer, {{skills}},
-       rb.text, t.b_left, c.pair_ask, c.pair_choices, c.pair_strength, c.pair_rationale
+       rb.text, t.b_left, c.pair_ask, c.pair_choices, c.pair_strength,
+       c.pair_rationale{{mine_columns}}
 FROM {Assignment._meta.db_table} a
 JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
 JOIN {Task._meta.db_table} t ON t.id = a.task_id
 JOIN {Response._meta.db_table} r ON r.id = t.response_id
 JOIN {Item._meta.db_table} i ON i.id = r.item_id
-LEFT JOIN {Response._meta.db_table} rb ON rb.id = t.response_b_id
+LEFT JOIN {Response._meta.db_table} rb ON rb.id = t.response_b_id{{mine}}
 WHERE a.id = %s AND a.annotator_id = %s
 """
 
@@ -114,12 +118,24 @@ WHERE a.id = %s AND a.annotator_id = %s
 _SIDE = {"a": "left", "b": "right"}
 
 
-def task_card_for_annotator(*, user, assignment_id: int) -> TaskCard | None:
+def task_card_for_annotator(
+    *, user, assignment_id: int, progress_of: Campaign | None = None
+) -> TaskCard | None:
     """The user's own assignment as a card; None for anyone else's. One raw statement on
     PostgreSQL (two on SQLite) once the campaign's pinned rubrics are cached. A pair task's
-    card has `pair` (both responses in the order shown, the questions)."""
-    sql = _CARD.format(skills=item_skills_sql("r.item_id", "c.id"))
-    row = fetch_one(sql, [assignment_id, user.pk])
+    card has `pair` (both responses in the order shown, the questions). With `progress_of`
+    (the assignment's campaign), the same statement counts the user's assignments there
+    for annotator_progress (`mine`): the scoring page shows both."""
+    skills_sql = item_skills_sql("r.item_id", "c.id")
+    if progress_of is None:
+        sql = _CARD.format(skills=skills_sql, mine_columns="", mine="")
+        row = fetch_one(sql, [assignment_id, user.pk])
+    else:
+        sql = _CARD.format(
+            skills=skills_sql, mine_columns=", m.*", mine=f"\nCROSS JOIN ({_MINE}) m"
+        )
+        row = fetch_one(sql, [progress_of.pk, user.pk, assignment_id, user.pk])
+    mine = None if row is None or progress_of is None else tuple(row[-MINE_COLUMNS:])
     if row is None:
         return None
     expires_at, campaign_id, updated_at, skill_mode, show_reference = row[:5]
@@ -159,6 +175,7 @@ def task_card_for_annotator(*, user, assignment_id: int) -> TaskCard | None:
         response="" if pair else text,
         skills=skills,
         pair=pair,
+        mine=mine,
     )
 
 
@@ -480,23 +497,25 @@ def _total_key(campaign_id: int, user_id: int) -> str:
 #: or held, and the repeats served; last the submitted ones that count toward breaks (all
 #: but screening tasks).
 _MINE = f"""
-SELECT COUNT(*) FILTER (WHERE a.status = 'submitted'),
-       COALESCE(SUM(a.active_ms) FILTER (WHERE a.status = 'submitted'), 0),
-       COUNT(*) FILTER (WHERE a.status = 'active'),
+SELECT COUNT(*) FILTER (WHERE a.status = 'submitted') AS done,
+       COALESCE(SUM(a.active_ms) FILTER (WHERE a.status = 'submitted'), 0) AS ms,
+       COUNT(*) FILTER (WHERE a.status = 'active') AS holding,
        COUNT(*) FILTER (WHERE a.status IN ('submitted', 'active')
-                        AND (a.kind <> 'normal' OR t.kind <> 'normal')),
-       COUNT(*),
+                        AND (a.kind <> 'normal' OR t.kind <> 'normal')) AS checks,
+       COUNT(*) AS served,
        COUNT(*) FILTER (WHERE a.status = 'submitted' AND a.kind = 'normal'
-                        AND t.kind = 'normal'),
+                        AND t.kind = 'normal') AS normal_submitted,
        COUNT(*) FILTER (WHERE a.status = 'active' AND a.kind = 'normal'
-                        AND t.kind = 'normal'),
-       COUNT(*) FILTER (WHERE a.kind = 'repeat'),
+                        AND t.kind = 'normal') AS normal_holding,
+       COUNT(*) FILTER (WHERE a.kind = 'repeat') AS repeats,
        COUNT(*) FILTER (WHERE a.status = 'submitted'
-                        AND t.kind NOT IN ('training', 'qualification'))
+                        AND t.kind NOT IN ('training', 'qualification')) AS paced
 FROM {Assignment._meta.db_table} a
 JOIN {Task._meta.db_table} t ON t.id = a.task_id
 WHERE a.campaign_id = %s AND a.annotator_id = %s
 """
+#: Columns of _MINE.
+MINE_COLUMNS = 9
 
 SCREENING_KINDS = (TaskKind.TRAINING, TaskKind.QUALIFICATION)
 
@@ -547,15 +566,16 @@ def _checks_to_come(*, campaign: Campaign, user, normal_left: int, mine: tuple) 
     )
 
 
-def annotator_progress(*, campaign: Campaign, user) -> AnnotatorProgress:
+def annotator_progress(*, campaign: Campaign, user, mine: tuple | None = None) -> AnnotatorProgress:
     """`user`'s progress in `campaign`. One fixed statement reads their own assignments (a
     range of the `assignment_mine` index: 0.05 ms). The total is what they did and hold,
     the normal tasks still to come — up to their quota when the campaign sets one, else the
     ones open to them now (a second query, cached for TOTAL_CACHE_SECONDS, as their own
     claims and submissions do not change that sum) — and the screening tasks, gold tasks
     and repeats the claim will serve among those (annotation/cadence.py), so the total
-    does not grow as checks are served."""
-    row = fetch_one(_MINE, [campaign.pk, user.pk])
+    does not grow as checks are served. `mine`: that statement's row when the caller's
+    statement read it (`task_card_for_annotator` with `progress_of`)."""
+    row = fetch_one(_MINE, [campaign.pk, user.pk]) if mine is None else mine
     assert row is not None  # an aggregate always answers one row
     done, ms, holding, checks, served, normal_submitted, normal_holding, repeats, paced = (
         int(v or 0) for v in row

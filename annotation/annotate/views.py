@@ -195,11 +195,15 @@ def _next_card(
         )
         return _render(request, campaign, {"idle_reason": reason, "notice": notice})
     # the claimed task as the JSON API's card reads it: one fixed statement (texts and the
-    # pinned skills), not the ORM's join plus the skills' own statement
-    card = selectors.task_card_for_annotator(user=request.user, assignment_id=claimed.pk)
+    # pinned skills), not the ORM's join plus the skills' own statement; the same statement
+    # counts what the progress bar shows
+    card = selectors.task_card_for_annotator(
+        user=request.user, assignment_id=claimed.pk, progress_of=campaign
+    )
     assert card is not None  # just claimed by this user
     if card.pair is not None:
         return _pair_card(request, claimed, notice, "", "", None, campaign=campaign, card=card)
+    progress = selectors.annotator_progress(campaign=campaign, user=request.user, mine=card.mine)
     texts = campaign_texts(campaign=campaign, language=translation.get_language())
     rows = [
         {"skill": skill, "value": "", "rationale": ""}
@@ -215,7 +219,7 @@ def _next_card(
         "error": "",
         "skip_error": "",
     }
-    return _render(request, campaign, context)
+    return _render(request, campaign, context, progress)
 
 
 def _card(
@@ -322,7 +326,12 @@ def _pair_card(
         "error": error,
         "skip_error": skip_error,
     }
-    return _render(request, campaign, context)
+    progress = None
+    if card.mine is not None:  # read with the card
+        progress = selectors.annotator_progress(
+            campaign=campaign, user=request.user, mine=card.mine
+        )
+    return _render(request, campaign, context, progress)
 
 
 def _render(

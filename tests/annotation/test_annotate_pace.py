@@ -14,6 +14,7 @@ from annotation.annotate.selectors import (
     annotator_progress,
     campaign_list_for_annotator,
     spent_label,
+    task_card_for_annotator,
 )
 from annotation.campaigns.services import gold_task_set
 from annotation.models import (
@@ -166,6 +167,13 @@ def test_the_total_stays_put_through_screening_gold_and_repeats(
         if assignment is None:
             break
         kinds.append((assignment.kind, Task.objects.get(pk=assignment.task_id).kind))
+        # the scoring page counts the progress with the card's own statement: the same
+        card = task_card_for_annotator(
+            user=annotator, assignment_id=assignment.pk, progress_of=campaign
+        )
+        assert card is not None and card.mine is not None
+        with_card = annotator_progress(campaign=campaign, user=annotator, mine=card.mine)
+        assert with_card == annotator_progress(campaign=campaign, user=annotator)
         human_score_submit(
             assignment_id=assignment.pk,
             annotator=annotator,
