@@ -103,7 +103,7 @@ def on_exit(server):
 # the format asks for them. gunicorn's Logger.atoms copies every request header, response
 # header and WSGI environ entry into a dict, and its SafeAtoms copies that again, escaping
 # each value, for the nine fields of the default format: about 5 % of a web worker's CPU on
-# the annotation API (bench/README.md, "Server CPU per submission after the upgrade").
+# the annotation API (bench/README.md, "Third pass").
 # Kept in this file, not in the flaskweb package: the master reads it, and a package imported
 # there would be inherited by the workers a reload starts (the old release's code).
 from gunicorn.glogging import Logger, SafeAtoms  # noqa: E402

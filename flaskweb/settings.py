@@ -150,8 +150,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # A connection serves the requests of its thread for a minute instead of one request: opening
 # one is a round trip and a session on PostgreSQL; on SQLite it is the file opened, the
 # pragmas above run and Django's ~40 SQL functions registered, 16 % of the web process's CPU
-# on the annotation API when every request opened its own (bench/README.md, "Server CPU per
-# submission after the upgrade"). `restore` wants the app stopped either way (docs/SERVING.md).
+# on the annotation API when every request opened its own (bench/README.md, "Third pass").
+# `restore` wants the app stopped either way (docs/SERVING.md).
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 if not DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
