@@ -489,12 +489,6 @@ def _total_key(campaign_id: int, user_id: int) -> str:
     return f"annotate:progress-total:{campaign_id}:{user_id}"
 
 
-#: The annotator's own assignments in the campaign: submitted, their focused time, held, and
-#: of those submitted or held the checks (gold, attention, repeats, screening tasks), which
-#: count in `done` but never among the normal tasks open to them; then what the cadence of
-#: checks reads (annotation/cadence.py): every assignment served, the normal tasks submitted
-#: or held, and the repeats served; last the submitted ones that count toward breaks (all
-#: but screening tasks).
 #: The task kinds that are not normal: a campaign has a few such tasks (screening, gold and
 #: attention checks) beside thousands of normal ones.
 _CHECK_KINDS = ", ".join(f"'{kind}'" for kind in TaskKind.values if kind != TaskKind.NORMAL)
@@ -529,6 +523,12 @@ WHERE {where}
 """
 
 
+#: The annotator's own assignments in the campaign: submitted, their focused time, held, and
+#: of those submitted or held the checks (gold, attention, repeats, screening tasks), which
+#: count in `done` but never among the normal tasks open to them; then what the cadence of
+#: checks reads (annotation/cadence.py): every assignment served, the normal tasks submitted
+#: or held, and the repeats served; last the submitted ones that count toward breaks (all
+#: but screening tasks).
 #: Parameters: the campaign twice, the annotator.
 _MINE = _mine_sql("a", "t", "%s", "a.campaign_id = %s AND a.annotator_id = %s")
 #: The same for the card's assignment `a` (PostgreSQL: a LATERAL join of the card statement;
