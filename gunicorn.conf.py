@@ -116,19 +116,19 @@ class _LazyAtoms(SafeAtoms):
     format reads: the request's headers ({name}i), the response's ({name}o) and the WSGI
     environ ({key}e) are looked up when asked for, '"' escaped as SafeAtoms does."""
 
-    def __init__(self, logger, resp, req, environ, request_time):
+    def __init__(self, logger, resp, req, wsgi_env, request_time):
         dict.__init__(self, _=None)  # never empty: logging takes an empty mapping as no args
-        self._args = (logger, resp, req, environ, request_time)
+        self._args = (logger, resp, req, wsgi_env, request_time)
         self._atoms = None
 
     def _value(self, key):
-        logger, resp, req, environ, request_time = self._args
+        logger, resp, req, wsgi_env, request_time = self._args
         if key.startswith("{"):
             name, kind = key[1:-2], key[-1:]
             if key[-2:-1] != "}" or kind not in "ioe":
                 return "-"
             if kind == "e":
-                pairs = environ.items()
+                pairs = wsgi_env.items()
             elif kind == "o":
                 pairs = resp.headers.items() if hasattr(resp.headers, "items") else resp.headers
             else:
@@ -140,7 +140,7 @@ class _LazyAtoms(SafeAtoms):
                     found = v
             return found
         if self._atoms is None:
-            self._atoms = _base_atoms(logger, resp, environ, request_time)
+            self._atoms = _base_atoms(logger, resp, wsgi_env, request_time)
         return self._atoms.get(key, "-")
 
     def __getitem__(self, k):
@@ -149,28 +149,28 @@ class _LazyAtoms(SafeAtoms):
         return value.replace('"', '\\"') if isinstance(value, str) else value
 
 
-def _base_atoms(logger, resp, environ, request_time):
-    """Logger.atoms without the headers and the environ (gunicorn 27's fields)."""
+def _base_atoms(logger, resp, wsgi_env, request_time):
+    """Logger.atoms without the headers and the WSGI environ (gunicorn 27's fields)."""
     status = resp.status
     if isinstance(status, str):
         status = status.split(None, 1)[0]
     sent = getattr(resp, "sent", None)
     seconds, micro = request_time.seconds, request_time.microseconds
     return {
-        "h": environ.get("REMOTE_ADDR", "-"),
+        "h": wsgi_env.get("REMOTE_ADDR", "-"),
         "l": "-",
-        "u": logger._get_user(environ) or "-",
+        "u": logger._get_user(wsgi_env) or "-",
         "t": logger.now(),
-        "r": f"{environ['REQUEST_METHOD']} {environ['RAW_URI']} {environ['SERVER_PROTOCOL']}",
+        "r": f"{wsgi_env['REQUEST_METHOD']} {wsgi_env['RAW_URI']} {wsgi_env['SERVER_PROTOCOL']}",
         "s": status,
-        "m": environ.get("REQUEST_METHOD"),
-        "U": environ.get("PATH_INFO"),
-        "q": environ.get("QUERY_STRING"),
-        "H": environ.get("SERVER_PROTOCOL"),
+        "m": wsgi_env.get("REQUEST_METHOD"),
+        "U": wsgi_env.get("PATH_INFO"),
+        "q": wsgi_env.get("QUERY_STRING"),
+        "H": wsgi_env.get("SERVER_PROTOCOL"),
         "b": sent is not None and str(sent) or "-",
         "B": sent,
-        "f": environ.get("HTTP_REFERER", "-"),
-        "a": environ.get("HTTP_USER_AGENT", "-"),
+        "f": wsgi_env.get("HTTP_REFERER", "-"),
+        "a": wsgi_env.get("HTTP_USER_AGENT", "-"),
         "T": seconds,
         "D": seconds * 1000000 + micro,
         "M": seconds * 1000 + int(micro / 1000),
