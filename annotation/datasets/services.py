@@ -856,12 +856,16 @@ def _apply(cursor, dataset: Dataset, upload: DatasetUpload) -> tuple[dict | None
     )
     had_responses = bool(cursor.fetchone()[0])
     # The WHERE makes SQLite parse ON CONFLICT as an upsert clause, not a join constraint.
+    # ORDER BY: responses get their ids in the file's order, as items do, whatever order the
+    # join comes out in (a hash join's is not the file's), so a campaign's tasks, made in
+    # response order, are claimed in the file's order on every database and every run.
     insert = f"""INSERT INTO annotation_response
                (item_id, model_name, text, metadata, upload_id, created_at)
             SELECT i.id, s.model_name, s.text, {_json_cast("s.metadata")}, %s, %s
               FROM stg_response s
               JOIN annotation_item i ON i.dataset_id = %s AND i.external_id = s.external_id
              WHERE s.keep = 1
+             ORDER BY s.seq
             ON CONFLICT (item_id, model_name) DO NOTHING"""
     params = [upload.pk, now, dataset.pk]
     created_by_model: dict[str, int] | None = None

@@ -270,6 +270,38 @@ def test_it_imports_generic_jsonl_with_checklists_and_inline_responses(project, 
     }
 
 
+def test_responses_are_numbered_in_the_files_order_whatever_the_join_plan(project, tmp_path):
+    # A campaign's tasks are made in response order and claimed oldest first, so responses
+    # take their ids in the file's order, as items do. The insert joined the staged responses
+    # with their items and took the join's order: a merge join (forced here; PostgreSQL's
+    # own choice on some runs) comes out sorted by item id text, not in file order.
+    from django.db import connection
+
+    ids = [f"q{n:03d}" for n in range(60, 0, -1)]  # the file runs against the text order
+    rows = [
+        {
+            "id": external_id,
+            "instruction": f"Question {external_id}",
+            "skills": ["Factuality", "Comprehension", "Readability"],
+            "responses": [{"model": m, "text": f"{m} on {external_id}"} for m in ("m1", "m2")],
+        }
+        for external_id in ids
+    ]
+    path = write_jsonl(tmp_path / "ordered.jsonl", rows)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:  # undone with the test's transaction
+            cursor.execute("SET enable_hashjoin = off")
+            cursor.execute("SET enable_nestloop = off")
+    upload = run_import(project, path, dataset="ordered")
+    assert upload.status == UploadStatus.SUCCEEDED, upload.summary
+    order = list(
+        Response.objects.filter(item__dataset__name="ordered")
+        .order_by("pk")
+        .values_list("item__external_id", "model_name")
+    )
+    assert order == [(external_id, m) for external_id in ids for m in ("m1", "m2")]
+
+
 def test_it_imports_a_csv_with_one_row_per_response(project, tmp_path):
     # given
     path = tmp_path / "answers.csv"
