@@ -1,11 +1,12 @@
 """Who changed what: the actor of the current request for audit records written far from
 the view (signals on cascading deletes), and the record of every deleted human score.
 
-`AuditActorMiddleware` puts the signed-in user and the request path in a context
-variable for the length of the request; `actor_set()` does the same for commands and
-scripts. A HumanScore deleted in any way — a view, the admin's cascade from a campaign or
-project, the ORM — leaves a HumanScoreDeletion row with the score as it was, written in the
-deleting transaction (a rolled-back delete leaves none). Edits are recorded by
+`AuditActorMiddleware` puts the request in a context variable for the length of the
+request, and a record takes the user signed in by then (a session, or an API token) and the
+path; `actor_set()` names the actor for commands and scripts. A HumanScore deleted in any
+way — a view, the admin's cascade from a campaign or project, the ORM — leaves a
+HumanScoreDeletion row with the score as it was, written in the deleting transaction (a
+rolled-back delete leaves none). Edits are recorded by
 `annotation.services.assignments.human_score_edit` (HumanScoreRevision), which also
 survive the score's deletion.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
+from django.http import HttpRequest
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,8 @@ class Actor:
     context: str
 
 
-_actor: ContextVar[Actor | None] = ContextVar("audit_actor", default=None)
+#: an Actor (actor_set), or the request whose user is the actor (AuditActorMiddleware)
+_actor: ContextVar[Actor | HttpRequest | None] = ContextVar("audit_actor", default=None)
 
 
 @contextlib.contextmanager
@@ -40,8 +43,18 @@ def actor_set(*, user=None, context: str = ""):
 
 
 def actor_get() -> Actor | None:
-    """The actor of the current request or `actor_set` block (None outside both)."""
-    return _actor.get()
+    """The actor of the current request or `actor_set` block (None outside both).
+
+    A request's actor is its user when the record is written, not when the request came
+    in: an API request signs in with its token inside the view (DRF), after every
+    middleware has run, and a token user's changes were recorded with no actor while the
+    middleware read the user up front."""
+    value = _actor.get()
+    if value is None or isinstance(value, Actor):
+        return value
+    user = getattr(value, "user", None)
+    user_id = user.pk if user is not None and user.is_authenticated else None
+    return Actor(user_id, f"{value.method} {value.path}"[:300])
 
 
 class AuditActorMiddleware:
@@ -51,9 +64,7 @@ class AuditActorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        user = getattr(request, "user", None)
-        user_id = user.pk if user is not None and user.is_authenticated else None
-        token = _actor.set(Actor(user_id, f"{request.method} {request.path}"[:300]))
+        token = _actor.set(request)  # read by actor_get() when a record is written
         try:
             return self.get_response(request)
         finally:
@@ -64,7 +75,7 @@ class AuditActorMiddleware:
 def _human_score_deleted(sender, instance, **kwargs) -> None:
     from annotation.models import HumanScoreDeletion, HumanScoreRevision
 
-    actor = _actor.get()
+    actor = actor_get()
     HumanScoreDeletion.objects.create(
         score_ref=instance.pk,
         campaign_ref=instance.campaign_id,

@@ -300,6 +300,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 # Django's database sessions, read with one fixed statement (flaskweb/sessions.py)
 SESSION_ENGINE = "flaskweb.sessions"
+# Django's cookie-then-session storage, made on first use (flaskweb/messages.py)
+MESSAGE_STORAGE = "flaskweb.messages.LazyFallbackStorage"
 # Django's ModelBackend, the signed-in user read with one fixed statement
 AUTHENTICATION_BACKENDS = ["flaskweb.auth_backend.ModelBackend"]
 LOGIN_REDIRECT_URL = "annotation:home"

@@ -293,3 +293,19 @@ def test_the_translations_api_puts_gets_and_deletes_a_language(researcher, campa
     assert (detail.json()["language"], detail.json()["completion_message"]) == ("es", "¡Gracias!")
     own = CampaignTextChange.objects.filter(campaign=campaign, language="").get()
     assert own.after == {"language": "es", "completion_message": "¡Gracias!"}
+
+
+@pytest.mark.django_db
+def test_a_change_made_with_an_api_token_is_recorded_with_its_user(researcher, campaign):  # noqa: F811
+    """The token signs in inside the view, after the middleware: the record takes the user
+    signed in when it is written (it had no one)."""
+    client = api(researcher)
+    url = f"/api/v1/annotation/campaigns/{campaign.pk}/translations/es/"
+    put = client.put(url, {"consent_text": "Acepto.", "anchors": {}}, format="json")
+    assert put.status_code == 200, put.content
+    assert client.delete(url).status_code == 204
+    changes = CampaignTextChange.objects.filter(campaign=campaign, language="es").order_by("id")
+    assert [(c.action, c.changed_by_id, c.context) for c in changes] == [
+        ("set", researcher.pk, f"PUT {url}"),
+        ("removed", researcher.pk, f"DELETE {url}"),
+    ]
