@@ -89,6 +89,28 @@ def child_exit(server, worker):
         server.log.exception("metrics of worker %s could not be archived", worker.pid)
 
 
+def post_worker_init(worker):
+    """The application is loaded: load its URLs too, then take every object alive now out
+    of the garbage collector's passes (`gc.freeze`).
+
+    A worker starts with about 170,000 objects (Django's apps and models, the URL patterns,
+    DRF, the project's modules) that live as long as it does, and each full collection
+    scanned them all again: about 60 ms of CPU, paid by the request that met it, every few
+    hundred requests (bench/README.md, "Fourth pass"). Objects made later are collected as
+    before; only reference cycles among the start-up objects are never freed, and those
+    live as long as the worker anyway."""
+    import gc
+
+    try:
+        from django.urls import get_resolver
+
+        get_resolver().reverse_dict  # noqa: B018 (imports the URL modules and indexes them)
+    except Exception:  # a broken URL module answers its error on the first request, as before
+        worker.log.exception("the URLs could not be loaded ahead")
+    gc.collect()
+    gc.freeze()
+
+
 def on_exit(server):
     if _own_metrics_dir():
         import shutil
