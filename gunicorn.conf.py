@@ -95,10 +95,10 @@ def post_worker_init(worker):
 
     A worker starts with about 170,000 objects (Django's apps and models, the URL patterns,
     DRF, the project's modules) that live as long as it does, and each full collection
-    scanned them all again: about 60 ms of CPU, paid by the request that met it, every few
-    hundred requests (bench/README.md, "Fourth pass"). Objects made later are collected as
-    before; only reference cycles among the start-up objects are never freed, and those
-    live as long as the worker anyway."""
+    scanned them all again: about 80 ms of CPU during which no other thread of the worker
+    runs (bench/README.md, "Fourth pass"). Objects made later are collected as before;
+    only reference cycles among the start-up objects are never freed, and those live as
+    long as the worker anyway."""
     import gc
 
     try:

@@ -485,8 +485,11 @@ def spent_label(ms: int) -> str:
 TOTAL_CACHE_SECONDS = 60
 
 
-def _total_key(campaign_id: int, user_id: int) -> str:
-    return f"annotate:progress-total:{campaign_id}:{user_id}"
+def _total_key(campaign: Campaign, user_id: int) -> str:
+    """Keyed by the campaign's last change as well as its id: an edit of the campaign counts
+    again at once, and an id seen again (SQLite gives a rolled-back id out again; a restored
+    backup gives out the ids made after it) never meets another campaign's total."""
+    return f"annotate:progress-total:{campaign.pk}:{campaign.updated_at.timestamp()}:{user_id}"
 
 
 #: The task kinds that are not normal: a campaign has a few such tasks (screening, gold and
@@ -612,7 +615,7 @@ def annotator_progress(*, campaign: Campaign, user, mine: tuple | None = None) -
     else:
         # all the normal tasks they did, hold or could still get: their own claims and
         # submissions move tasks between those parts and leave the sum as it is
-        key = _total_key(campaign.pk, user.pk)
+        key = _total_key(campaign, user.pk)
         normal_total = cache.get(key)
         if normal_total is None:
             open_now = (
