@@ -54,6 +54,8 @@ SQLITE_TESTS = [
     "tests/annotation/test_pairwise_pages.py",
     "tests/annotation/test_page_path_reads.py",
     "tests/annotation/test_rendered_texts.py",
+    # the import writes its rows with each database's own statements (datasets/services.py)
+    "tests/annotation/test_imports.py",
 ]
 #: Fewer passing SQLite tests than this means the group lost its tests (a bad selection).
 SQLITE_MINIMUM = 100
