@@ -1257,6 +1257,12 @@ def main() -> int:
         help="submit with next=true: one request per task after the first",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="the framework's floor: next and submit answered by views that do no work "
+        "(bench/floor_urls.py); nothing is recorded, so no invariants are checked",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also print queries per request and the claim query plan",
@@ -1274,6 +1280,10 @@ def main() -> int:
     args.chained = args.chained or args.html  # each page answer is the next card
     if sqlite() and args.profile:
         parser.error("--profile reads PostgreSQL's plans: use it with --db postgres")
+    if args.floor:
+        if args.links or args.settings_file or args.mode != "pointwise" or args.profile:
+            parser.error("--floor stands in for the pointwise JSON API's work alone")
+        args.settings_file = str(ROOT / "bench" / "floor_settings.py")
 
     if args.reuse_db and database_ready(args.items, args.models):
         run([PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"])  # the code's schema
@@ -1332,6 +1342,10 @@ def run_once(args, mode: str = "pointwise") -> tuple[dict, bool]:
     figures["mode"] = mode
     figures["label"] = args.server if mode == "pointwise" else f"{args.server} pairwise"
     figures["cpu"] = report_cpu(cpu_used(before, after), len(tally.accepted))
+    if args.floor:
+        figures["label"] = "floor"
+        log("\ninvariants: not checked (--floor: the views record nothing)")
+        return figures, bool(tally.errors)
     problems = check_invariants(campaign.pk, args.overlap, tally, mode)
     if args.profile and mode == "pointwise":  # profile() times the pointwise submit
         figures["profile"] = profile(campaign.pk, tokens[0])
