@@ -287,6 +287,11 @@ class _Recorder:
         self.dirty = False
         self.wrote_in_flight = False
         self._thread: threading.Thread | None = None
+        # one flush at a time, its snapshot and its write together: a reader's flush waits
+        # for a write the writer thread has in hand instead of reading the store before it
+        # lands, and an older snapshot never lands after a newer one (which, written last
+        # with a call still in flight, would have shown it in flight until it went stale)
+        self.flushing = threading.Lock()
         self._wake = threading.Event()
         self._warned_at = 0.0
 
@@ -359,15 +364,16 @@ class _Recorder:
             }
 
     def flush(self) -> None:
-        snapshot = self.snapshot(time.time())
-        if snapshot is None:
-            return
-        try:
-            _store().write(self.token, snapshot)
-        except Exception:
-            with self.lock:
-                self.dirty = True  # written whole by the next flush that goes through
-            raise
+        with self.flushing:
+            snapshot = self.snapshot(time.time())
+            if snapshot is None:
+                return
+            try:
+                _store().write(self.token, snapshot)
+            except Exception:
+                with self.lock:
+                    self.dirty = True  # written whole by the next flush that goes through
+                raise
 
 
 _recorder: _Recorder | None = None

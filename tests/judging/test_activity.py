@@ -9,8 +9,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import threading
 import time
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 import time_machine
@@ -150,3 +152,35 @@ def test_the_embedded_defaults_file_cache_is_shared_the_same_way(tmp_path):
         assert seen.timeouts_total == 1 and list(tmp_path.iterdir())
         activity.record_call_end(provider, outcome="ok", latency_s=0.5, cost_usd=None)
         assert activity.provider_activity([provider])[0].in_flight == 0
+
+
+def test_a_reader_waits_for_the_write_the_writer_thread_has_in_hand():
+    # given a call in flight, written to the store
+    provider = a_provider()
+    activity.record_call_start(provider)
+    assert activity.provider_activity([provider])[0].in_flight == 1
+    # and a store whose writes from the writer thread are slow (a busy Redis, a slow disk)
+    real_store = activity._store
+    writing = threading.Event()
+
+    class SlowStore:
+        def __init__(self, store):
+            self.store = store
+
+        def write(self, token, snapshot):
+            if threading.current_thread().name == "judging-activity":
+                writing.set()
+                time.sleep(0.5)
+            self.store.write(token, snapshot)
+
+        def read(self):
+            return self.store.read()
+
+    with mock.patch.object(activity, "_store", lambda: SlowStore(real_store())):
+        # when the call ends, the writer thread wakes and takes its snapshot ...
+        activity.record_call_end(provider, outcome="ok", latency_s=0.1, cost_usd=None)
+        assert writing.wait(5)
+        # ... and a reader asks while that write is on its way
+        seen = activity.provider_activity([provider])[0]
+    # then the reader sees the call ended, not the store as it was before that write
+    assert seen.in_flight == 0 and seen.calls_total == 1
