@@ -1281,8 +1281,10 @@ def main() -> int:
     if sqlite() and args.profile:
         parser.error("--profile reads PostgreSQL's plans: use it with --db postgres")
     if args.floor:
-        if args.links or args.settings_file or args.mode != "pointwise" or args.profile:
-            parser.error("--floor stands in for the pointwise JSON API's work alone")
+        if args.links or args.chained or args.settings_file or args.mode != "pointwise":
+            parser.error("--floor stands in for the work of the pointwise JSON API's next + submit")
+        if args.profile:
+            parser.error("--floor records nothing to profile")
         args.settings_file = str(ROOT / "bench" / "floor_settings.py")
 
     if args.reuse_db and database_ready(args.items, args.models):
