@@ -95,9 +95,19 @@ class Audit:
 def posted(page, click) -> str:
     """Click something that posts the card's form through htmx; the URL name posted to, once
     the answer is swapped in."""
+    # the card on the page now: the answer replaces it (outerHTML), and until then it is still
+    # ready, so waiting for "a ready card" alone could return with the old one, whose rows are
+    # then detached under the next step
+    before = page.query_selector("[data-annotate-card]")
     with page.expect_response(lambda r: r.request.method == "POST") as answer:
         click()
-    page.wait_for_function("() => document.querySelector('[data-annotate-card][data-ready]')")
+    page.wait_for_function(
+        """old => {
+            const card = document.querySelector('[data-annotate-card][data-ready]');
+            return card && card !== old;
+        }""",
+        arg=before,
+    )
     return url_name(answer.value.url)
 
 
