@@ -70,6 +70,31 @@ def flask_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def _cloned_test_db(request, django_db_modify_db_settings, django_db_blocker) -> bool:
+    """On PostgreSQL, this process's test database copied from a migrated template (made once
+    for all the workers) instead of migrated again: tests/db_template.py."""
+    from tests.db_template import clone_from_template
+
+    with django_db_blocker.unblock():
+        return clone_from_template(
+            create_db=bool(request.config.getvalue("create_db")),
+            reuse_db=bool(request.config.getvalue("reuse_db")),
+        )
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, _cloned_test_db) -> bool:
+    """A copied database is kept as a reused one is: pytest-django neither makes it again
+    nor drops it at the end (the next run copies the template over it)."""
+    return _cloned_test_db or bool(request.config.getvalue("reuse_db"))
+
+
+@pytest.fixture(scope="session")
+def django_db_createdb(request, _cloned_test_db) -> bool:
+    return False if _cloned_test_db else bool(request.config.getvalue("create_db"))
+
+
+@pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """The test database, with the built-in catalogue its migrations seed (a database kept
     from an earlier run may have lost it to a transactional test's flush). On PostgreSQL a
