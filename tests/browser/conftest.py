@@ -31,8 +31,33 @@ def chromium():
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        if SWAP_DELAY_MS:
+            _slow_swaps(browser, SWAP_DELAY_MS)
         yield browser
         browser.close()
+
+
+#: FLASKWEB_TEST_SWAP_DELAY_MS=400: every htmx swap in every page of the browser tests waits
+#: that long after its answer has arrived. A test that waits for something the page held
+#: before the swap too (a ready card, a phase label) then fails every time instead of now
+#: and then on a busy machine (tests/README.md, "Races in browser tests").
+SWAP_DELAY_MS = int(os.environ.get("FLASKWEB_TEST_SWAP_DELAY_MS") or 0)
+
+
+def _slow_swaps(browser, delay_ms: int) -> None:
+    """Every context the browser opens delays htmx's swaps by `delay_ms`."""
+    script = (
+        "addEventListener('load', () => {"
+        f" if (window.htmx) htmx.config.defaultSwapDelay = {delay_ms}; }});"
+    )
+    new_context = browser.new_context
+
+    def slowed(*args, **kwargs):
+        context = new_context(*args, **kwargs)
+        context.add_init_script(script)
+        return context
+
+    browser.new_context = slowed
 
 
 @pytest.fixture
