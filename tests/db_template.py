@@ -81,6 +81,7 @@ def clone_from_template(*, create_db: bool, reuse_db: bool) -> bool:
 
 def _build(cursor, template: str, base: str) -> None:
     """Migrate a new database and put it in place as the template (old ones dropped)."""
+    from django.contrib.contenttypes.models import ContentType
     from django.core.management import call_command
     from django.db import connection
 
@@ -96,6 +97,7 @@ def _build(cursor, template: str, base: str) -> None:
     finally:
         connection.close()  # no session may stay on a template that is copied
         connection.settings_dict["NAME"] = real
+        ContentType.objects.clear_cache()  # read from the template: the copies hold the same
     cursor.execute(
         "SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s",
         [f"{base[:40]}\\_tpl\\_%", building],
