@@ -11,8 +11,9 @@ The template is named after a digest of what decides its content: the migrations
 installed app, the project's own code (a data migration imports it: the built-in catalogue)
 and Django's version. `--create-db` builds it again, once per run (the run's id is kept as
 the database's comment), so CI never copies a template an earlier run left behind. Old
-templates are dropped when a new one is built. SQLite (the `sqlite` group) is left to
-pytest-django.
+templates are dropped when a new one is built. Without `--create-db` a worker's existing
+database is reused as it is (pyproject.toml's addopts hold `--reuse-db`); only a missing one
+is copied. SQLite (the `sqlite` group) is left to pytest-django.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ def digest(files: list[Path] | None = None) -> str:
 
     hashed = hashlib.sha256(django.__version__.encode())
     for path in inputs() if files is None else files:
-        hashed.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+        # named without the checkout's or the venv's folder: two checkouts of the same code
+        # share one template
+        name = f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
+        hashed.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return hashed.hexdigest()[:12]
 
 
