@@ -85,7 +85,8 @@ def _cloned_test_db(request, django_db_modify_db_settings, django_db_blocker) ->
 @pytest.fixture(scope="session")
 def django_db_keepdb(request, _cloned_test_db) -> bool:
     """A copied database is kept as a reused one is: pytest-django neither makes it again
-    nor drops it at the end (the next run copies the template over it)."""
+    nor drops it at the end (a run with --create-db copies the template over it, one
+    without reuses it)."""
     return _cloned_test_db or bool(request.config.getvalue("reuse_db"))
 
 
