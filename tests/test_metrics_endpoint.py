@@ -4,6 +4,7 @@ what is read at scrape time, also while Redis or the database is gone."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import tempfile
@@ -224,7 +225,15 @@ def test_jobs_judge_runs_and_report_lag_are_read_at_scrape_time(project, scrape)
 
 @pytest.mark.django_db
 def test_judge_calls_per_provider_come_from_the_workers_activity(scrape):
-    provider = Provider.objects.create(name="metrics-provider", base_urls=["http://127.0.0.1:9/"])
+    # an id no other test could have recorded calls for (as tests/judging/test_activity.py
+    # does): the counts live as long as the process, under a key prefix that the worker
+    # processes its tests start share, some of them on databases of their own whose
+    # providers' ids start again at 1
+    provider = Provider.objects.create(
+        pk=random.randrange(10**9, 10**10),
+        name="metrics-provider",
+        base_urls=["http://127.0.0.1:9/"],
+    )
     activity.record_call_start(provider.pk)
     activity.record_call_start(provider.pk)
     activity.record_call_end(provider.pk, outcome="throttled", latency_s=None, cost_usd=None)
