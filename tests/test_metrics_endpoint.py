@@ -4,7 +4,6 @@ what is read at scrape time, also while Redis or the database is gone."""
 from __future__ import annotations
 
 import os
-import random
 import socket
 import subprocess
 import tempfile
@@ -26,6 +25,7 @@ from flaskweb.metrics import queue_depths
 from judging.llm import activity
 from judging.models import Provider
 from tests.annotation.test_assignments import make_dataset
+from tests.judging.test_activity import a_provider
 
 TOKEN = "metrics-token-0123456789"
 #: how Prometheus scrapes a web process: its own address, plain HTTP, the bearer token
@@ -230,7 +230,7 @@ def test_judge_calls_per_provider_come_from_the_workers_activity(scrape):
     # processes its tests start share, some of them on databases of their own whose
     # providers' ids start again at 1
     provider = Provider.objects.create(
-        pk=random.randrange(10**9, 10**10),
+        pk=int(a_provider()),
         name="metrics-provider",
         base_urls=["http://127.0.0.1:9/"],
     )
